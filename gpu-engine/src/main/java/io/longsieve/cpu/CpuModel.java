@@ -1,0 +1,118 @@
+package io.longsieve.cpu;
+
+import io.longsieve.attention.AttentionContext;
+import io.longsieve.attention.AttentionPolicy;
+import io.longsieve.model.ModelConfig;
+import io.longsieve.model.Rope;
+
+/**
+ * The forward pass of a Llama-family decoder in fp32 on the CPU, the reference for every other
+ * backend. Reads top to bottom: embed, then per layer RMSNorm → q/k/v → cache → attention (the
+ * one place a policy plugs in) → output projection → residual → RMSNorm → SwiGLU → residual; then
+ * the final norm and the LM head for the last position. Activation buffers are sized once for the
+ * largest chunk; one sequence runs at a time and uses every worker thread.
+ */
+public final class CpuModel implements AutoCloseable {
+
+  private final ModelConfig c;
+  private final CpuWeights w;
+  private final Rope rope;
+  private final ThreadPool pool;
+  private final AttentionContext actx;
+  private final int maxChunk;
+
+  private final float[] x;       // (chunk, dim) residual stream
+  private final float[] xb;      // (chunk, dim) normed input of a sub-block
+  private final float[] q;       // (chunk, nHeads * headDim) queries before RoPE
+  private final float[] k;       // (chunk, kvDim) keys before RoPE
+  private final float[] v;       // (chunk, kvDim)
+  private final float[] att;     // (chunk, nHeads * headDim) attention output
+  private final float[] proj;    // (chunk, dim) output of wo / wDown
+  private final float[] gate;    // (chunk, hidden)
+  private final float[] up;      // (chunk, hidden)
+  private final float[] last;    // (dim) final-normed last position
+
+  public CpuModel(ModelConfig c, CpuWeights w, ThreadPool pool, int maxChunk) {
+    this.c = c;
+    this.w = w;
+    this.rope = new Rope(c);
+    this.pool = pool;
+    this.actx = new AttentionContext(c, rope, pool);
+    this.maxChunk = maxChunk;
+    int dim = c.hiddenSize();
+    x = new float[maxChunk * dim];
+    xb = new float[maxChunk * dim];
+    q = new float[maxChunk * c.qDim()];
+    k = new float[maxChunk * c.kvDim()];
+    v = new float[maxChunk * c.kvDim()];
+    att = new float[maxChunk * c.qDim()];
+    proj = new float[maxChunk * dim];
+    gate = new float[maxChunk * c.intermediateSize()];
+    up = new float[maxChunk * c.intermediateSize()];
+    last = new float[dim];
+  }
+
+  public ModelConfig config() {
+    return c;
+  }
+
+  public Rope rope() {
+    return rope;
+  }
+
+  public AttentionContext attentionContext() {
+    return actx;
+  }
+
+  public KvCache newCache(int capacity) {
+    return new KvCache(c, rope, capacity);
+  }
+
+  /**
+   * Runs tokens[from, to) at positions pos0.. through the model in chunks of at most maxChunk,
+   * appending to the cache, and writes the logits of the last token into {@code logits} (vocab).
+   */
+  public synchronized void forward(int[] tokens, int from, int to, int pos0, KvCache kv, AttentionPolicy policy,
+                                   boolean decode, float[] logits) {
+    for (int s = from; s < to; s += maxChunk) {
+      int n = Math.min(maxChunk, to - s);
+      chunk(tokens, s, n, pos0 + (s - from), kv, policy, decode && n == 1);
+    }
+    int dim = c.hiddenSize();
+    int lastRow = (to - from - 1) % maxChunk;
+    CpuOps.rmsNorm(last, 0, x, lastRow * dim, w.finalNorm(), dim, c.rmsNormEps());
+    CpuOps.matmul(pool, logits, last, 1, w.lmHead(), null, c.vocabSize(), dim);
+  }
+
+  private void chunk(int[] tokens, int start, int n, int pos0, KvCache kv, AttentionPolicy policy, boolean decode) {
+    int dim = c.hiddenSize(), hidden = c.intermediateSize();
+    double eps = c.rmsNormEps();
+    for (int i = 0; i < n; i++) CpuOps.embed(x, i * dim, w.embed(), tokens[start + i], dim);
+
+    for (int l = 0; l < c.numLayers(); l++) {
+      CpuWeights.Layer lw = w.layers()[l];
+      // attention block
+      for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.attnNorm(), dim, eps);
+      CpuOps.matmul(pool, q, xb, n, lw.wq(), lw.bq(), c.qDim(), dim);          // (n, qDim)
+      CpuOps.matmul(pool, k, xb, n, lw.wk(), lw.bk(), c.kvDim(), dim);         // (n, kvDim)
+      CpuOps.matmul(pool, v, xb, n, lw.wv(), lw.bv(), c.kvDim(), dim);         // (n, kvDim)
+      kv.append(l, k, 0, v, 0, n, pos0);                                       // keys stored before RoPE
+      if (decode) policy.decode(l, q, pos0, kv, att, actx);
+      else policy.prefill(l, q, n, pos0, kv, att, actx);                       // (n, qDim)
+      CpuOps.matmul(pool, proj, att, n, lw.wo(), null, dim, c.qDim());         // (n, dim)
+      for (int i = 0; i < n * dim; i++) x[i] += proj[i];
+      // feed-forward block
+      for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.ffnNorm(), dim, eps);
+      CpuOps.matmul(pool, gate, xb, n, lw.wGate(), null, hidden, dim);         // (n, hidden)
+      CpuOps.matmul(pool, up, xb, n, lw.wUp(), null, hidden, dim);             // (n, hidden)
+      CpuOps.swiglu(gate, up, n * hidden);
+      CpuOps.matmul(pool, proj, gate, n, lw.wDown(), null, dim, hidden);       // (n, dim)
+      for (int i = 0; i < n * dim; i++) x[i] += proj[i];
+    }
+  }
+
+  @Override
+  public void close() {
+    // weights are heap arrays and the pool belongs to the caller: nothing to release here
+  }
+}

@@ -1,0 +1,140 @@
+package io.longsieve.cpu;
+
+import io.longsieve.attention.AttentionPolicy;
+import io.longsieve.attention.PolicySpec;
+import io.longsieve.attention.PolicyStats;
+import io.longsieve.engine.ModelRunner;
+import io.longsieve.model.Checkpoint;
+import io.longsieve.model.ModelConfig;
+
+/** The CPU reference backend: fp32 weights on the heap, {@link CpuModel} for the math. */
+public final class CpuRunner implements ModelRunner {
+
+  private final ModelConfig config;
+  private final ThreadPool pool;
+  private final CpuModel model;
+
+  public CpuRunner(ModelConfig config, Checkpoint ck, int threads, int prefillChunk) {
+    this.config = config;
+    this.pool = new ThreadPool(threads);
+    this.model = new CpuModel(config, CpuWeights.load(ck, config), pool, prefillChunk);
+  }
+
+  public CpuModel model() {
+    return model;
+  }
+
+  @Override
+  public ModelConfig config() {
+    return config;
+  }
+
+  @Override
+  public String backend() {
+    return "cpu";
+  }
+
+  @Override
+  public String device() {
+    return "cpu:" + pool.threads() + " threads" + (CpuOps.VECTOR ? " simd" : "");
+  }
+
+  @Override
+  public Sequence open(int capacity, String policy) {
+    return new CpuSequence(model.newCache(capacity), PolicySpec.parse(policy).createCpu());
+  }
+
+  @Override
+  public void close() {
+    model.close();
+    pool.close();
+  }
+
+  private final class CpuSequence implements Sequence {
+    private final KvCache kv;
+    private final AttentionPolicy policy;
+    private final TimedPolicy timed;
+    private long kvBefore;
+
+    CpuSequence(KvCache kv, AttentionPolicy policy) {
+      this.kv = kv;
+      this.policy = policy;
+      this.timed = new TimedPolicy(policy);
+    }
+
+    @Override
+    public void prefill(int[] tokens, float[] logits) {
+      model.forward(tokens, 0, tokens.length, 0, kv, timed, false, logits);
+      kvBefore = kv.bf16Bytes();
+      long t = System.nanoTime();
+      policy.afterPrefill(kv, model.attentionContext());
+      timed.nanos += System.nanoTime() - t;
+    }
+
+    @Override
+    public void decode(int token, int pos, float[] logits) {
+      model.forward(new int[] {token}, 0, 1, pos, kv, timed, true, logits);
+    }
+
+    @Override
+    public long kvBytesBeforeCompression() {
+      return kvBefore;
+    }
+
+    @Override
+    public long kvBytes() {
+      return kv.bf16Bytes();
+    }
+
+    @Override
+    public double attentionMs() {
+      return timed.nanos / 1e6;
+    }
+
+    @Override
+    public PolicyStats policyStats() {
+      return policy.stats();
+    }
+
+    @Override
+    public String policy() {
+      return policy.describe();
+    }
+
+    @Override
+    public void close() {
+      // heap-only state; the garbage collector takes the cache
+    }
+  }
+
+  /** Wraps a policy to time its calls, so stats can split attention from the rest of the step. */
+  private static final class TimedPolicy implements AttentionPolicy {
+    private final AttentionPolicy inner;
+    long nanos;
+
+    TimedPolicy(AttentionPolicy inner) {
+      this.inner = inner;
+    }
+
+    @Override
+    public String describe() {
+      return inner.describe();
+    }
+
+    @Override
+    public void prefill(int layer, float[] q, int n, int pos0, KvCache kv, float[] out,
+                        io.longsieve.attention.AttentionContext ctx) {
+      long t = System.nanoTime();
+      inner.prefill(layer, q, n, pos0, kv, out, ctx);
+      nanos += System.nanoTime() - t;
+    }
+
+    @Override
+    public void decode(int layer, float[] q, int pos, KvCache kv, float[] out,
+                       io.longsieve.attention.AttentionContext ctx) {
+      long t = System.nanoTime();
+      inner.decode(layer, q, pos, kv, out, ctx);
+      nanos += System.nanoTime() - t;
+    }
+  }
+}

@@ -1,0 +1,62 @@
+package io.longsieve.cuda;
+
+import io.longsieve.engine.EngineSpec;
+import io.longsieve.engine.LoadedModel;
+import io.longsieve.engine.ModelRunner;
+import jcuda.driver.JCudaDriver;
+
+/**
+ * Whether the CUDA backend can run here. Without a GPU or driver JCuda fails during class
+ * initialisation with an UnsatisfiedLinkError, an Error rather than an Exception, so LinkageError
+ * is caught explicitly.
+ */
+public final class CudaAvailability {
+  private CudaAvailability() {}
+
+  private static volatile String reason;
+  private static volatile boolean probed;
+
+  /** null when CUDA is usable, else why not (no driver, no device, backend not built). */
+  public static synchronized String unavailableReason() {
+    if (!probed) {
+      reason = probe();
+      probed = true;
+    }
+    return reason;
+  }
+
+  private static String probe() {
+    try {
+      JCudaDriver.setExceptionsEnabled(true);
+      JCudaDriver.cuInit(0);
+      int[] count = new int[1];
+      JCudaDriver.cuDeviceGetCount(count);
+      if (count[0] == 0) return "no CUDA device";
+      return openRunnerFactory() == null ? "the CUDA backend is not built into this engine yet" : null;
+    } catch (LinkageError e) {
+      return "CUDA driver library not loadable (" + e.getClass().getSimpleName() + ": " + e.getMessage() + ")";
+    } catch (RuntimeException e) {
+      return "CUDA initialisation failed: " + e.getMessage();
+    }
+  }
+
+  /** The CUDA runner factory, looked up by name so the CPU build does not depend on it. */
+  private static Class<?> openRunnerFactory() {
+    try {
+      return Class.forName("io.longsieve.cuda.CudaRunner");
+    } catch (ClassNotFoundException e) {
+      return null;
+    }
+  }
+
+  public static ModelRunner openRunner(EngineSpec spec, LoadedModel model) {
+    try {
+      return (ModelRunner) openRunnerFactory().getMethod("open", EngineSpec.class, LoadedModel.class)
+          .invoke(null, spec, model);
+    } catch (ReflectiveOperationException e) {
+      Throwable cause = e.getCause() != null ? e.getCause() : e;
+      if (cause instanceof RuntimeException re) throw re;
+      throw new IllegalStateException("cannot open the CUDA backend: " + cause.getMessage(), cause);
+    }
+  }
+}

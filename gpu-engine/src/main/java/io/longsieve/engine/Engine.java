@@ -1,0 +1,45 @@
+package io.longsieve.engine;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * A loaded model on one device, ready to generate. Open it once per process (per executor JVM in
+ * Spark) and share it: {@link #generate} is thread-safe. Closing releases every native and device
+ * resource.
+ */
+public interface Engine extends AutoCloseable {
+
+  /** Opens the model named by the spec on the backend it asks for ("auto": CUDA when usable). */
+  static Engine open(EngineSpec spec) {
+    return Backends.open(spec);
+  }
+
+  LoadedModel model();
+
+  /** "cpu" or "cuda". */
+  String backend();
+
+  String device();
+
+  /** Longest prompt + output in tokens. */
+  int maxContext();
+
+  /**
+   * Generates for one request.
+   *
+   * @throws PromptTooLongException   when the prompt does not fit the context
+   * @throws IllegalArgumentException for an unknown policy or an empty prompt
+   */
+  GenerationResult generate(GenerationRequest request);
+
+  /** Generates for each request in order; a failing request fails the call (callers that need per-request errors call {@link #generate(GenerationRequest)}). */
+  default List<GenerationResult> generate(List<GenerationRequest> requests) {
+    List<GenerationResult> out = new ArrayList<>(requests.size());
+    for (GenerationRequest r : requests) out.add(generate(r));
+    return out;
+  }
+
+  @Override
+  void close();
+}

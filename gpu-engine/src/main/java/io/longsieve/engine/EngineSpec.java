@@ -1,0 +1,69 @@
+package io.longsieve.engine;
+
+import java.io.Serializable;
+import java.nio.file.Path;
+
+/**
+ * Everything needed to open an engine, small and serializable so the Spark driver can send it to
+ * executors. The engine itself is not serializable: each executor opens its own from this spec.
+ *
+ * @param modelDir        Hugging Face checkpoint folder (config.json, *.safetensors, tokenizer.json)
+ * @param device          "auto" (cuda when a GPU and the driver load, else cpu), "cpu" or "cuda"
+ * @param gpuOrdinal      CUDA device ordinal to bind; -1 lets the engine take device 0
+ * @param threads         CPU threads for matmul; 0 means all available processors
+ * @param prefillChunk    tokens per prefill chunk; bounds activation memory for long prompts
+ * @param maxContext      longest prompt + output the engine accepts; 0 means the model's own limit
+ * @param memoryFraction  share of free GPU memory (cuMemGetInfo) the engine may take
+ * @param defaultPolicy   attention policy used when a request names none, e.g. "dense"
+ */
+public record EngineSpec(
+    String modelDir,
+    String device,
+    int gpuOrdinal,
+    int threads,
+    int prefillChunk,
+    int maxContext,
+    double memoryFraction,
+    String defaultPolicy) implements Serializable {
+
+  public EngineSpec {
+    if (modelDir == null || modelDir.isBlank()) throw new IllegalArgumentException("modelDir is required");
+    if (!device.equals("auto") && !device.equals("cpu") && !device.equals("cuda")) {
+      throw new IllegalArgumentException("device must be auto, cpu or cuda, not '" + device + "'");
+    }
+    if (threads < 0) throw new IllegalArgumentException("threads must be >= 0");
+    if (prefillChunk <= 0) throw new IllegalArgumentException("prefillChunk must be > 0");
+    if (maxContext < 0) throw new IllegalArgumentException("maxContext must be >= 0");
+    if (!(memoryFraction > 0 && memoryFraction <= 1)) throw new IllegalArgumentException("memoryFraction must be in (0, 1]");
+    if (defaultPolicy == null || defaultPolicy.isBlank()) defaultPolicy = "dense";
+  }
+
+  /** A spec with the defaults: auto device, all cores, 512-token prefill chunks, dense attention. */
+  public static EngineSpec of(Path modelDir) {
+    return new EngineSpec(modelDir.toString(), "auto", -1, 0, 512, 0, 0.9, "dense");
+  }
+
+  public EngineSpec withDevice(String d) {
+    return new EngineSpec(modelDir, d, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction, defaultPolicy);
+  }
+
+  public EngineSpec withGpuOrdinal(int ordinal) {
+    return new EngineSpec(modelDir, device, ordinal, threads, prefillChunk, maxContext, memoryFraction, defaultPolicy);
+  }
+
+  public EngineSpec withThreads(int n) {
+    return new EngineSpec(modelDir, device, gpuOrdinal, n, prefillChunk, maxContext, memoryFraction, defaultPolicy);
+  }
+
+  public EngineSpec withPrefillChunk(int n) {
+    return new EngineSpec(modelDir, device, gpuOrdinal, threads, n, maxContext, memoryFraction, defaultPolicy);
+  }
+
+  public EngineSpec withMaxContext(int n) {
+    return new EngineSpec(modelDir, device, gpuOrdinal, threads, prefillChunk, n, memoryFraction, defaultPolicy);
+  }
+
+  public EngineSpec withDefaultPolicy(String p) {
+    return new EngineSpec(modelDir, device, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction, p);
+  }
+}
