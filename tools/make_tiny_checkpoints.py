@@ -122,8 +122,7 @@ def make_goldens(name, model_cls, model_dir, hf_tok, tok_notes, description, see
     if got_inv is not None:
         rope["model_inv_freq"] = C.F32List(got_inv)
         rope["model_matches_expected"] = bool(np.allclose(got_inv, exp_inv, rtol=2e-6, atol=0))
-        if not rope["model_matches_expected"]:
-            print(f"  WARNING {name}: model inv_freq {got_inv} != expected {exp_inv}")
+        C.check(rope["model_matches_expected"], f"{name}: model inv_freq {got_inv} != expected {exp_inv}")
     pad_id = hf_tok.convert_tokens_to_ids(C.EOT_TEXT)
 
     cases = []
@@ -140,8 +139,10 @@ def make_goldens(name, model_cls, model_dir, hf_tok, tok_notes, description, see
         if hasattr(via, "keys") and "input_ids" in via:
             via = via["input_ids"]
         via = list(via)
-        assert via == chat_ids, f"apply_chat_template(tokenize=True) {via} != encode(text) {chat_ids}"
-        assert raw.encode(chat_prompt, add_special_tokens=False).ids == chat_ids
+        if via and isinstance(via[0], list):
+            via = via[0]
+        C.check(via == chat_ids, f"{name}: apply_chat_template(tokenize=True) {via} != encode(text) {chat_ids}")
+        C.check(raw.encode(chat_prompt, add_special_tokens=False).ids == chat_ids, f"{name}: raw chat ids differ")
         chat = {"messages": C.CHAT_MESSAGES, "add_generation_prompt": True, "chat_prompt": chat_prompt,
                 "note": "input_ids = tokenizer(chat_prompt, add_special_tokens=False); the template itself emits bos_token"}
         chat.update(C.golden_case(model, hf_tok, chat_prompt, N_NEW, pad_id, input_ids=chat_ids, raw_tok=raw))
@@ -237,7 +238,7 @@ def main():
     reloaded = C.load_fp32(LlamaForCausalLM, d_d)
     ref = {k: v.to(torch.bfloat16).float() for k, v in model_a.state_dict().items()}
     for k, v in reloaded.state_dict().items():
-        assert torch.equal(v, ref[k]), f"bf16 round trip changed {k}"
+        C.check(torch.equal(v, ref[k]), f"bf16 round trip changed {k}")
     del reloaded
     summaries["llama-bf16"] = make_goldens(
         "llama-bf16", LlamaForCausalLM, d_d, *toks["llama-bf16"],
@@ -294,7 +295,11 @@ def main():
             print(f"  {name}/{f}: {s}")
     print(f"total bytes: {total}")
     with open(os.path.join(out, "summary.json"), "w") as f:
-        json.dump({"margins": summaries, "total_bytes": total, "versions": C.library_versions()}, f, indent=2)
+        json.dump({"margins": summaries, "total_bytes": total, "versions": C.library_versions(),
+                   "warnings": C.WARNINGS}, f, indent=2)
+    print(f"{len(C.WARNINGS)} warnings")
+    for w in C.WARNINGS:
+        print("  WARNING:", w)
 
 
 if __name__ == "__main__":
