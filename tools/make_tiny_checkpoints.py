@@ -238,7 +238,7 @@ def main():
     reloaded = C.load_fp32(LlamaForCausalLM, d_d)
     ref = {k: v.to(torch.bfloat16).float() for k, v in model_a.state_dict().items()}
     for k, v in reloaded.state_dict().items():
-        C.check(torch.equal(v, ref[k]), f"bf16 round trip changed {k}")
+        C.check(k in ref and torch.equal(v, ref[k]), f"bf16 round trip changed {k}")
     del reloaded
     summaries["llama-bf16"] = make_goldens(
         "llama-bf16", LlamaForCausalLM, d_d, *toks["llama-bf16"],
@@ -255,8 +255,10 @@ def main():
         **C.rope_kwargs(LlamaConfig, 10000.0))
     torch.manual_seed(22)
     model_b = LlamaForCausalLM(cfg_b)
+    model_b.tie_weights()
     C.init_weights(model_b, seed=22, std=INIT_STD)
-    assert model_b.lm_head.weight.data_ptr() == model_b.model.embed_tokens.weight.data_ptr(), "not tied"
+    C.check(model_b.lm_head.weight.data_ptr() == model_b.model.embed_tokens.weight.data_ptr(),
+            "llama-tied: lm_head is not tied to embed_tokens after construction")
     d_b = os.path.join(out, "llama-tied")
     how = save_sharded(model_b, d_b, "100KB")
     print(f"  llama-tied shards: {how}: {sorted(f for f in os.listdir(d_b) if 'safetensors' in f)}")

@@ -213,7 +213,7 @@ def train_bpe_tokenizer(corpus, trained_vocab_size):
     data = json.loads(tok.to_str())
     data["model"]["ignore_merges"] = True
     tok = Tokenizer.from_str(json.dumps(data))
-    assert json.loads(tok.to_str())["model"].get("ignore_merges") is True, "ignore_merges not kept"
+    check(json.loads(tok.to_str())["model"].get("ignore_merges") is True, "ignore_merges not kept")
     return tok
 
 
