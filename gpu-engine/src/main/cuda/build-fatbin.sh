@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Compiles the kernels of this folder into ONE fatbin, longsieve.fatbin, that the engine loads with
+# cuModuleLoadData (driver API; no CUDA toolkit library is needed at run time). Run by Maven in
+# generate-resources (gpu-engine/pom.xml); the output lands on the classpath as
+# io/longsieve/cuda/longsieve.fatbin.
+#
+#   SASS (machine code) for sm_80 (A100), sm_86 (A10/RTX 30), sm_89 (L4/L40/RTX 40), sm_90 (H100/H200),
+#   plus PTX for compute_80 that newer GPUs JIT-compile at load.
+#
+# Drivers: nvcc 13 emits PTX ISA 9.0, which only R580+ drivers can JIT; the SASS parts load on any
+# driver that supports the GPU. For a driver older than R580, build with a CUDA 12 nvcc instead:
+#   NVCC=/usr/local/cuda-12.6/bin/nvcc mvn -pl gpu-engine package
+# (a CUDA 12.x fatbin loads on R525+ drivers for the SASS targets, R560+ to JIT 12.6's PTX).
+#
+# Usage: build-fatbin.sh OUTPUT_DIR. Skips the compile when the fatbin is newer than every source.
+set -euo pipefail
+SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+OUT_DIR="${1:?usage: build-fatbin.sh OUTPUT_DIR}"
+OUT="$OUT_DIR/longsieve.fatbin"
+NVCC="${NVCC:-}"
+if [[ -z "$NVCC" ]]; then
+  if command -v nvcc >/dev/null 2>&1; then NVCC="$(command -v nvcc)";
+  elif [[ -x /usr/local/cuda/bin/nvcc ]]; then NVCC=/usr/local/cuda/bin/nvcc; fi
+fi
+if [[ -z "$NVCC" || ! -x "$NVCC" ]]; then
+  echo "ERROR: nvcc not found. The CUDA kernels (gpu-engine/src/main/cuda) are compiled at build time;" >&2
+  echo "       install the CUDA toolkit (nvcc 12.x or 13.x) and put nvcc on PATH, or set NVCC=/path/to/nvcc." >&2
+  exit 2
+fi
+mkdir -p "$OUT_DIR"
+if [[ -f "$OUT" && -z "$(find "$SRC" \( -name '*.cu' -o -name '*.cuh' -o -name '*.sh' \) -newer "$OUT" -print -quit)" ]]; then
+  exit 0
+fi
+echo "build-fatbin: $("$NVCC" --version | tail -1) -> $OUT" >&2
+"$NVCC" -fatbin -O3 -std=c++17 --threads 0 \
+  -gencode arch=compute_80,code=sm_80 \
+  -gencode arch=compute_86,code=sm_86 \
+  -gencode arch=compute_89,code=sm_89 \
+  -gencode arch=compute_90,code=sm_90 \
+  -gencode arch=compute_80,code=compute_80 \
+  "$SRC/longsieve.cu" -o "$OUT.tmp"
+mv "$OUT.tmp" "$OUT"

@@ -1,0 +1,177 @@
+// Matrix products of the forward pass, C (M, N) = A (M, K) . W (N, K)^T (+ bias), both operands
+// bf16 with K contiguous (PyTorch's Linear layout), f32 accumulation. CPU twin: CpuOps.matmul.
+//   gemm_bf16:  prefill, tensor cores through mma.sync m16n8k16, 128x128x32 tiles, 8 warps,
+//               a 4-stage cp.async pipeline; any M, N; K a multiple of 8.
+//   gemv_bf16_bN: decode, one warp per output row streaming W once with 16-byte loads, for N rows
+//               of activations (N = 1, 2, 4, 8); any M <= N rows, K a multiple of 8.
+#include "common.cuh"
+
+#define GB_M 128
+#define GB_N 128
+#define GB_K 32
+#define GB_LD (GB_K + 8)  // padded row (80 B) so ldmatrix's 8 rows hit 8 different bank groups
+#define GB_STAGES 4
+#define GB_THREADS 256
+
+__device__ __forceinline__ void store_out(void* out, int mode, size_t idx, float v) {
+  if (mode == OUT_F32) ((float*)out)[idx] = v;
+  else if (mode == OUT_F32_ADD) ((float*)out)[idx] += v;
+  else ((bf16*)out)[idx] = f2bf(v);
+}
+
+// Dynamic shared memory: GB_STAGES x (A tile GB_M x GB_LD + W tile GB_N x GB_LD) bf16 = 80 KB.
+extern "C" __global__ void __launch_bounds__(GB_THREADS, 2)
+    gemm_bf16(void* __restrict__ out, const bf16* __restrict__ A, const bf16* __restrict__ W,
+              const float* __restrict__ bias, int M, int N, int K, int mode) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* sm = reinterpret_cast<bf16*>(smem_raw);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp >> 2, wn = warp & 3;  // 2 x 4 warps, each 64 rows x 32 columns
+  const int m0 = blockIdx.y * GB_M, n0 = blockIdx.x * GB_N;
+  const int kTiles = (K + GB_K - 1) / GB_K;
+
+  auto stageA = [&](int s) { return sm + s * (GB_M + GB_N) * GB_LD; };
+  auto stageB = [&](int s) { return sm + s * (GB_M + GB_N) * GB_LD + GB_M * GB_LD; };
+
+  auto load = [&](int s, int kt) {
+    int k0 = kt * GB_K;
+    bf16* a = stageA(s);
+    bf16* b = stageB(s);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      int c = tid + r * GB_THREADS;  // 512 chunks of 8 elements per operand tile
+      int row = c >> 2, col = (c & 3) * 8;
+      int gk = k0 + col;
+      int gm = m0 + row;
+      bool okA = gm < M && gk < K;
+      cp_async16(a + row * GB_LD + col, okA ? (const void*)(A + (size_t)gm * K + gk) : (const void*)A, okA ? 16 : 0);
+      int gn = n0 + row;
+      bool okB = gn < N && gk < K;
+      cp_async16(b + row * GB_LD + col, okB ? (const void*)(W + (size_t)gn * K + gk) : (const void*)W, okB ? 16 : 0);
+    }
+  };
+
+  float acc[4][4][4];
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < GB_STAGES - 1; s++) {
+    if (s < kTiles) load(s, s);
+    cp_async_commit();
+  }
+
+  for (int kt = 0; kt < kTiles; kt++) {
+    cp_async_wait<GB_STAGES - 2>();
+    __syncthreads();
+    int nxt = kt + GB_STAGES - 1;
+    if (nxt < kTiles) load(nxt % GB_STAGES, nxt);
+    cp_async_commit();
+
+    const bf16* a = stageA(kt % GB_STAGES);
+    const bf16* b = stageB(kt % GB_STAGES);
+#pragma unroll
+    for (int ks = 0; ks < GB_K / 16; ks++) {
+      unsigned af[4][4], bfr[4][2];
+#pragma unroll
+      for (int mt = 0; mt < 4; mt++) {
+        const bf16* p = a + (wm * 64 + mt * 16 + (lane & 15)) * GB_LD + ks * 16 + (lane >> 4) * 8;
+        ldmatrix_x4(af[mt][0], af[mt][1], af[mt][2], af[mt][3], p);
+      }
+#pragma unroll
+      for (int np = 0; np < 2; np++) {
+        const bf16* p = b + (wn * 32 + np * 16 + (lane & 7) + (lane >> 4) * 8) * GB_LD + ks * 16 + ((lane >> 3) & 1) * 8;
+        ldmatrix_x4(bfr[2 * np][0], bfr[2 * np][1], bfr[2 * np + 1][0], bfr[2 * np + 1][1], p);
+      }
+#pragma unroll
+      for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) mma_bf16(acc[mt][nt], af[mt], bfr[nt][0], bfr[nt][1]);
+    }
+  }
+  cp_async_wait<0>();
+
+  const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+    for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int row = m0 + wm * 64 + mt * 16 + g + (e >> 1) * 8;
+        int col = n0 + wn * 32 + nt * 8 + q * 2 + (e & 1);
+        if (row < M && col < N) {
+          float v = acc[mt][nt][e];
+          if (bias) v += bias[col];
+          store_out(out, mode, (size_t)row * N + col, v);
+        }
+      }
+}
+
+// One warp per output column n (a row of W); x holds M <= NB activation rows (M, K) bf16.
+template <int NB>
+__device__ __forceinline__ void gemv_body(void* __restrict__ out, const bf16* __restrict__ x,
+                                          const bf16* __restrict__ W, const float* __restrict__ bias, int M,
+                                          int N, int K, int mode) {
+  const int lane = threadIdx.x & 31;
+  const int n = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (n >= N) return;
+  const bf16* w = W + (size_t)n * K;
+  float acc[NB];
+#pragma unroll
+  for (int b = 0; b < NB; b++) acc[b] = 0.f;
+  constexpr int U = 4;  // 16-byte loads in flight per lane before the first use
+  for (int k0 = lane * 8; k0 < K; k0 += 32 * 8 * U) {
+    uint4 wv[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      int k = k0 + u * 256;
+      wv[u] = k < K ? __ldg(reinterpret_cast<const uint4*>(w + k)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      int k = k0 + u * 256;
+      if (k >= K) break;
+      const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&wv[u]);
+#pragma unroll
+      for (int b = 0; b < NB; b++) {
+        if (b < M) {
+          uint4 xv = __ldg(reinterpret_cast<const uint4*>(x + (size_t)b * K + k));
+          const __nv_bfloat162* xp = reinterpret_cast<const __nv_bfloat162*>(&xv);
+#pragma unroll
+          for (int j = 0; j < 4; j++) {
+            float2 wf = __bfloat1622float2(wp[j]), xf = __bfloat1622float2(xp[j]);
+            acc[b] = fmaf(wf.x, xf.x, acc[b]);
+            acc[b] = fmaf(wf.y, xf.y, acc[b]);
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int b = 0; b < NB; b++) {
+    float v = warp_sum(acc[b]);
+    if (lane == 0 && b < M) store_out(out, mode, (size_t)b * N + n, bias ? v + bias[n] : v);
+  }
+}
+
+extern "C" __global__ void gemv_bf16_b1(void* out, const bf16* x, const bf16* W, const float* bias, int M, int N,
+                                        int K, int mode) {
+  gemv_body<1>(out, x, W, bias, M, N, K, mode);
+}
+extern "C" __global__ void gemv_bf16_b2(void* out, const bf16* x, const bf16* W, const float* bias, int M, int N,
+                                        int K, int mode) {
+  gemv_body<2>(out, x, W, bias, M, N, K, mode);
+}
+extern "C" __global__ void gemv_bf16_b4(void* out, const bf16* x, const bf16* W, const float* bias, int M, int N,
+                                        int K, int mode) {
+  gemv_body<4>(out, x, W, bias, M, N, K, mode);
+}
+extern "C" __global__ void gemv_bf16_b8(void* out, const bf16* x, const bf16* W, const float* bias, int M, int N,
+                                        int K, int mode) {
+  gemv_body<8>(out, x, W, bias, M, N, K, mode);
+}
