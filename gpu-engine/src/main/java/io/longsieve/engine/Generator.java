@@ -48,7 +48,7 @@ public final class Generator {
     Sampler sampler = new Sampler(r.sampling(), vocab);
     double prefillMs, ttftMs = 0, decodeMs = 0;
     try (ModelRunner.Sequence seq = runner.open(capacity, policy.canonical())) {
-      seq.prefill(prompt, logits);
+      int next = seq.prefillNext(prompt, logits, sampler);
       prefillMs = ms(System.nanoTime() - t0);
       long kvBefore = seq.kvBytesBeforeCompression();
       long td = System.nanoTime();
@@ -58,9 +58,9 @@ public final class Generator {
             finish = FinishReason.CONTEXT_FULL;
             break;
           }
-          seq.decode(out[produced - 1], prompt.length + produced - 1, logits);
+          next = seq.decodeNext(out[produced - 1], prompt.length + produced - 1, logits, sampler);
         }
-        int token = sampler.next(logits, vocab);
+        int token = next;
         out[produced++] = token;
         if (produced == 1) {
           ttftMs = ms(System.nanoTime() - t0);

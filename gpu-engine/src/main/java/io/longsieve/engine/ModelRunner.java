@@ -34,6 +34,22 @@ public interface ModelRunner extends AutoCloseable {
     /** Runs one token at position {@code pos} and writes its logits (vocab). */
     void decode(int token, int pos, float[] logits);
 
+    /**
+     * Prefill, then the first new token. Backends that sample on the device override this (and
+     * {@link #decodeNext}) so a step returns only the token id; {@code logits} may then be left
+     * unwritten. Greedy picks equal {@link Sampler#argmax}; top-p draws one {@link Sampler#uniform()}.
+     */
+    default int prefillNext(int[] tokens, float[] logits, Sampler sampler) {
+      prefill(tokens, logits);
+      return sampler.next(logits, logits.length);
+    }
+
+    /** Decode of {@code token} at {@code pos}, then the next token (see {@link #prefillNext}). */
+    default int decodeNext(int token, int pos, float[] logits, Sampler sampler) {
+      decode(token, pos, logits);
+      return sampler.next(logits, logits.length);
+    }
+
     /** KV cache bytes (bf16 equivalent) right after prefill, before any compression. */
     long kvBytesBeforeCompression();
 

@@ -19,6 +19,15 @@ public final class Sampler {
     this.order = params.greedy() ? null : new long[vocab];
   }
 
+  public SamplingParams params() {
+    return params;
+  }
+
+  /** One draw in [0, 1) from this request's seeded generator (for samplers that run on a device). */
+  public double uniform() {
+    return random.nextDouble();
+  }
+
   public int next(float[] logits, int vocab) {
     if (params.greedy()) return argmax(logits, vocab);
     float max = Float.NEGATIVE_INFINITY;

@@ -20,6 +20,11 @@ public final class Rope {
     return headDim;
   }
 
+  /** A copy of the inverse frequencies (headDim / 2), the table GPU kernels rotate with. */
+  public float[] inverseFrequencies() {
+    return invFreq.clone();
+  }
+
   static float[] inverseFrequencies(int headDim, double theta, RopeScaling s) {
     int half = headDim / 2;
     float[] f = new float[half];

@@ -1,0 +1,245 @@
+package io.longsieve.cuda;
+
+import io.longsieve.model.ModelConfig;
+import io.longsieve.model.Rope;
+import java.util.ArrayList;
+import java.util.List;
+import jcuda.Pointer;
+import jcuda.driver.CUdeviceptr;
+
+/**
+ * The forward pass of a Llama-family decoder on the GPU, the same steps in the same order as
+ * cpu/CpuModel: embed, then per layer RMSNorm → q/k/v (one GEMM) → KV append (keys before RoPE) →
+ * attention → output projection added to the residual → RMSNorm → gate/up (one GEMM) → SwiGLU →
+ * down projection added to the residual; then the final norm, the LM head for the last position
+ * and, for decode, the next token picked on the device. Residual stream f32, matmul inputs bf16,
+ * f32 accumulation. Everything is queued on one stream: a decode step runs without a host
+ * synchronisation until its token id is read back.
+ *
+ * <p>Failure semantics: CUDA errors surface as {@link jcuda.CudaException} from the call that
+ * queued or synchronised the failing work; after one the context may be unusable and the engine
+ * should be closed. Not thread-safe: one sequence runs at a time.
+ */
+public final class CudaModel implements AutoCloseable {
+
+  private final ModelConfig c;
+  private final CudaContext ctx;
+  private final Kernels k;
+  private final CudaWeights w;
+  private final int maxChunk;
+  private final float scale;
+  private final List<DeviceBuffer> acts = new ArrayList<>();
+  private final Kernels.Workspace ws;
+  private Profile profile;
+
+  private final DeviceBuffer x;       // (chunk, dim) f32 residual stream
+  private final DeviceBuffer xb;      // (chunk, dim) bf16 normed input of a sub-block
+  private final DeviceBuffer qkv;     // (chunk, qDim + 2 kvDim) f32 projections (+ bias), keys before RoPE
+  private final DeviceBuffer q;       // (chunk, nHeads, headDim) bf16 rotated queries
+  private final DeviceBuffer att;     // (chunk, nHeads, headDim) bf16 attention output
+  private final DeviceBuffer gu;      // (chunk, 2 hidden) bf16 [gate | up]
+  private final DeviceBuffer hb;      // (chunk, hidden) bf16 silu(gate) * up
+  private final DeviceBuffer last;    // (dim) bf16 final-normed last row
+  private final DeviceBuffer logits;  // (vocab) f32
+  private final DeviceBuffer probs;   // (vocab) f32 sampling scratch
+  private final DeviceBuffer tokens;  // (chunk) int input ids; tokens[0] is also the sampled id
+  private final DeviceBuffer invFreq; // (headDim / 2) f32 RoPE inverse frequencies from model/Rope
+  private final int[] tokenHost = new int[1];
+
+  public CudaModel(ModelConfig c, CudaContext ctx, Kernels k, CudaWeights w, int maxChunk) {
+    this.c = c;
+    this.ctx = ctx;
+    this.k = k;
+    this.w = w;
+    this.maxChunk = maxChunk;
+    this.scale = (float) (1.0 / Math.sqrt(c.headDim()));
+    this.ws = new Kernels.Workspace(ctx);
+    try {
+      long n = maxChunk, dim = c.hiddenSize(), h = c.intermediateSize();
+      x = act(n * dim * 4, "residual");
+      xb = act(n * dim * 2, "normed");
+      qkv = act(n * (c.qDim() + 2L * c.kvDim()) * 4, "qkv");
+      q = act(n * c.qDim() * 2, "queries");
+      att = act(n * c.qDim() * 2, "attention out");
+      gu = act(n * 2 * h * 2, "gate/up");
+      hb = act(n * h * 2, "swiglu");
+      last = act(dim * 2, "last row");
+      logits = act(c.vocabSize() * 4L, "logits");
+      probs = act(c.vocabSize() * 4L, "probs");
+      tokens = act(Math.max(n, 1) * 4, "tokens");
+      invFreq = act(c.headDim() / 2 * 4L, "rope");
+      invFreq.upload(new Rope(c).inverseFrequencies());
+    } catch (RuntimeException e) {
+      close();
+      throw e;
+    }
+  }
+
+  private DeviceBuffer act(long bytes, String what) {
+    DeviceBuffer b = ctx.alloc(bytes, what);
+    acts.add(b);
+    return b;
+  }
+
+  public ModelConfig config() {
+    return c;
+  }
+
+  public Kernels kernels() {
+    return k;
+  }
+
+  public int maxChunk() {
+    return maxChunk;
+  }
+
+  /** Device bytes of activations for a chunk size (memory planning). */
+  public static long activationBytes(ModelConfig c, int chunk) {
+    long n = chunk, dim = c.hiddenSize(), h = c.intermediateSize();
+    return n * dim * 6 + n * (c.qDim() + 2L * c.kvDim()) * 4 + n * c.qDim() * 4 + n * h * 6 + 8L * c.vocabSize()
+        + n * 4 + dim * 2;
+  }
+
+  /** Starts timing GEMMs and attention with events (benchmarks); null stops. */
+  public void profile(Profile p) {
+    this.profile = p;
+  }
+
+  /** Sizes the attention workspace for decoding up to {@code capacity} tokens, so steps never allocate. */
+  public void reserveDecode(int capacity) {
+    Kernels.SplitPlan p = Kernels.splitPlan(1, capacity, c.group(), c.numKvHeads(), ctx.smCount());
+    long splits = p.splits() + 2;
+    ws.ensure((long) c.numHeads() * splits * (c.headDim() + 2) * 4);
+  }
+
+  /**
+   * Runs tokens through the model at positions pos0.., appending to the cache, in chunks of at
+   * most maxChunk; leaves the logits of the last token on the device.
+   */
+  public void prefill(int[] ids, int pos0, PagedKvCache kv) {
+    for (int s = 0; s < ids.length; s += maxChunk) {
+      int n = Math.min(maxChunk, ids.length - s);
+      k.stream().copyToDevice(tokens, 0, Pointer.to(ids).withByteOffset(s * 4L), n * 4L);
+      layers(n, pos0 + s, kv);
+      // the copy above reads host memory asynchronously: wait before the next chunk reuses it
+      k.stream().synchronize();
+    }
+    head(n(ids.length));
+  }
+
+  private int n(int total) {
+    return (total - 1) % maxChunk + 1;
+  }
+
+  /** One token at position pos whose id is already on the device (the last sampled one) or given. */
+  public void decode(int token, boolean tokenOnDevice, int pos, PagedKvCache kv) {
+    if (!tokenOnDevice) {
+      tokenHost[0] = token;
+      k.stream().copyToDevice(tokens, 0, Pointer.to(tokenHost), 4);
+    }
+    layers(1, pos, kv);
+    head(1);
+  }
+
+  private void layers(int n, int pos0, PagedKvCache kv) {
+    int dim = c.hiddenSize(), hidden = c.intermediateSize(), qDim = c.qDim(), kvDim = c.kvDim();
+    int stride = qDim + 2 * kvDim;
+    k.embed(x.ptr(), w.embed.ptr(), tokens.ptr(), n, dim, c.vocabSize());
+    for (int l = 0; l < c.numLayers(); l++) {
+      CudaWeights.Layer lw = w.layers[l];
+      Kernels.KvView view = kv.layer(l);
+      int before = kv.length(l);
+      // attention block
+      k.rmsNorm(xb.ptr(), x.ptr(), lw.attnNorm().ptr(), n, dim, c.rmsNormEps());
+      mark(Profile.GEMM);
+      k.matmul(qkv.ptr(), Kernels.OUT_F32, xb.ptr(), lw.wqkv().ptr(), lw.bqkv() == null ? null : lw.bqkv().ptr(), n,
+          stride, dim);                                                         // (n, qDim + 2 kvDim)
+      mark(Profile.OTHER);
+      k.kvAppend(view, qkv.ptr(), stride, qDim, qDim + kvDim, n, before, pos0, invFreq.ptr()); // keys before RoPE
+      kv.advance(l, n);
+      k.rope(q.ptr(), qkv.ptr(), stride, n, c.numHeads(), c.headDim(), invFreq.ptr(), null, pos0);
+      mark(Profile.ATTENTION);
+      k.attention(att.ptr(), q.ptr(), view, n, c.numHeads(), before, c.slidingWindow(), scale, ws); // (n, qDim)
+      mark(Profile.GEMM);
+      k.matmul(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo().ptr(), null, n, dim, qDim);  // x += att · woᵀ
+      mark(Profile.OTHER);
+      // feed-forward block
+      k.rmsNorm(xb.ptr(), x.ptr(), lw.ffnNorm().ptr(), n, dim, c.rmsNormEps());
+      mark(Profile.GEMM);
+      k.matmul(gu.ptr(), Kernels.OUT_BF16, xb.ptr(), lw.wgu().ptr(), null, n, 2 * hidden, dim); // (n, 2 hidden)
+      mark(Profile.OTHER);
+      k.swiglu(hb.ptr(), gu.ptr(), n, hidden);
+      mark(Profile.GEMM);
+      k.matmul(x.ptr(), Kernels.OUT_F32_ADD, hb.ptr(), lw.wDown().ptr(), null, n, dim, hidden); // x += h · w_downᵀ
+      mark(Profile.OTHER);
+    }
+  }
+
+  /** Final norm of row n-1 and the LM head → logits (vocab) on the device. */
+  private void head(int n) {
+    int dim = c.hiddenSize();
+    k.rmsNorm(last.ptr(), x.at((long) (n - 1) * dim * 4), w.finalNorm.ptr(), 1, dim, c.rmsNormEps());
+    mark(Profile.GEMM);
+    k.matmul(logits.ptr(), Kernels.OUT_F32, last.ptr(), w.lmHead.ptr(), null, 1, c.vocabSize(), dim);
+    mark(Profile.OTHER);
+  }
+
+  private void mark(int bucket) {
+    if (profile != null) profile.mark(k.stream(), bucket);
+  }
+
+  /** Greedy pick of the next token into the device token slot (no synchronisation). */
+  public void sampleGreedy() {
+    k.argmax(tokens.ptr(), logits.ptr(), c.vocabSize());
+  }
+
+  /** Top-p pick at uniform u into the device token slot (no synchronisation). */
+  public void sampleTopP(float temperature, float topP, float u) {
+    k.sampleTopP(tokens.ptr(), probs.ptr(), logits.ptr(), c.vocabSize(), temperature, topP, u);
+  }
+
+  /** Waits for the queued work and returns the picked token: the one synchronisation of a step. */
+  public int readToken() {
+    k.stream().copyToHost(Pointer.to(tokenHost), tokens, 0, 4);
+    k.stream().synchronize();
+    return tokenHost[0];
+  }
+
+  /** Waits for the queued work and copies the last logits into out (vocab). */
+  public void readLogits(float[] out) {
+    k.stream().copyToHost(Pointer.to(out), logits, 0, c.vocabSize() * 4L);
+    k.stream().synchronize();
+  }
+
+  @Override
+  public void close() {
+    ws.close();
+    acts.forEach(DeviceBuffer::close);
+  }
+
+  /** Event timing of the forward pass by bucket, read after the work completes. */
+  public static final class Profile implements AutoCloseable {
+    public static final int OTHER = 0, GEMM = 1, ATTENTION = 2;
+    private final List<CudaStream.Event> events = new ArrayList<>();
+    private final List<Integer> buckets = new ArrayList<>();
+
+    void mark(CudaStream s, int bucket) {
+      events.add(s.record());
+      buckets.add(bucket);
+    }
+
+    /** Milliseconds per bucket (OTHER, GEMM, ATTENTION) between consecutive marks. */
+    public double[] millis() {
+      double[] ms = new double[3];
+      for (int i = 1; i < events.size(); i++) ms[buckets.get(i - 1)] += events.get(i).millisSince(events.get(i - 1));
+      return ms;
+    }
+
+    @Override
+    public void close() {
+      events.forEach(CudaStream.Event::close);
+      events.clear();
+      buckets.clear();
+    }
+  }
+}

@@ -1,0 +1,203 @@
+package io.longsieve.cuda;
+
+import io.longsieve.attention.PolicySpec;
+import io.longsieve.attention.PolicyStats;
+import io.longsieve.engine.EngineSpec;
+import io.longsieve.engine.LoadedModel;
+import io.longsieve.engine.ModelRunner;
+import io.longsieve.engine.Sampler;
+import io.longsieve.engine.SamplingParams;
+import io.longsieve.model.Checkpoint;
+import io.longsieve.model.ModelConfig;
+
+/**
+ * The CUDA backend: one context on the GPU the spec names, the checkpoint's weights in bf16 on it,
+ * {@link CudaModel} for the math and a paged KV cache per sequence. Picks tokens on the device.
+ *
+ * <p>Failure semantics: opening fails with IllegalStateException when the weights, activations and
+ * a minimal cache do not fit the memory budget (memoryFraction of free memory); a sequence whose
+ * cache does not fit fails at open. A CUDA error during a step propagates as jcuda.CudaException;
+ * the context may then be poisoned and the engine must be closed (executors exit and are replaced).
+ * Every entry point makes the context current on the calling thread. Not thread-safe: the engine's
+ * lock serialises requests.
+ */
+public final class CudaRunner implements ModelRunner {
+
+  /** Prefill chunks are at least this long on the GPU: shorter ones leave the tensor cores idle. */
+  static final int MIN_GPU_CHUNK = 2048;
+
+  private final ModelConfig config;
+  private final CudaContext ctx;
+  private final KernelModule module;
+  private final CudaStream stream;
+  private final CudaWeights weights;
+  private final CudaModel model;
+
+  private CudaRunner(ModelConfig config, CudaContext ctx, KernelModule module, CudaStream stream, CudaWeights weights,
+                     CudaModel model) {
+    this.config = config;
+    this.ctx = ctx;
+    this.module = module;
+    this.stream = stream;
+    this.weights = weights;
+    this.model = model;
+  }
+
+  /** Looked up by reflection from {@link CudaAvailability#openRunner}. */
+  public static ModelRunner open(EngineSpec spec, LoadedModel loaded) {
+    ModelConfig c = loaded.config();
+    CudaContext ctx = new CudaContext(spec.gpuOrdinal(), spec.memoryFraction());
+    KernelModule module = null;
+    CudaStream stream = null;
+    CudaWeights weights = null;
+    try {
+      module = new KernelModule(ctx);
+      stream = new CudaStream(ctx);
+      try (Checkpoint ck = Checkpoint.open(loaded.dir())) {
+        weights = CudaWeights.load(ctx, ck, c);
+      }
+      int chunk = Math.max(spec.prefillChunk(), MIN_GPU_CHUNK);
+      CudaModel model = new CudaModel(c, ctx, new Kernels(module, stream), weights, chunk);
+      return new CudaRunner(c, ctx, module, stream, weights, model);
+    } catch (RuntimeException | Error e) {
+      if (weights != null) weights.close();
+      if (stream != null) stream.close();
+      if (module != null) module.close();
+      ctx.close();
+      throw e;
+    }
+  }
+
+  public CudaModel model() {
+    return model;
+  }
+
+  public CudaContext context() {
+    return ctx;
+  }
+
+  @Override
+  public ModelConfig config() {
+    return config;
+  }
+
+  @Override
+  public String backend() {
+    return "cuda";
+  }
+
+  @Override
+  public String device() {
+    return ctx.describe();
+  }
+
+  @Override
+  public Sequence open(int capacity, String policy) {
+    PolicySpec p = PolicySpec.parse(policy);
+    if (!p.canonical().equals("dense")) {
+      throw new IllegalArgumentException("the CUDA backend runs dense attention only so far, not '" + policy + "'");
+    }
+    ctx.makeCurrent();
+    PagedKvCache kv = new PagedKvCache(ctx, config, capacity);
+    model.reserveDecode(kv.capacity);
+    return new CudaSequence(kv);
+  }
+
+  @Override
+  public void close() {
+    ctx.makeCurrent();
+    try {
+      stream.synchronize();
+    } finally {
+      model.close();
+      weights.close();
+      stream.close();
+      module.close();
+      ctx.close();
+    }
+  }
+
+  private final class CudaSequence implements Sequence {
+    private final PagedKvCache kv;
+    private long kvBefore;
+    private boolean lastOnDevice;  // the device token slot holds lastPicked
+    private int lastPicked = -1;
+
+    CudaSequence(PagedKvCache kv) {
+      this.kv = kv;
+    }
+
+    @Override
+    public void prefill(int[] tokens, float[] logits) {
+      ctx.makeCurrent();
+      model.prefill(tokens, 0, kv);
+      kvBefore = kv.bf16Bytes();
+      model.readLogits(logits);
+      lastOnDevice = false;
+    }
+
+    @Override
+    public void decode(int token, int pos, float[] logits) {
+      ctx.makeCurrent();
+      model.decode(token, false, pos, kv);
+      model.readLogits(logits);
+      lastOnDevice = false;
+    }
+
+    @Override
+    public int prefillNext(int[] tokens, float[] logits, Sampler sampler) {
+      ctx.makeCurrent();
+      model.prefill(tokens, 0, kv);
+      kvBefore = kv.bf16Bytes();
+      return pick(sampler);
+    }
+
+    @Override
+    public int decodeNext(int token, int pos, float[] logits, Sampler sampler) {
+      ctx.makeCurrent();
+      model.decode(token, lastOnDevice && token == lastPicked, pos, kv);
+      return pick(sampler);
+    }
+
+    private int pick(Sampler sampler) {
+      SamplingParams sp = sampler.params();
+      if (sp.greedy()) model.sampleGreedy();
+      else model.sampleTopP((float) sp.temperature(), (float) sp.topP(), (float) sampler.uniform());
+      lastPicked = model.readToken();
+      lastOnDevice = true;
+      return lastPicked;
+    }
+
+    @Override
+    public long kvBytesBeforeCompression() {
+      return kvBefore;
+    }
+
+    @Override
+    public long kvBytes() {
+      return kv.bf16Bytes();
+    }
+
+    @Override
+    public double attentionMs() {
+      return 0;  // not timed per request on the GPU (events would add work); the bench splits it
+    }
+
+    @Override
+    public PolicyStats policyStats() {
+      return PolicyStats.DENSE;
+    }
+
+    @Override
+    public String policy() {
+      return "dense";
+    }
+
+    @Override
+    public void close() {
+      ctx.makeCurrent();
+      stream.synchronize();
+      kv.close();
+    }
+  }
+}
