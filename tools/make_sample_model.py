@@ -24,7 +24,8 @@ import tinylm_common as C  # noqa: E402
 CORPUS_SEED = 4321
 WEIGHT_SEED = 20240
 TOKENIZER_TRAINED_VOCAB = 2000
-INIT_STD = 0.06
+INIT_STD = 0.14                       # attention/MLP matrices (hidden 128: ~0.2 * sqrt(64/128))
+EMB_STD = 0.1
 MAX_BYTES = 5 * 1024 * 1024
 
 README = """# LongSieve sample model (random weights)
@@ -44,7 +45,8 @@ python3 tools/make_sample_model.py --out examples/model
 
 (run on a host with PyTorch and transformers; in this repository via `tools/gpu_host/make_fixtures.sh`).
 Seeds: corpus {corpus_seed}, weights {weight_seed} (`torch.Generator().manual_seed({weight_seed})`;
-matrices ~ N(0, {std}), RMSNorm weights ~ 1 + N(0, 0.1)). Library versions: {versions}.
+attention/MLP matrices ~ N(0, {std}), embed_tokens/lm_head ~ N(0, {emb_std}), RMSNorm weights
+~ 1 + N(0, 0.1)). Library versions: {versions}.
 
 ## Architecture
 
@@ -110,7 +112,7 @@ def main():
         **C.rope_kwargs(LlamaConfig, 500000.0))
     torch.manual_seed(WEIGHT_SEED)
     model = LlamaForCausalLM(cfg)
-    C.init_weights(model, seed=WEIGHT_SEED, std=INIT_STD)
+    C.init_weights(model, seed=WEIGHT_SEED, std=INIT_STD, emb_std=EMB_STD)
     n_params = sum(p.numel() for p in model.parameters())
     model.to(torch.bfloat16).save_pretrained(out)
 
@@ -123,7 +125,7 @@ def main():
     total = sum(files.values())
     with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
         f.write(README.format(
-            corpus_seed=CORPUS_SEED, weight_seed=WEIGHT_SEED, std=INIT_STD,
+            corpus_seed=CORPUS_SEED, weight_seed=WEIGHT_SEED, std=INIT_STD, emb_std=EMB_STD,
             versions=", ".join(f"{k} {v}" for k, v in C.library_versions().items()),
             vocab=vocab, n_tok=n_tok, n_params=n_params, prompt=prompt, ids=ids,
             gen_ids=g["ids"], gen_text=hf.decode(g["ids"], skip_special_tokens=False),
