@@ -91,4 +91,51 @@ public final class CpuOps {
   public static void embed(float[] out, int oo, float[] table, int token, int dim) {
     System.arraycopy(table, token * dim, out, oo, dim);
   }
+
+  /**
+   * The nucleus the device sampler keeps: probabilities p = softmax(logits / temperature) in
+   * double, kept where p >= the largest threshold whose kept mass reaches topP (ties at the
+   * threshold all stay). Returns the kept mask.
+   */
+  public static boolean[] topPNucleus(float[] logits, int vocab, double temperature, double topP) {
+    double[] p = new double[vocab];
+    double max = Double.NEGATIVE_INFINITY, z = 0;
+    for (int i = 0; i < vocab; i++) max = Math.max(max, logits[i]);
+    for (int i = 0; i < vocab; i++) z += p[i] = Math.exp((logits[i] - max) / temperature);
+    double[] sorted = new double[vocab];
+    for (int i = 0; i < vocab; i++) sorted[i] = p[i] /= z;
+    java.util.Arrays.sort(sorted);
+    double mass = 0, threshold = 0;
+    for (int i = vocab - 1; i >= 0; i--) {
+      mass += sorted[i];
+      threshold = sorted[i];
+      if (mass >= topP) break;
+    }
+    boolean[] keep = new boolean[vocab];
+    for (int i = 0; i < vocab; i++) keep[i] = p[i] >= threshold;
+    return keep;
+  }
+
+  /**
+   * Top-p sampling in id order, the definition the device kernel follows: the first kept id at
+   * which the running kept mass exceeds u times the kept mass.
+   */
+  public static int topPIndexOrder(float[] logits, int vocab, double temperature, double topP, double u) {
+    boolean[] keep = topPNucleus(logits, vocab, temperature, topP);
+    double max = Double.NEGATIVE_INFINITY, z = 0;
+    for (int i = 0; i < vocab; i++) max = Math.max(max, logits[i]);
+    double[] p = new double[vocab];
+    for (int i = 0; i < vocab; i++) z += p[i] = Math.exp((logits[i] - max) / temperature);
+    double kept = 0;
+    for (int i = 0; i < vocab; i++) if (keep[i]) kept += p[i] / z;
+    double target = u * kept, acc = 0;
+    int last = 0;
+    for (int i = 0; i < vocab; i++) {
+      if (!keep[i]) continue;
+      last = i;
+      acc += p[i] / z;
+      if (target < acc) return i;
+    }
+    return last;
+  }
 }

@@ -37,7 +37,7 @@ final class Launcher {
 
   void launch(String kernel, int gx, int gy, int gz, int block, int smemBytes, Object... args) {
     CUfunction f = module.function(kernel);
-    if (smemBytes > 48 * 1024 && raisedSmem.add(kernel + ":" + smemBytes)) {
+    if (smemBytes > 32 * 1024 && raisedSmem.add(kernel + ":" + smemBytes)) {
       if (smemBytes > module.context().maxSharedPerBlockOptin()) {
         throw new IllegalStateException(kernel + " needs " + smemBytes + " B of shared memory per block; "
             + module.context().describe() + " allows " + module.context().maxSharedPerBlockOptin());

@@ -1,0 +1,239 @@
+package io.longsieve.cuda;
+
+import static jcuda.driver.JCudaDriver.cuMemcpyDtoDAsync;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.longsieve.model.ModelConfig;
+import io.longsieve.model.RopeScaling;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.Random;
+
+/**
+ * The engine benchmark on a synthetic Llama-3.1-8B (random bf16 weights made on the GPU): the
+ * ceilings of this GPU re-measured in the same run (device copy; bf16 matmul from the PyTorch peer
+ * file when given), the prefill GEMMs and decode GEMVs on their own, prefill and decode attention
+ * on their own, then whole prefills and decode steps at each context with the time per layer split
+ * into GEMMs, attention and the rest. Results are rows of (section, name, shape, ms, TFLOP/s, GB/s,
+ * fraction of ceiling, peer ms) for the CSV.
+ */
+public final class Bench implements AutoCloseable {
+
+  /** Llama-3.1-8B's shapes (config.json of meta-llama/Llama-3.1-8B). */
+  public static ModelConfig llama3_8b() {
+    return new ModelConfig("llama", 4096, 14336, 32, 32, 8, 128, 128256, 1e-5, 500000,
+        new RopeScaling("llama3", 8, 1, 4, 8192), 131072, false, false, 0, 128000, List.of(128001));
+  }
+
+  /** One result line. NaN where a column does not apply. */
+  public record Row(String section, String name, String shape, double ms, double tflops, double gbps, double fraction,
+                    double peerMs) {}
+
+  private final CudaContext ctx;
+  private final KernelModule module;
+  private final CudaStream stream;
+  private final Kernels k;
+  private final PrintStream log;
+  private final List<Row> rows = new ArrayList<>();
+  private final JsonNode peer;
+  private double copyGbps = Double.NaN;
+  private double matmulTflops = Double.NaN;
+
+  public Bench(int ordinal, Path peerJson, PrintStream log) throws IOException {
+    this.ctx = new CudaContext(ordinal, 0.95);
+    this.module = new KernelModule(ctx);
+    this.stream = new CudaStream(ctx);
+    this.k = new Kernels(module, stream);
+    this.log = log;
+    this.peer = peerJson != null && Files.isRegularFile(peerJson) ? new ObjectMapper().readTree(peerJson.toFile()) : null;
+    if (peer != null) matmulTflops = peer.path("ceilings").path("matmul_tflops").asDouble(Double.NaN);
+  }
+
+  public String device() {
+    return ctx.describe();
+  }
+
+  public List<Row> rows() {
+    return rows;
+  }
+
+  private double peerMs(String group, String key) {
+    return peer == null ? Double.NaN : peer.path(group).path(key).asDouble(Double.NaN);
+  }
+
+  /** Median of reps timings of body, after warm-up runs, with events on the stream. */
+  double medianMs(Runnable body, int warm, int reps) {
+    for (int i = 0; i < warm; i++) body.run();
+    double[] t = new double[reps];
+    for (int i = 0; i < reps; i++) {
+      try (CudaStream.Event a = stream.record()) {
+        body.run();
+        try (CudaStream.Event b = stream.record()) {
+          t[i] = b.millisSince(a);
+        }
+      }
+    }
+    Arrays.sort(t);
+    return t[reps / 2];
+  }
+
+  /** Device-to-device copy of 2 GiB: bytes read plus written per second. */
+  public void copyCeiling() {
+    long bytes = 2L << 30;
+    try (DeviceBuffer a = ctx.alloc(bytes, "copy src"); DeviceBuffer b = ctx.alloc(bytes, "copy dst")) {
+      k.fillRandomBf16(a.ptr(), bytes / 2, 1, 1f);
+      double ms = medianMs(() -> cuMemcpyDtoDAsync(b.ptr(), a.ptr(), bytes, stream.handle()), 2, 9);
+      copyGbps = 2.0 * bytes / ms / 1e6;
+      rows.add(new Row("ceiling", "device copy (cuMemcpyDtoD)", "2 GiB", ms, Double.NaN, copyGbps, 1, Double.NaN));
+      rows.add(new Row("ceiling", "bf16 matmul (PyTorch, from peer)", "8192^3", Double.NaN, matmulTflops, Double.NaN, 1,
+          Double.NaN));
+      log.printf(Locale.ROOT, "ceilings: copy %.0f GB/s, matmul %.0f TFLOP/s%n", copyGbps, matmulTflops);
+    }
+  }
+
+  /** The 8B layer's GEMMs at prefill (m tokens) and GEMV at decode (1 row), one at a time. */
+  public void matmuls(ModelConfig c, int m) {
+    int dim = c.hiddenSize(), h = c.intermediateSize();
+    int[][] shapes = {{c.qDim() + 2 * c.kvDim(), dim}, {dim, c.qDim()}, {2 * h, dim}, {dim, h}, {c.vocabSize(), dim}};
+    String[] names = {"qkv", "o", "gate_up", "down", "lm_head"};
+    long maxK = h, maxN = c.vocabSize();
+    try (DeviceBuffer a = ctx.alloc((long) m * maxK * 2, "bench A"); DeviceBuffer out = ctx.alloc((long) m * maxN * 2, "bench C");
+         DeviceBuffer w = ctx.alloc(maxN * dim * 2 + 64, "bench W")) {
+      k.fillRandomBf16(a.ptr(), (long) m * maxK, 2, 1f);
+      k.fillRandomBf16(w.ptr(), maxN * dim, 3, 0.02f);
+      for (int i = 0; i < shapes.length; i++) {
+        int n = shapes[i][0], kk = shapes[i][1];
+        if (i < 4) {
+          double ms = medianMs(() -> k.gemm(out.ptr(), Kernels.OUT_BF16, a.ptr(), w.ptr(), null, m, n, kk), 3, 15);
+          double tf = 2.0 * m * n * kk / ms / 1e9;
+          rows.add(new Row("gemm", names[i], m + "x" + n + "x" + kk, ms, tf, Double.NaN, tf / matmulTflops,
+              peerMs("gemm", names[i])));
+        }
+        for (int b : new int[] {1, 8, 32}) {
+          if (b > 1 && i != 2) continue;  // batch sweep on the widest layer only
+          double ms = medianMs(() -> k.matmul(out.ptr(), Kernels.OUT_BF16, a.ptr(), w.ptr(), null, b, n, kk), 3, 25);
+          double gbps = ((double) n * kk * 2 + (double) b * kk * 2 + (double) b * n * 2) / ms / 1e6;
+          rows.add(new Row("gemv", names[i] + " batch " + b, b + "x" + n + "x" + kk, ms, 2.0 * b * n * kk / ms / 1e9, gbps,
+              gbps / copyGbps, b == 1 ? peerMs("gemv", names[i]) : Double.NaN));
+        }
+      }
+    }
+  }
+
+  /** One layer's dense attention over a cache of L tokens: prefill (L causal queries) and one decode query. */
+  public void attention(ModelConfig c, int[] contexts, boolean prefill) {
+    int maxL = Arrays.stream(contexts).max().orElse(0);
+    ModelConfig one = new ModelConfig("llama", c.hiddenSize(), c.intermediateSize(), 1, c.numHeads(), c.numKvHeads(),
+        c.headDim(), c.vocabSize(), c.rmsNormEps(), c.ropeTheta(), c.ropeScaling(), c.maxPositions(), false, false, 0, 0,
+        List.of());
+    float scale = (float) (1.0 / Math.sqrt(c.headDim()));
+    try (PagedKvCache kv = new PagedKvCache(ctx, one, maxL); Kernels.Workspace ws = new Kernels.Workspace(ctx);
+         DeviceBuffer q = ctx.alloc((long) maxL * c.qDim() * 2, "bench q");
+         DeviceBuffer out = ctx.alloc((long) maxL * c.qDim() * 2, "bench out")) {
+      Kernels.KvView v = kv.layer(0);
+      long cacheElems = (long) kv.pages * c.numKvHeads() * kv.pageSize * c.headDim();
+      k.fillRandomBf16(v.kRope(), cacheElems, 4, 1f);
+      k.fillRandomBf16(v.v(), cacheElems, 5, 1f);
+      k.fillRandomBf16(q.ptr(), (long) maxL * c.qDim(), 6, 1f);
+      for (int L : contexts) {
+        if (prefill) {
+          double ms = medianMs(() -> k.attention(out.ptr(), q.ptr(), v, L, c.numHeads(), 0, 0, scale, ws), 1,
+              L >= 65536 ? 3 : 5);
+          double flops = 4.0 * c.numHeads() * c.headDim() * ((double) L * (L + 1) / 2);
+          double tf = flops / ms / 1e9;
+          rows.add(new Row("attention", "prefill flash L=" + L, "1x" + c.numHeads() + "x" + L + "x" + c.headDim(), ms, tf,
+              Double.NaN, tf / matmulTflops, peerMs("sdpa_prefill", String.valueOf(L))));
+        }
+        k.attention(out.ptr(), q.ptr(), v, 1, c.numHeads(), L - 1, 0, scale, ws);  // sizes the workspace
+        double ms = medianMs(() -> k.attention(out.ptr(), q.ptr(), v, 1, c.numHeads(), L - 1, 0, scale, ws), 3, 30);
+        double bytes = 2.0 * L * c.kvDim() * 2;
+        double gbps = bytes / ms / 1e6;
+        rows.add(new Row("attention", "decode split-K L=" + L, "1x" + c.numHeads() + "x1x" + c.headDim() + " kv " + L, ms,
+            Double.NaN, gbps, gbps / copyGbps, peerMs("sdpa_decode", String.valueOf(L))));
+      }
+    }
+  }
+
+  /** Whole-model prefill of L random tokens and decode steps after it, with the per-layer split. */
+  public void model(ModelConfig c, int[] contexts, int chunk, int decodeSteps) {
+    int maxL = Arrays.stream(contexts).max().orElse(0);
+    try (CudaWeights w = CudaWeights.synthetic(ctx, k, c, 11); CudaModel m = new CudaModel(c, ctx, k, w, chunk);
+         PagedKvCache kv = new PagedKvCache(ctx, c, maxL + decodeSteps + 1)) {
+      double floorMs = w.bytes() / copyGbps / 1e6;
+      m.reserveDecode(kv.capacity);
+      Random r = new Random(1);
+      int[] warm = new int[chunk];
+      for (int i = 0; i < warm.length; i++) warm[i] = r.nextInt(c.vocabSize());
+      m.prefill(warm, 0, kv);  // warm-up: module load, first launches
+      m.sampleGreedy();
+      m.readToken();
+      for (int L : contexts) {
+        kv.reset();
+        int[] ids = new int[L];
+        for (int i = 0; i < L; i++) ids[i] = r.nextInt(c.vocabSize());
+        double[] split;
+        long t0 = System.nanoTime();
+        try (CudaModel.Profile p = new CudaModel.Profile()) {
+          m.profile(p);
+          m.prefill(ids, 0, kv);
+          m.sampleGreedy();
+          m.readToken();
+          m.profile(null);
+          split = p.millis();
+        }
+        double prefillMs = (System.nanoTime() - t0) / 1e6;
+        rows.add(new Row("model", "prefill L=" + L, "chunk " + chunk + ", " + Math.round(L / (prefillMs / 1000)) + " tok/s",
+            prefillMs, Double.NaN, Double.NaN, Double.NaN, peerMs("hf_prefill", String.valueOf(L))));
+        addSplit("prefill", L, split, c.numLayers());
+        // decode: greedy tokens fed back on the device; one synchronisation per step (the token id)
+        int pos = L;
+        double[] stepMs = new double[decodeSteps];
+        for (int s = 0; s < decodeSteps; s++) {
+          long ts = System.nanoTime();
+          m.decode(0, true, pos++, kv);
+          m.sampleGreedy();
+          m.readToken();
+          stepMs[s] = (System.nanoTime() - ts) / 1e6;
+        }
+        Arrays.sort(stepMs);
+        double dms = stepMs[decodeSteps / 2];
+        rows.add(new Row("model", "decode ms/token L=" + L, "batch 1, median of " + decodeSteps, dms, Double.NaN,
+            w.bytes() / dms / 1e6, floorMs / dms, Double.NaN));
+        try (CudaModel.Profile p = new CudaModel.Profile()) {
+          m.profile(p);
+          m.decode(0, true, pos++, kv);
+          m.sampleGreedy();
+          m.readToken();
+          m.profile(null);
+          addSplit("decode", L, p.millis(), c.numLayers());
+        }
+      }
+      rows.add(new Row("model", "weight-streaming floor (weights / copy bw)", String.format(Locale.ROOT, "%.2f GB", w.bytes() / 1e9),
+          floorMs, Double.NaN, copyGbps, 1, Double.NaN));
+    }
+  }
+
+  private void addSplit(String what, int L, double[] ms, int layers) {
+    rows.add(new Row("layer", what + " per layer L=" + L + ": gemm", "", ms[CudaModel.Profile.GEMM] / layers, Double.NaN,
+        Double.NaN, Double.NaN, Double.NaN));
+    rows.add(new Row("layer", what + " per layer L=" + L + ": attention", "", ms[CudaModel.Profile.ATTENTION] / layers,
+        Double.NaN, Double.NaN, Double.NaN, Double.NaN));
+    rows.add(new Row("layer", what + " per layer L=" + L + ": other", "", ms[CudaModel.Profile.OTHER] / layers, Double.NaN,
+        Double.NaN, Double.NaN, Double.NaN));
+  }
+
+  @Override
+  public void close() {
+    stream.synchronize();
+    stream.close();
+    module.close();
+    ctx.close();
+  }
+}

@@ -1,0 +1,98 @@
+package io.longsieve.cuda;
+
+import static io.longsieve.cuda.Gpu.assertClose;
+
+import io.longsieve.attention.AttentionContext;
+import io.longsieve.attention.DenseAttention;
+import io.longsieve.cpu.KvCache;
+import io.longsieve.cpu.ThreadPool;
+import io.longsieve.model.ModelConfig;
+import io.longsieve.model.Rope;
+import io.longsieve.model.RopeScaling;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Random;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * Flash prefill (tensor cores) and flash decoding (split-K) against DenseAttention on the CPU:
+ * causal, GQA, a chunk that starts after earlier cached tokens, sliding windows, and a shuffled
+ * page table so every access goes through the indirection.
+ */
+@Tag("gpu")
+class AttentionParityTest {
+
+  /** Queries and keys pass through bf16 twice (RoPE output, P in P·V): allow 2e-2. */
+  static final double TOL = 2e-2;
+
+  static Gpu gpu;
+  static ThreadPool pool;
+
+  @BeforeAll
+  static void open() {
+    gpu = new Gpu();
+    pool = new ThreadPool(0);
+  }
+
+  @AfterAll
+  static void close() {
+    gpu.close();
+    pool.close();
+  }
+
+  @ParameterizedTest(name = "{0}: d={1} heads={2}/{3} before={4} n={5} window={6}")
+  @CsvSource({
+      "flash, 128, 8, 2, 0, 200, 0", "flash, 128, 4, 4, 130, 77, 0", "flash, 64, 8, 1, 0, 129, 0",
+      "flash, 64, 6, 2, 300, 64, 100", "flash, 128, 32, 8, 1000, 300, 0",
+      "split, 16, 4, 2, 0, 40, 0", "split, 8, 8, 2, 13, 20, 0", "split, 128, 32, 8, 0, 3, 0",
+      "split, 16, 4, 2, 50, 30, 16",
+      "decode, 128, 32, 8, 5000, 1, 0", "decode, 128, 8, 1, 20000, 1, 0", "decode, 64, 28, 4, 3000, 1, 0",
+      "decode, 16, 4, 2, 700, 1, 0", "decode, 128, 32, 8, 9000, 1, 4096"})
+  void matchesDenseAttention(String path, int d, int heads, int kvHeads, int before, int n, int window) {
+    Random r = new Random(d * 7919L + heads * 31L + before + n);
+    ModelConfig c = new ModelConfig("llama", heads * d, 4 * d, 1, heads, kvHeads, d, 256, 1e-5, 500000,
+        new RopeScaling("llama3", 8, 1, 4, 8192), 1 << 20, false, false, window, 1, List.of(2));
+    Rope rope = new Rope(c);
+    int total = before + n, kvDim = c.kvDim(), qDim = c.qDim();
+    float[] k = Gpu.random(r, total * kvDim, 1), v = Gpu.random(r, total * kvDim, 1);
+    float[] q = Gpu.random(r, n * qDim, 1);
+
+    KvCache cpu = new KvCache(c, rope, total);
+    cpu.append(0, k, 0, v, 0, total, 0);
+    float[] ref = new float[n * qDim];
+    new DenseAttention().prefill(0, q, n, before, cpu, ref, new AttentionContext(c, rope, pool));
+
+    // device cache with a shuffled page table
+    int pages = (total + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE + 3;
+    List<Integer> perm = new ArrayList<>();
+    for (int i = 0; i < pages; i++) perm.add(i);
+    Collections.shuffle(perm, r);
+    int[] table = perm.stream().mapToInt(Integer::intValue).toArray();
+    long bytes = (long) pages * kvHeads * Kernels.PAGE_SIZE * d * 2;
+    DeviceBuffer kPre = gpu.alloc(bytes), kRope = gpu.poisoned(bytes, true), val = gpu.poisoned(bytes, true);
+    Kernels.KvView view = new Kernels.KvView(kPre.ptr(), kRope.ptr(), val.ptr(), gpu.ints(table).ptr(), kvHeads, d,
+        Kernels.PAGE_SIZE);
+    float[] kv = new float[total * 2 * kvDim];
+    for (int i = 0; i < total; i++) {
+      System.arraycopy(k, i * kvDim, kv, i * 2 * kvDim, kvDim);
+      System.arraycopy(v, i * kvDim, kv, i * 2 * kvDim + kvDim, kvDim);
+    }
+    DeviceBuffer invFreq = gpu.f32(rope.inverseFrequencies());
+    gpu.k.kvAppend(view, gpu.f32(kv).ptr(), 2 * kvDim, 0, kvDim, total, 0, 0, invFreq.ptr());
+    DeviceBuffer qDev = gpu.poisoned((long) n * qDim * 2, true);
+    gpu.k.rope(qDev.ptr(), gpu.f32(q).ptr(), qDim, n, heads, d, invFreq.ptr(), null, before);
+
+    DeviceBuffer out = gpu.poisoned((long) n * qDim * 2, true);
+    float scale = (float) (1.0 / Math.sqrt(d));
+    try (Kernels.Workspace ws = new Kernels.Workspace(gpu.ctx)) {
+      if (path.equals("flash")) gpu.k.flashPrefill(out.ptr(), qDev.ptr(), view, n, heads, before, window, scale);
+      else gpu.k.splitAttention(out.ptr(), qDev.ptr(), view, n, heads, before, window, scale, ws);
+      assertClose(gpu.readBf16(out, n * qDim), ref, TOL, path + " attention");
+    }
+  }
+}

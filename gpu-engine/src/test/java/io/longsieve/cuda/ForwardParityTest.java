@@ -1,0 +1,143 @@
+package io.longsieve.cuda;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.longsieve.attention.DenseAttention;
+import io.longsieve.cpu.CpuModel;
+import io.longsieve.cpu.CpuRunner;
+import io.longsieve.cpu.CpuWeights;
+import io.longsieve.cpu.KvCache;
+import io.longsieve.cpu.ThreadPool;
+import io.longsieve.engine.Engine;
+import io.longsieve.engine.EngineSpec;
+import io.longsieve.engine.GenerationRequest;
+import io.longsieve.engine.GenerationResult;
+import io.longsieve.engine.Goldens;
+import io.longsieve.engine.LoadedModel;
+import io.longsieve.engine.ModelRunner;
+import io.longsieve.engine.Sampler;
+import io.longsieve.engine.SamplingParams;
+import io.longsieve.model.Checkpoint;
+import io.longsieve.model.ModelConfig;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Random;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * The whole CUDA forward pass against the CPU backend and the transformers goldens on the tiny
+ * checkpoints: logits within bf16 tolerance, greedy tokens equal for at least 32 steps wherever
+ * the reference's top-1/top-2 margin is wider than the measured GPU-vs-CPU logit error allows.
+ */
+@Tag("gpu")
+class ForwardParityTest {
+
+  static final double LOGIT_TOLERANCE = 3e-2;
+  static final List<String> MODELS = List.of("llama-gqa", "llama-tied", "qwen2-bias", "llama-bf16");
+
+  @ParameterizedTest
+  @ValueSource(strings = {"llama-gqa", "llama-tied", "qwen2-bias", "llama-bf16"})
+  void logitsAndGreedyTokensMatch(String name) throws Exception {
+    Path dir = Goldens.MODELS.resolve(name);
+    Goldens goldens = Goldens.read(dir);
+    try (LoadedModel model = LoadedModel.load(dir);
+         Checkpoint ck = Checkpoint.open(dir);
+         CpuRunner cpu = new CpuRunner(model.config(), ck, 2, 16);
+         ModelRunner gpu = CudaRunner.open(EngineSpec.of(dir).withDevice("cuda"), model)) {
+      int vocab = model.config().vocabSize();
+      for (Goldens.Case c : goldens.cases()) {
+        String where = name + "/" + c.id();
+        int[] ids = c.inputIds();
+        int steps = c.greedyIds().length;
+        float[] gl = new float[vocab], cl = new float[vocab];
+        try (ModelRunner.Sequence gs = gpu.open(ids.length + steps, "dense");
+             ModelRunner.Sequence cs = cpu.open(ids.length + steps, "dense")) {
+          gs.prefill(ids, gl);
+          cs.prefill(ids, cl);
+          double err = Gpu.relErr(gl, cl);
+          assertTrue(err <= LOGIT_TOLERANCE, where + ": prefill logits vs cpu off by " + err);
+          assertTrue(Gpu.relErr(gl, c.logitsLast()) <= LOGIT_TOLERANCE, where + ": prefill logits vs transformers");
+          double maxAbs = 0;
+          for (int i = 0; i < vocab; i++) maxAbs = Math.max(maxAbs, Math.abs(gl[i] - cl[i]));
+          float tie = (float) Math.max(0.05, 4 * maxAbs);  // margins below this are ties at bf16 precision
+          // a decode step with logits read back, then the device-sampled path for the rest
+          int compared = 0;
+          int token = Sampler.argmax(gl, vocab);
+          Sampler greedy = new Sampler(SamplingParams.GREEDY, vocab);
+          for (int s = 0; s < steps; s++) {
+            if (c.greedyMargins()[s] < tie) break;
+            assertEquals(c.greedyIds()[s], token, where + ": greedy token " + s + " (margin " + c.greedyMargins()[s] + ")");
+            compared++;
+            if (s + 1 < steps) {
+              if (s == 0) {
+                gs.decode(token, ids.length, gl);
+                cs.decode(token, ids.length, cl);
+                assertTrue(Gpu.relErr(gl, cl) <= LOGIT_TOLERANCE, where + ": decode logits vs cpu");
+                token = Sampler.argmax(gl, vocab);
+              } else {
+                token = gs.decodeNext(token, ids.length + s, gl, greedy);
+              }
+            }
+          }
+          assertTrue(compared >= 32 || compared < steps && c.greedyMargins()[compared] < tie,
+              where + ": compared only " + compared + " greedy steps");
+        }
+      }
+    }
+  }
+
+  /** Several prefill chunks, then decode steps: logits follow the CPU reference all the way. */
+  @Test
+  void chunkedPrefillAndDecodeFollowCpu() {
+    Path dir = Goldens.MODELS.resolve("llama-gqa");
+    try (Checkpoint ck = Checkpoint.open(dir); ThreadPool pool = new ThreadPool(2); Gpu gpu = new Gpu()) {
+      ModelConfig c = io.longsieve.model.ModelConfig.read(dir);
+      CpuModel cpu = new CpuModel(c, CpuWeights.load(ck, c), pool, 16);
+      Random r = new Random(7);
+      int[] ids = new int[300];
+      for (int i = 0; i < ids.length; i++) ids[i] = r.nextInt(c.vocabSize());
+      try (CudaWeights w = CudaWeights.load(gpu.ctx, ck, c);
+           CudaModel model = new CudaModel(c, gpu.ctx, gpu.k, w, 96);
+           PagedKvCache kv = new PagedKvCache(gpu.ctx, c, 320)) {
+        KvCache ckv = cpu.newCache(320);
+        float[] gl = new float[c.vocabSize()], cl = new float[c.vocabSize()];
+        model.prefill(ids, 0, kv);
+        model.readLogits(gl);
+        cpu.forward(ids, 0, ids.length, 0, ckv, new DenseAttention(), false, cl);
+        Gpu.assertClose(gl, cl, LOGIT_TOLERANCE, "logits after 4 chunks of <= 96");
+        for (int s = 0; s < 10; s++) {
+          int t = Sampler.argmax(cl, c.vocabSize());
+          model.decode(t, false, ids.length + s, kv);
+          model.readLogits(gl);
+          cpu.forward(new int[] {t}, 0, 1, ids.length + s, ckv, new DenseAttention(), true, cl);
+          Gpu.assertClose(gl, cl, LOGIT_TOLERANCE, "decode step " + s);
+        }
+      }
+    }
+  }
+
+  /** device auto takes the GPU and says so in the stats; top-p sampling on the device runs. */
+  @Test
+  void autoDevicePicksCudaAndReportsIt() {
+    Path dir = Goldens.MODELS.resolve("llama-gqa");
+    try (Engine engine = Engine.open(EngineSpec.of(dir))) {
+      assertEquals("cuda", engine.backend());
+      assertTrue(engine.device().startsWith("cuda:0 "), engine.device());
+      GenerationResult g = engine.generate(new GenerationRequest("a", "The cat sat on the mat.", null, true, 12,
+          SamplingParams.GREEDY, List.of(), "dense"));
+      assertEquals("cuda", g.stats().backend());
+      assertTrue(g.stats().device().startsWith("cuda:0"), g.stats().device());
+      GenerationResult s = engine.generate(new GenerationRequest("b", "The cat sat on the mat.", null, true, 12,
+          new SamplingParams(0.8, 0.9, 42), List.of(), "dense"));
+      assertTrue(s.tokenIds().length > 0, "sampled tokens");
+      GenerationResult again = engine.generate(new GenerationRequest("c", "The cat sat on the mat.", null, true, 12,
+          new SamplingParams(0.8, 0.9, 42), List.of(), "dense"));
+      assertEquals(java.util.Arrays.toString(s.tokenIds()), java.util.Arrays.toString(again.tokenIds()),
+          "same seed, same tokens");
+    }
+  }
+}
