@@ -29,8 +29,10 @@ echo "bundle: building gpu-engine (kernels, jar, test classes)" >&2
   -DoutputDirectory="$WORK/app/test" >&2)
 
 cp "$ROOT"/gpu-engine/target/gpu-engine-*.jar "$WORK/app/lib/"
-# test classes without the checkpoints (the tests read them from the repository's copy)
-(cd "$ROOT/gpu-engine/target/test-classes" && zip -q -r -X "$WORK/app/test/gpu-engine-tests.jar" . -x 'models/*')
+# test classes as a folder (JUnit scans jars through zipfs, a module the JRE leaves out), without the
+# checkpoints: the tests read those from the repository's copy
+mkdir -p "$WORK/app/test/classes"
+(cd "$ROOT/gpu-engine/target/test-classes" && tar --exclude=./models -cf - . | tar -xf - -C "$WORK/app/test/classes")
 
 slim() {  # slim JAR PATTERN...: delete matching entries from a copy of JAR in app/lib
   local jar="$1"; shift
@@ -59,10 +61,17 @@ for jar in "$WORK"/app/lib/*.jar "$WORK"/app/test/*.jar; do
   rm -rf "$tmp"
 done
 
-echo "bundle: jlink" >&2
-"$JAVA_HOME/bin/jlink" --add-modules java.base,java.logging,jdk.unsupported,java.management,java.desktop,jdk.incubator.vector \
-  --compress=0 --strip-debug --no-header-files --no-man-pages --output "$WORK/jre"
-XZ_OPT="-9 -T2" tar -C "$WORK" -cJf "$OUT/jre.tar.xz" jre
+MODULES=java.base,java.logging,jdk.unsupported,java.management,java.desktop,jdk.incubator.vector
+JRE_KEY="$("$JAVA_HOME/bin/java" -version 2>&1 | head -1 | tr -c 'A-Za-z0-9.' _)-$(echo "$MODULES" | sha1sum | cut -c1-8)"
+JRE_CACHE="$ROOT/build/bundle-cache/jre-$JRE_KEY.tar.xz"   # xz -9 of the JRE takes minutes: reuse it
+if [[ ! -f "$JRE_CACHE" ]]; then
+  echo "bundle: jlink" >&2
+  "$JAVA_HOME/bin/jlink" --add-modules "$MODULES" \
+    --compress=0 --strip-debug --no-header-files --no-man-pages --output "$WORK/jre"
+  mkdir -p "$(dirname "$JRE_CACHE")"
+  XZ_OPT="-9 -T2" tar -C "$WORK" -cJf "$JRE_CACHE.tmp" jre && mv "$JRE_CACHE.tmp" "$JRE_CACHE"
+fi
+cp "$JRE_CACHE" "$OUT/jre.tar.xz"
 XZ_OPT="-9 -T2" tar -C "$WORK" -cJf "$OUT/app.tar.xz" app
 STAMP="$(cat "$OUT/jre.tar.xz" "$OUT/app.tar.xz" | sha1sum | cut -c1-12)"
 echo "$STAMP" >"$OUT/STAMP"

@@ -191,29 +191,47 @@ extern "C" __global__ void __launch_bounds__(FA_THREADS)
 }
 
 #define AS_THREADS 256
-#define AS_MAXG 8
+#define AS_UNROLL 8      // keys per thread whose loads are in flight together
+#define AS_MAX_PAGES 40  // page-table entries of one split staged in shared memory (chunk / pageSize + 1)
 
 // Dynamic shared memory: G * chunk floats of scores + AS_THREADS * 8 floats for the reduction.
 // partO (rows, nHeads, splits, D) f32 unnormalised; partML (rows, nHeads, splits, 2) f32 (max, sum).
-extern "C" __global__ void __launch_bounds__(AS_THREADS)
-    attn_split(float* __restrict__ partO, float* __restrict__ partML, const bf16* __restrict__ Q,
-               const bf16* __restrict__ K, const bf16* __restrict__ V, const int* __restrict__ pageTable,
-               int nHeads, int nKv, int D, int pageSize, int before, int window, int chunk, float scale) {
+// MAXG bounds the group size at compile time (register arrays); G <= MAXG at run time.
+template <int MAXG>
+__device__ __forceinline__ void attn_split_body(float* __restrict__ partO, float* __restrict__ partML,
+                                                const bf16* __restrict__ Q, const bf16* __restrict__ K,
+                                                const bf16* __restrict__ V, const int* __restrict__ pageTable,
+                                                int nHeads, int nKv, int D, int pageSize, int before, int window,
+                                                int chunk, float scale) {
   extern __shared__ float sh[];
+  __shared__ float stat[MAXG][2];
+  __shared__ int pages[AS_MAX_PAGES];
   const int kvh = blockIdx.x, split = blockIdx.y, row = blockIdx.z, splits = gridDim.y;
   const int G = nHeads / nKv, tid = threadIdx.x;
   const int TPK = D / 8, KPP = AS_THREADS / TPK;  // threads per key, keys per pass
+  const int pageShift = __ffs(pageSize) - 1;
   const int end = before + row + 1;
   const int start = window > 0 ? max(0, end - window) : 0;
   const int ks = start + split * chunk, ke = min(end, ks + chunk);
   float* sc = sh;                // (G, chunk) scores, then probabilities
   float* red = sh + G * chunk;   // (AS_THREADS * 8) reduction scratch
-  __shared__ float stat[AS_MAXG][2];
+
+  // this split's pages, looked up once: the loads below then depend on nothing but shared memory
+  const int firstPage = ks >> pageShift;
+  if (ks < ke) {
+    const int nPages = ((ke - 1) >> pageShift) - firstPage + 1;
+    for (int i = tid; i < nPages; i += AS_THREADS) pages[i] = pageTable[firstPage + i];
+  }
+  __syncthreads();
+  auto addr = [&](int key) -> size_t {
+    int page = pages[(key >> pageShift) - firstPage];
+    return (((size_t)page * nKv + kvh) * pageSize + (key & (pageSize - 1))) * (size_t)D;
+  };
 
   const int sub = tid % TPK, kslot = tid / TPK, d0 = sub * 8;
-  float qv[AS_MAXG][8];
+  float qv[MAXG][8];
 #pragma unroll
-  for (int g = 0; g < AS_MAXG; g++) {
+  for (int g = 0; g < MAXG; g++) {
     if (g < G) {
       uint4 raw = *reinterpret_cast<const uint4*>(Q + ((size_t)row * nHeads + kvh * G + g) * D + d0);
       const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&raw);
@@ -226,19 +244,18 @@ extern "C" __global__ void __launch_bounds__(AS_THREADS)
     }
   }
 
-  // phase 1: scores of every key of the split for every head of the group
-  // the loop bounds are the same for every thread: the shuffles below need whole warps
-  for (int k0 = ks; k0 < ke; k0 += 2 * KPP) {
-    uint4 kr[2];
+  // phase 1: scores of every key of the split for every head of the group. The loop bounds are
+  // the same for every thread: the shuffles below need whole warps.
+  for (int base = ks; base < ke; base += AS_UNROLL * KPP) {
+    uint4 kr[AS_UNROLL];
 #pragma unroll
-    for (int u = 0; u < 2; u++) {
-      int key = k0 + u * KPP + kslot;
-      kr[u] = key < ke ? *reinterpret_cast<const uint4*>(K + kv_offset(pageTable, key, kvh, nKv, pageSize, D) + d0)
-                       : make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < AS_UNROLL; u++) {
+      int key = base + u * KPP + kslot;
+      kr[u] = key < ke ? __ldg(reinterpret_cast<const uint4*>(K + addr(key) + d0)) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int u = 0; u < 2; u++) {
-      int key = k0 + u * KPP + kslot;
+    for (int u = 0; u < AS_UNROLL; u++) {
+      int key = base + u * KPP + kslot;
       const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&kr[u]);
       float kf[8];
 #pragma unroll
@@ -248,7 +265,7 @@ extern "C" __global__ void __launch_bounds__(AS_THREADS)
         kf[2 * j + 1] = f.y;
       }
 #pragma unroll
-      for (int g = 0; g < AS_MAXG; g++) {
+      for (int g = 0; g < MAXG; g++) {
         if (g < G) {
           float s = 0.f;
 #pragma unroll
@@ -282,37 +299,37 @@ extern "C" __global__ void __launch_bounds__(AS_THREADS)
   __syncthreads();
 
   // phase 3: P V for every head of the group
-  float acc[AS_MAXG][8];
+  float acc[MAXG][8];
 #pragma unroll
-  for (int g = 0; g < AS_MAXG; g++)
+  for (int g = 0; g < MAXG; g++)
 #pragma unroll
     for (int j = 0; j < 8; j++) acc[g][j] = 0.f;
-  for (int k0 = ks; k0 < ke; k0 += 2 * KPP) {
-    uint4 vr[2];
+  for (int base = ks; base < ke; base += AS_UNROLL * KPP) {
+    uint4 vr[AS_UNROLL];
 #pragma unroll
-    for (int u = 0; u < 2; u++) {
-      int key = k0 + u * KPP + kslot;
-      vr[u] = key < ke ? *reinterpret_cast<const uint4*>(V + kv_offset(pageTable, key, kvh, nKv, pageSize, D) + d0)
-                       : make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < AS_UNROLL; u++) {
+      int key = base + u * KPP + kslot;
+      vr[u] = key < ke ? __ldg(reinterpret_cast<const uint4*>(V + addr(key) + d0)) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int u = 0; u < 2; u++) {
-      int key = k0 + u * KPP + kslot;
-      if (key >= ke) break;
-      const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&vr[u]);
-      float vf[8];
+    for (int u = 0; u < AS_UNROLL; u++) {
+      int key = base + u * KPP + kslot;
+      if (key < ke) {
+        const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&vr[u]);
+        float vf[8];
 #pragma unroll
-      for (int j = 0; j < 4; j++) {
-        float2 f = __bfloat1622float2(p[j]);
-        vf[2 * j] = f.x;
-        vf[2 * j + 1] = f.y;
-      }
+        for (int j = 0; j < 4; j++) {
+          float2 f = __bfloat1622float2(p[j]);
+          vf[2 * j] = f.x;
+          vf[2 * j + 1] = f.y;
+        }
 #pragma unroll
-      for (int g = 0; g < AS_MAXG; g++) {
-        if (g < G) {
-          float pr = sc[g * chunk + (key - ks)];
+        for (int g = 0; g < MAXG; g++) {
+          if (g < G) {
+            float pr = sc[g * chunk + (key - ks)];
 #pragma unroll
-          for (int j = 0; j < 8; j++) acc[g][j] = fmaf(pr, vf[j], acc[g][j]);
+            for (int j = 0; j < 8; j++) acc[g][j] = fmaf(pr, vf[j], acc[g][j]);
+          }
         }
       }
     }
@@ -320,7 +337,7 @@ extern "C" __global__ void __launch_bounds__(AS_THREADS)
   // reduce the KPP key slots of each head through shared memory
   const size_t base = ((size_t)row * nHeads + kvh * G) * splits + split;
 #pragma unroll
-  for (int g = 0; g < AS_MAXG; g++) {
+  for (int g = 0; g < MAXG; g++) {
     if (g < G) {
       __syncthreads();
 #pragma unroll
@@ -337,6 +354,17 @@ extern "C" __global__ void __launch_bounds__(AS_THREADS)
       }
     }
   }
+}
+
+extern "C" __global__ void __launch_bounds__(AS_THREADS, 2)
+    attn_split_g4(float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
+                  int nHeads, int nKv, int D, int pageSize, int before, int window, int chunk, float scale) {
+  attn_split_body<4>(partO, partML, Q, K, V, pageTable, nHeads, nKv, D, pageSize, before, window, chunk, scale);
+}
+extern "C" __global__ void __launch_bounds__(AS_THREADS)
+    attn_split_g8(float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
+                  int nHeads, int nKv, int D, int pageSize, int before, int window, int chunk, float scale) {
+  attn_split_body<8>(partO, partML, Q, K, V, pageTable, nHeads, nKv, D, pageSize, before, window, chunk, scale);
 }
 
 // out (rows, nHeads, D) bf16 = merge of the splits' partial outputs. Grid (nHeads, rows), block D.

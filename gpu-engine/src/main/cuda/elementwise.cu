@@ -38,7 +38,8 @@ extern "C" __global__ void rope_rows(bf16* __restrict__ out, const float* __rest
   int pos = positions ? positions[row] : pos0 + row;
   const float* src = in + (size_t)row * inStride;
   bf16* dst = out + (size_t)row * heads * headDim;
-  for (int t = threadIdx.x; t < heads * half; t += blockDim.x) {
+  // grid (rows, y): the y blocks of a row share its heads * half rotations (one row still fills the GPU)
+  for (int t = blockIdx.y * blockDim.x + threadIdx.x; t < heads * half; t += blockDim.x * gridDim.y) {
     int h = t / half, i = t % half;
     float c, s;
     rope_cs(pos, invFreq[i], &c, &s);
@@ -58,7 +59,7 @@ extern "C" __global__ void kv_append(bf16* __restrict__ kpre, bf16* __restrict__
   int row = blockIdx.x, half = headDim / 2, slot = slot0 + row, pos = pos0 + row;
   const float* kr = qkv + (size_t)row * stride + kOff;
   const float* vr = qkv + (size_t)row * stride + vOff;
-  for (int t = threadIdx.x; t < nKv * half; t += blockDim.x) {
+  for (int t = blockIdx.y * blockDim.x + threadIdx.x; t < nKv * half; t += blockDim.x * gridDim.y) {
     int h = t / half, i = t % half;
     size_t base = kv_offset(pageTable, slot, h, nKv, pageSize, headDim);
     float x1 = kr[h * headDim + i], x2 = kr[h * headDim + half + i];
@@ -77,7 +78,7 @@ extern "C" __global__ void kv_append(bf16* __restrict__ kpre, bf16* __restrict__
 extern "C" __global__ void swiglu_rows(bf16* __restrict__ out, const bf16* __restrict__ gu, int hidden) {
   const bf16* g = gu + (size_t)blockIdx.x * 2 * hidden;
   bf16* o = out + (size_t)blockIdx.x * hidden;
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+  for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < hidden; i += blockDim.x * gridDim.y) {
     float a = bf2f(g[i]), b = bf2f(g[hidden + i]);
     o[i] = f2bf(a / (1.f + expf(-a)) * b);
   }

@@ -3,4 +3,5 @@
 #include "elementwise.cu"
 #include "gemm.cu"
 #include "attention.cu"
+#include "decode.cu"
 #include "sampling.cu"

@@ -108,7 +108,8 @@ public final class CudaModel implements AutoCloseable {
   /** Sizes the attention workspace for decoding up to {@code capacity} tokens, so steps never allocate. */
   public void reserveDecode(int capacity) {
     Kernels.SplitPlan p = Kernels.splitPlan(1, capacity, c.group(), c.numKvHeads(), ctx.smCount());
-    long splits = p.splits() + 2;
+    Kernels.SplitPlan f = Kernels.decodePlan(1, capacity, c.numKvHeads(), ctx.smCount());
+    long splits = Math.max(p.splits(), f.splits()) + 2;
     ws.ensure((long) c.numHeads() * splits * (c.headDim() + 2) * 4);
   }
 

@@ -16,7 +16,8 @@ public final class Kernels {
   /** Page size of the KV cache; the tensor-core attention kernel takes one page per key tile. */
   public static final int PAGE_SIZE = 64;
 
-  private static final int GEMM_SMEM = 4 * (128 + 128) * 40 * 2;
+  private static final int GEMM_SMEM = 3 * (128 + 128) * 72 * 2;  // stages x (A + W tiles) x padded row, bf16
+  private static final int GEMM_SMEM_2 = 2 * (128 + 128) * 72 * 2; // the 2-stage variant for 99 KB GPUs
   private static final int SPLIT_THREADS = 256;
 
   private final Launcher l;
@@ -38,7 +39,7 @@ public final class Kernels {
 
   /** out (n, dim) bf16 = rmsnorm(x (n, dim) f32) * w (dim) f32. */
   public void rmsNorm(CUdeviceptr out, CUdeviceptr x, CUdeviceptr w, int n, int dim, double eps) {
-    l.launch("rmsnorm_rows", n, 1, 1, 256, 0, out, x, w, dim, eps);
+    l.launch("rmsnorm_rows", n, 1, 1, dim >= 2048 ? 1024 : 256, 0, out, x, w, dim, eps);
   }
 
   /**
@@ -47,7 +48,8 @@ public final class Kernels {
    */
   public void rope(CUdeviceptr out, CUdeviceptr in, int inStride, int n, int heads, int headDim, CUdeviceptr invFreq,
                    CUdeviceptr positions, int pos0) {
-    l.launch("rope_rows", n, 1, 1, 256, 0, out, in, inStride, heads, headDim, invFreq, positions, pos0);
+    l.launch("rope_rows", n, (heads * headDim / 2 + 255) / 256, 1, 256, 0, out, in, inStride, heads, headDim, invFreq,
+        positions, pos0);
   }
 
   /**
@@ -56,13 +58,13 @@ public final class Kernels {
    */
   public void kvAppend(KvView kv, CUdeviceptr qkv, int stride, int kOff, int vOff, int n, int slot0, int pos0,
                        CUdeviceptr invFreq) {
-    l.launch("kv_append", n, 1, 1, 256, 0, kv.kPre(), kv.kRope(), kv.v(), qkv, stride, kOff, vOff, kv.nKv(),
+    l.launch("kv_append", n, (kv.nKv() * kv.headDim() / 2 + 255) / 256, 1, 256, 0, kv.kPre(), kv.kRope(), kv.v(), qkv, stride, kOff, vOff, kv.nKv(),
         kv.headDim(), kv.pageSize(), kv.pageTable(), slot0, pos0, invFreq);
   }
 
   /** out (n, hidden) bf16 = silu(gate) * up, gu (n, 2 * hidden) bf16 holding [gate | up]. */
   public void swiglu(CUdeviceptr out, CUdeviceptr gu, int n, int hidden) {
-    l.launch("swiglu_rows", n, 1, 1, 256, 0, out, gu, hidden);
+    l.launch("swiglu_rows", n, (hidden + 255) / 256, 1, 256, 0, out, gu, hidden);
   }
 
   /**
@@ -76,14 +78,16 @@ public final class Kernels {
 
   public void gemm(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k) {
     checkK(k);
-    l.launch("gemm_bf16", (n + 127) / 128, (m + 127) / 128, 1, 256, GEMM_SMEM, out, a, w, bias, m, n, k, mode);
+    boolean three = l.context().maxSharedPerBlockOptin() >= GEMM_SMEM;
+    l.launch(three ? "gemm_bf16" : "gemm_bf16_s2", ((n + 127) / 128) * ((m + 127) / 128), 1, 1, 256,
+        three ? GEMM_SMEM : GEMM_SMEM_2, out, a, w, bias, m, n, k, mode);
   }
 
   public void gemv(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k) {
     checkK(k);
     if (m < 1 || m > 8) throw new IllegalArgumentException("gemv takes 1..8 rows, not " + m);
     String name = m == 1 ? "gemv_bf16_b1" : m == 2 ? "gemv_bf16_b2" : m <= 4 ? "gemv_bf16_b4" : "gemv_bf16_b8";
-    l.launch(name, (n + 7) / 8, 1, 1, 256, 0, out, a, w, bias, m, n, k, mode);
+    l.launch(name, (n + 1) / 2, 1, 1, 256, 0, out, a, w, bias, m, n, k, mode);  // 2 rows per block, 4 warps each
   }
 
   private static void checkK(int k) {
@@ -97,9 +101,38 @@ public final class Kernels {
    */
   public void attention(CUdeviceptr out, CUdeviceptr q, KvView kv, int n, int nHeads, int before, int window,
                         float scale, Workspace ws) {
-    boolean tensorCores = n > 1 && (kv.headDim() == 64 || kv.headDim() == 128) && kv.pageSize() == PAGE_SIZE;
-    if (tensorCores) flashPrefill(out, q, kv, n, nHeads, before, window, scale);
+    boolean tensorCores = (kv.headDim() == 64 || kv.headDim() == 128) && kv.pageSize() == PAGE_SIZE
+        && nHeads / kv.nKv() <= 16;
+    if (tensorCores && n > 1) flashPrefill(out, q, kv, n, nHeads, before, window, scale);
+    else if (tensorCores) flashDecode(out, q, kv, n, nHeads, before, window, scale, ws);
     else splitAttention(out, q, kv, n, nHeads, before, window, scale, ws);
+  }
+
+  /**
+   * Flash decoding on tensor cores: the group's query heads form one mma tile, warps stream the
+   * split's 32-key tiles, then {@code attn_combine} merges the splits (headDim 64 or 128).
+   */
+  public void flashDecode(CUdeviceptr out, CUdeviceptr q, KvView kv, int n, int nHeads, int before, int window,
+                          float scale, Workspace ws) {
+    int d = kv.headDim(), g = nHeads / kv.nKv();
+    if ((d != 64 && d != 128) || kv.pageSize() != PAGE_SIZE || g > 16) {
+      throw new IllegalArgumentException("flash decode takes headDim 64/128, page size 64, <= 16 heads per KV head");
+    }
+    SplitPlan p = decodePlan(n, before + n, kv.nKv(), smCount);
+    long partO = (long) n * nHeads * p.splits() * d, partMl = (long) n * nHeads * p.splits() * 2;
+    DeviceBuffer w = ws.ensure((partO + partMl) * 4);
+    CUdeviceptr o = w.ptr(), ml = w.at(partO * 4);
+    int smem = (16 + 4 * 2 * 2 * 32) * (d + 8) * 2;
+    l.launch(d == 64 ? "flash_decode_d64" : "flash_decode_d128", kv.nKv(), p.splits(), n, 128, smem, o, ml, q, kv.kRope(),
+        kv.v(), kv.pageTable(), nHeads, kv.nKv(), before, window, p.chunk(), scale);
+    l.launch("attn_combine", nHeads, n, 1, Math.max(32, Math.min(d, 256)), 0, out, o, ml, nHeads, p.splits(), d);
+  }
+
+  /** Splits for flash decoding: about four blocks per multiprocessor (one is resident at a time). */
+  static SplitPlan decodePlan(int rows, int keys, int nKv, int sms) {
+    int target = Math.max(1, (4 * sms + nKv * rows - 1) / (nKv * rows));
+    int chunk = (int) Math.max(64, ((long) (keys + target - 1) / target + 63) / 64 * 64);
+    return new SplitPlan(chunk, (keys + chunk - 1) / chunk);
   }
 
   public void flashPrefill(CUdeviceptr out, CUdeviceptr q, KvView kv, int n, int nHeads, int before, int window,
@@ -119,12 +152,15 @@ public final class Kernels {
     int d = kv.headDim(), g = nHeads / kv.nKv();
     if (Integer.bitCount(d) != 1 || d < 8 || d > 256) throw new IllegalArgumentException("headDim " + d + " must be a power of two in [8, 256]");
     if (g > 8) throw new IllegalArgumentException("at most 8 query heads per KV head, not " + g);
+    if (Integer.bitCount(kv.pageSize()) != 1 || kv.pageSize() < 64) {
+      throw new IllegalArgumentException("page size " + kv.pageSize() + " must be a power of two >= 64");
+    }
     SplitPlan p = splitPlan(n, before + n, g, kv.nKv(), smCount);
     long partO = (long) n * nHeads * p.splits() * d, partMl = (long) n * nHeads * p.splits() * 2;
     DeviceBuffer w = ws.ensure((partO + partMl) * 4);
     CUdeviceptr o = w.ptr(), ml = w.at(partO * 4);
     int smem = (g * p.chunk() + SPLIT_THREADS * 8) * 4;
-    l.launch("attn_split", kv.nKv(), p.splits(), n, SPLIT_THREADS, smem, o, ml, q, kv.kRope(), kv.v(), kv.pageTable(),
+    l.launch(g <= 4 ? "attn_split_g4" : "attn_split_g8", kv.nKv(), p.splits(), n, SPLIT_THREADS, smem, o, ml, q, kv.kRope(), kv.v(), kv.pageTable(),
         nHeads, kv.nKv(), d, kv.pageSize(), before, window, p.chunk(), scale);
     l.launch("attn_combine", nHeads, n, 1, Math.max(32, Math.min(d, 256)), 0, out, o, ml, nHeads, p.splits(), d);
   }

@@ -21,6 +21,14 @@ public final class Tokenizer implements AutoCloseable {
     this.plain = plain;
   }
 
+  static {
+    // On a host with a CUDA GPU, DJL looks for a CUDA build of its tokenizers library and tries to
+    // download one (verified on an H200 host); the CPU build bundled in the jar is the one we want.
+    if (System.getenv("RUST_FLAVOR") == null && System.getProperty("RUST_FLAVOR") == null) {
+      System.setProperty("RUST_FLAVOR", "cpu");
+    }
+  }
+
   public static Tokenizer load(Path modelDir) {
     Path file = modelDir.resolve("tokenizer.json");
     if (!Files.isRegularFile(file)) throw new CheckpointException(file + ": missing (no tokenizer.json in the model folder)");

@@ -20,7 +20,8 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * Flash prefill (tensor cores) and flash decoding (split-K) against DenseAttention on the CPU:
+ * Flash prefill and flash decoding (tensor cores) and the split-K CUDA-core kernel (any head size)
+ * against DenseAttention on the CPU:
  * causal, GQA, a chunk that starts after earlier cached tokens, sliding windows, and a shuffled
  * page table so every access goes through the indirection.
  */
@@ -52,7 +53,10 @@ class AttentionParityTest {
       "split, 16, 4, 2, 0, 40, 0", "split, 8, 8, 2, 13, 20, 0", "split, 128, 32, 8, 0, 3, 0",
       "split, 16, 4, 2, 50, 30, 16",
       "decode, 128, 32, 8, 5000, 1, 0", "decode, 128, 8, 1, 20000, 1, 0", "decode, 64, 28, 4, 3000, 1, 0",
-      "decode, 16, 4, 2, 700, 1, 0", "decode, 128, 32, 8, 9000, 1, 4096"})
+      "decode, 16, 4, 2, 700, 1, 0", "decode, 128, 32, 8, 9000, 1, 4096",
+      "fdecode, 128, 32, 8, 5000, 1, 0", "fdecode, 128, 8, 1, 20000, 1, 0", "fdecode, 64, 28, 4, 3000, 1, 0",
+      "fdecode, 128, 32, 8, 9000, 1, 4095", "fdecode, 64, 16, 1, 100, 1, 0", "fdecode, 128, 4, 2, 70, 3, 0",
+      "fdecode, 128, 32, 8, 40000, 1, 0"})
   void matchesDenseAttention(String path, int d, int heads, int kvHeads, int before, int n, int window) {
     Random r = new Random(d * 7919L + heads * 31L + before + n);
     ModelConfig c = new ModelConfig("llama", heads * d, 4 * d, 1, heads, kvHeads, d, 256, 1e-5, 500000,
@@ -91,6 +95,7 @@ class AttentionParityTest {
     float scale = (float) (1.0 / Math.sqrt(d));
     try (Kernels.Workspace ws = new Kernels.Workspace(gpu.ctx)) {
       if (path.equals("flash")) gpu.k.flashPrefill(out.ptr(), qDev.ptr(), view, n, heads, before, window, scale);
+      else if (path.equals("fdecode")) gpu.k.flashDecode(out.ptr(), qDev.ptr(), view, n, heads, before, window, scale, ws);
       else gpu.k.splitAttention(out.ptr(), qDev.ptr(), view, n, heads, before, window, scale, ws);
       assertClose(gpu.readBf16(out, n * qDim), ref, TOL, path + " attention");
     }

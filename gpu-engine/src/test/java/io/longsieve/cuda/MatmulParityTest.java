@@ -39,7 +39,7 @@ class MatmulParityTest {
       "1, 64, 64, 0, false", "1, 4096, 4096, 0, true", "2, 1000, 264, 1, false", "3, 160, 64, 2, false",
       "8, 6144, 4096, 0, false", "5, 333, 1032, 1, true",
       "9, 64, 64, 0, true", "16, 192, 160, 2, false", "130, 300, 72, 1, false", "512, 1024, 1024, 0, false",
-      "257, 6144, 4096, 2, true", "1000, 128, 14336, 1, false"})
+      "257, 6144, 4096, 2, true", "1000, 128, 14336, 1, false", "33, 333, 64, 2, true", "130, 77, 128, 0, true"})
   void matmulMatchesCpu(int m, int n, int k, int mode, boolean withBias) {
     Random r = new Random(31L * m + n + k);
     float[] a = Gpu.random(r, m * k, 1), w = Gpu.random(r, n * k, 1.0 / Math.sqrt(k));

@@ -1,0 +1,210 @@
+// Decode attention on tensor cores (flash decoding): the G query heads that share a KV head are the
+// rows of one 16-row mma tile, so every key and value is read once per KV head and the dot products
+// cost almost nothing next to the bytes. Block = (KV head, split of the key range, query row), 4
+// warps; warp w takes the split's 32-key tiles w, w + 4, ..., streams each through its own double
+// buffer with cp.async and keeps its own online softmax; the warps merge in shared memory and the
+// block writes the split's unnormalised partial output and (max, sum) in attn_split's format, so
+// attn_combine finishes the job. Keys as in attention.cu: paged (page, nKv, 64, headDim) bf16,
+// rotated; row i sees slots [max(0, before + i + 1 - window), before + i + 1). CPU twin:
+// attention/DenseAttention.
+#include "common.cuh"
+
+#define FD_TK 32       // keys per tile
+#define FD_PAGE 64     // page size the kernel assumes (Kernels.PAGE_SIZE)
+#define FD_WARPS 4
+
+template <int D>
+__device__ __forceinline__ void flash_decode(float* __restrict__ partO, float* __restrict__ partML,
+                                             const bf16* __restrict__ Q, const bf16* __restrict__ K,
+                                             const bf16* __restrict__ V, const int* __restrict__ pageTable,
+                                             int nHeads, int nKv, int before, int window, int chunk, float scale) {
+  constexpr int LD = D + 8;
+  extern __shared__ __align__(16) unsigned char fd_smem[];
+  bf16* sQ = reinterpret_cast<bf16*>(fd_smem);  // (16, LD) the group's queries, rows >= G zero
+  bf16* sKV = sQ + 16 * LD;                     // per warp: 2 stages x (K (TK, LD), V (TK, LD))
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int kvh = blockIdx.x, split = blockIdx.y, row = blockIdx.z, splits = gridDim.y;
+  const int G = nHeads / nKv;
+  const int end = before + row + 1;
+  const int start = window > 0 ? max(0, end - window) : 0;
+  const int ks = start + split * chunk, ke = min(end, ks + chunk);
+
+  for (int c = tid; c < 16 * D / 8; c += FD_WARPS * 32) {
+    int r = c / (D / 8), col = (c % (D / 8)) * 8;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < G) v = *reinterpret_cast<const uint4*>(Q + ((size_t)row * nHeads + kvh * G + r) * D + col);
+    *reinterpret_cast<uint4*>(sQ + r * LD + col) = v;
+  }
+  __syncthreads();
+  unsigned qf[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++)
+    ldmatrix_x4(qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], sQ + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
+
+  bf16* mine = sKV + warp * (2 * 2 * FD_TK * LD);
+  const int t0 = ks / FD_TK;
+  const int nT = ks < ke ? (ke - 1) / FD_TK - t0 + 1 : 0;
+  auto load = [&](int stage, int t) {
+    const int key0 = t * FD_TK;
+    const int page = pageTable[key0 / FD_PAGE];
+    const size_t off = (((size_t)page * nKv + kvh) * FD_PAGE + key0 % FD_PAGE) * D;
+    bf16* dk = mine + stage * 2 * FD_TK * LD;
+    bf16* dv = dk + FD_TK * LD;
+    for (int c = lane; c < FD_TK * D / 8; c += 32) {
+      int r = c / (D / 8), col = (c % (D / 8)) * 8;
+      bool ok = key0 + r >= ks && key0 + r < ke;  // outside the split: zero-filled, then masked
+      cp_async16(dk + r * LD + col, ok ? (const void*)(K + off + r * D + col) : (const void*)K, ok ? 16 : 0);
+      cp_async16(dv + r * LD + col, ok ? (const void*)(V + off + r * D + col) : (const void*)V, ok ? 16 : 0);
+    }
+  };
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; i++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) o[i][e] = 0.f;
+  float mRow[2] = {-INFINITY, -INFINITY}, lRow[2] = {0.f, 0.f};
+  const float sl2 = scale * 1.4426950408889634f;
+  const int qd = lane & 3;
+
+  if (warp < nT) load(0, t0 + warp);
+  cp_async_commit();
+  int it = 0;
+  for (int i = warp; i < nT; i += FD_WARPS, it++) {
+    const int buf = it & 1;
+    if (i + FD_WARPS < nT) load(buf ^ 1, t0 + i + FD_WARPS);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncwarp();
+    const bf16* k = mine + buf * 2 * FD_TK * LD;
+    const bf16* v = k + FD_TK * LD;
+
+    float s[FD_TK / 8][4];
+#pragma unroll
+    for (int j = 0; j < FD_TK / 8; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) s[j][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+#pragma unroll
+      for (int np = 0; np < FD_TK / 16; np++) {
+        unsigned b0, b1, b2, b3;
+        ldmatrix_x4(b0, b1, b2, b3, k + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+        mma_bf16(s[2 * np], qf[kk], b0, b1);
+        mma_bf16(s[2 * np + 1], qf[kk], b2, b3);
+      }
+    const int tileKey = (t0 + i) * FD_TK;
+    float mNew[2] = {mRow[0], mRow[1]};
+#pragma unroll
+    for (int j = 0; j < FD_TK / 8; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int key = tileKey + j * 8 + qd * 2 + (e & 1);
+        float x = key >= ks && key < ke ? s[j][e] * sl2 : -INFINITY;
+        s[j][e] = x;
+        mNew[e >> 1] = fmaxf(mNew[e >> 1], x);
+      }
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      mNew[r] = fmaxf(mNew[r], __shfl_xor_sync(0xffffffffu, mNew[r], 1));
+      mNew[r] = fmaxf(mNew[r], __shfl_xor_sync(0xffffffffu, mNew[r], 2));
+      float mUse = mNew[r] == -INFINITY ? 0.f : mNew[r];
+      alpha[r] = exp2f(mRow[r] - mUse);
+      mRow[r] = mNew[r];
+      lRow[r] *= alpha[r];
+    }
+    float mu0 = mRow[0] == -INFINITY ? 0.f : mRow[0], mu1 = mRow[1] == -INFINITY ? 0.f : mRow[1];
+#pragma unroll
+    for (int j = 0; j < FD_TK / 8; j++) {
+      s[j][0] = exp2f(s[j][0] - mu0);
+      s[j][1] = exp2f(s[j][1] - mu0);
+      s[j][2] = exp2f(s[j][2] - mu1);
+      s[j][3] = exp2f(s[j][3] - mu1);
+      lRow[0] += s[j][0] + s[j][1];
+      lRow[1] += s[j][2] + s[j][3];
+    }
+#pragma unroll
+    for (int d = 0; d < D / 8; d++) {
+      o[d][0] *= alpha[0];
+      o[d][1] *= alpha[0];
+      o[d][2] *= alpha[1];
+      o[d][3] *= alpha[1];
+    }
+#pragma unroll
+    for (int j = 0; j < FD_TK / 16; j++) {
+      unsigned pa[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
+                        pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]), pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
+#pragma unroll
+      for (int dp = 0; dp < D / 16; dp++) {
+        unsigned b0, b1, b2, b3;
+        ldmatrix_x4_trans(b0, b1, b2, b3, v + (j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 + (lane >> 4) * 8);
+        mma_bf16(o[2 * dp], pa, b0, b1);
+        mma_bf16(o[2 * dp + 1], pa, b2, b3);
+      }
+    }
+    __syncwarp();  // this buffer is refilled by the prefetch two tiles on
+  }
+  cp_async_wait<0>();
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    lRow[r] += __shfl_xor_sync(0xffffffffu, lRow[r], 1);
+    lRow[r] += __shfl_xor_sync(0xffffffffu, lRow[r], 2);
+  }
+
+  // merge the warps: per warp (16 rows) max and sum, and the (16, D) unnormalised output
+  __syncthreads();  // every warp is done with its K/V buffers: reuse them
+  float* sO = reinterpret_cast<float*>(sKV);  // (FD_WARPS, 16, D)
+  float* sM = sO + FD_WARPS * 16 * D;         // (FD_WARPS, 16)
+  float* sL = sM + FD_WARPS * 16;             // (FD_WARPS, 16)
+  const int g = lane >> 2;
+  if (qd == 0) {
+    sM[warp * 16 + g] = mRow[0];
+    sM[warp * 16 + g + 8] = mRow[1];
+    sL[warp * 16 + g] = lRow[0];
+    sL[warp * 16 + g + 8] = lRow[1];
+  }
+#pragma unroll
+  for (int d = 0; d < D / 8; d++) {
+    int col = d * 8 + qd * 2;
+    sO[(warp * 16 + g) * D + col] = o[d][0];
+    sO[(warp * 16 + g) * D + col + 1] = o[d][1];
+    sO[(warp * 16 + g + 8) * D + col] = o[d][2];
+    sO[(warp * 16 + g + 8) * D + col + 1] = o[d][3];
+  }
+  __syncthreads();
+  const size_t base = ((size_t)row * nHeads + kvh * G) * splits + split;
+  for (int idx = tid; idx < G * D; idx += FD_WARPS * 32) {
+    int r = idx / D, d = idx % D;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < FD_WARPS; w++) M = fmaxf(M, sM[w * 16 + r]);
+    float acc = 0.f, L = 0.f;
+    if (M != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < FD_WARPS; w++) {
+        float mw = sM[w * 16 + r];
+        float f = mw == -INFINITY ? 0.f : exp2f(mw - M);
+        acc += sO[(w * 16 + r) * D + d] * f;
+        L += sL[w * 16 + r] * f;
+      }
+    }
+    const size_t at = base + (size_t)r * splits;
+    partO[at * D + d] = acc;
+    if (d == 0) {
+      partML[at * 2] = M == -INFINITY ? -INFINITY : M * 0.6931471805599453f;  // log2 units → natural
+      partML[at * 2 + 1] = L;
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(FD_WARPS * 32)
+    flash_decode_d64(float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
+                     int nHeads, int nKv, int before, int window, int chunk, float scale) {
+  flash_decode<64>(partO, partML, Q, K, V, pageTable, nHeads, nKv, before, window, chunk, scale);
+}
+extern "C" __global__ void __launch_bounds__(FD_WARPS * 32)
+    flash_decode_d128(float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
+                      int nHeads, int nKv, int before, int window, int chunk, float scale) {
+  flash_decode<128>(partO, partML, Q, K, V, pageTable, nHeads, nKv, before, window, chunk, scale);
+}
