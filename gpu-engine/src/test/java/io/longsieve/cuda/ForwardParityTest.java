@@ -30,21 +30,21 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * The whole CUDA forward pass against the CPU backend and the transformers goldens on the tiny
- * checkpoints: logits within bf16 tolerance, greedy tokens equal for at least 32 steps wherever
- * the reference's top-1/top-2 margin is wider than the measured GPU-vs-CPU logit error allows.
+ * checkpoints: logits within bf16 tolerance, and greedy tokens equal to transformers' on every
+ * step (teacher-forced over its 40) whose top-1/top-2 margin is wider than twice the GPU's largest
+ * logit error. At bf16 these tiny models leave 18-34 such steps per prompt (numpy emulation).
  */
 @Tag("gpu")
 class ForwardParityTest {
 
   /**
    * Whole-model logits, GPU vs CPU. The GPU rounds every matmul input, the KV cache and the
-   * attention probabilities to bf16 (f32 accumulation); through 2-4 layers of these tiny models
-   * (weights drawn with std 0.08, so they amplify) that measured 1.1-3.3% on an H200, the same
-   * against the bf16 checkpoint whose weights both backends share. The greedy-token check below
-   * is the stricter test of the pass as a whole.
+   * attention output to bf16 (f32 accumulation). tools/emulate_gpu_bf16.py replays exactly those
+   * roundings in numpy: it reproduces the prefill errors measured on an H200 to three digits
+   * (0.0134-0.0309) and predicts at most 0.078 for a decode step (qwen2-bias, whose q/k/v biases
+   * sharpen attention), so 0.1 separates rounding from a wrong kernel.
    */
-  static final double LOGIT_TOLERANCE = 5e-2;
-  static final List<String> MODELS = List.of("llama-gqa", "llama-tied", "qwen2-bias", "llama-bf16");
+  static final double LOGIT_TOLERANCE = 0.1;
 
   @ParameterizedTest
   @ValueSource(strings = {"llama-gqa", "llama-tied", "qwen2-bias", "llama-bf16"})
@@ -72,28 +72,32 @@ class ForwardParityTest {
           assertTrue(Gpu.relErr(gl, c.logitsLast()) <= LOGIT_TOLERANCE, where + ": prefill logits vs transformers");
           double maxAbs = 0;
           for (int i = 0; i < vocab; i++) maxAbs = Math.max(maxAbs, Math.abs(gl[i] - cl[i]));
-          float tie = (float) Math.max(0.05, 4 * maxAbs);  // margins below this are ties at bf16 precision
-          // a decode step with logits read back, then the device-sampled path for the rest
-          int compared = 0;
-          int token = Sampler.argmax(gl, vocab);
+          // a top-1/top-2 margin below twice the largest logit error can flip at bf16 precision
+          float tie = (float) (2 * maxAbs);
+          // teacher forcing: feed the reference's tokens, compare the GPU's greedy pick wherever the
+          // reference margin is wider than the tie band (the first step reads logits back, the rest
+          // pick on the device)
           Sampler greedy = new Sampler(SamplingParams.GREEDY, vocab);
+          int token = Sampler.argmax(gl, vocab), compared = 0;
           for (int s = 0; s < steps; s++) {
-            if (c.greedyMargins()[s] < tie) break;
-            assertEquals(c.greedyIds()[s], token, where + ": greedy token " + s + " (margin " + c.greedyMargins()[s] + ")");
-            compared++;
-            if (s + 1 < steps) {
-              if (s == 0) {
-                gs.decode(token, ids.length, gl);
-                cs.decode(token, ids.length, cl);
-                assertTrue(Gpu.relErr(gl, cl) <= LOGIT_TOLERANCE, where + ": decode logits vs cpu");
-                token = Sampler.argmax(gl, vocab);
-              } else {
-                token = gs.decodeNext(token, ids.length + s, gl, greedy);
-              }
+            if (c.greedyMargins()[s] >= tie) {
+              assertEquals(c.greedyIds()[s], token, where + ": greedy token " + s + " (margin " + c.greedyMargins()[s] + ")");
+              compared++;
+            }
+            if (s + 1 == steps) break;
+            if (s == 0) {
+              gs.decode(c.greedyIds()[0], ids.length, gl);
+              cs.decode(c.greedyIds()[0], ids.length, cl);
+              double derr = Gpu.relErr(gl, cl);
+              assertTrue(derr <= LOGIT_TOLERANCE, where + ": decode logits vs cpu off by " + derr);
+              token = Sampler.argmax(gl, vocab);
+            } else {
+              token = gs.decodeNext(c.greedyIds()[s], ids.length + s, gl, greedy);
             }
           }
-          assertTrue(compared >= 32 || compared < steps && c.greedyMargins()[compared] < tie,
-              where + ": compared only " + compared + " greedy steps");
+          System.out.printf("%s: greedy tokens equal on %d of %d steps (the rest have margins < %.3f)%n", where,
+              compared, steps, tie);
+          assertTrue(compared >= 10, where + ": only " + compared + " steps had a margin above " + tie);
         }
       }
     }
