@@ -28,10 +28,12 @@ if [[ -z "$NVCC" || ! -x "$NVCC" ]]; then
   exit 2
 fi
 mkdir -p "$OUT_DIR"
-if [[ -f "$OUT" && -z "$(find "$SRC" \( -name '*.cu' -o -name '*.cuh' -o -name '*.sh' \) -newer "$OUT" -print -quit)" ]]; then
-  exit 0
+VERSION="$("$NVCC" --version | tail -1)"
+if [[ -f "$OUT" && "$(cat "$OUT.nvcc" 2>/dev/null)" == "$VERSION" \
+      && -z "$(find "$SRC" \( -name '*.cu' -o -name '*.cuh' -o -name '*.sh' \) -newer "$OUT" -print -quit)" ]]; then
+  exit 0  # up to date, and built by this nvcc
 fi
-echo "build-fatbin: $("$NVCC" --version | tail -1) -> $OUT" >&2
+echo "build-fatbin: $VERSION -> $OUT" >&2
 "$NVCC" -fatbin -O3 -std=c++17 --threads 0 \
   -gencode arch=compute_80,code=sm_80 \
   -gencode arch=compute_86,code=sm_86 \
@@ -40,3 +42,4 @@ echo "build-fatbin: $("$NVCC" --version | tail -1) -> $OUT" >&2
   -gencode arch=compute_80,code=compute_80 \
   "$SRC/longsieve.cu" -o "$OUT.tmp"
 mv "$OUT.tmp" "$OUT"
+echo "$VERSION" >"$OUT.nvcc"
