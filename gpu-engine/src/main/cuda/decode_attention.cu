@@ -4,7 +4,7 @@
 // warps; warp w takes the split's 32-key tiles w, w + 4, ..., streams each through its own double
 // buffer with cp.async and keeps its own online softmax; the warps merge in shared memory and the
 // block writes the split's unnormalised partial output and (max, sum) in attn_split's format, so
-// attn_combine finishes the job. Keys as in attention.cu: paged (page, nKv, 64, headDim) bf16,
+// attn_combine finishes the job. Keys as in prefill_attention.cu: paged (page, nKv, 64, headDim) bf16,
 // rotated; row i sees slots [max(0, before + i + 1 - window), before + i + 1). CPU twin:
 // attention/DenseAttention.
 #include "common.cuh"

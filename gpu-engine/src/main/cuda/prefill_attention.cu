@@ -1,0 +1,187 @@
+// Dense causal prefill attention on tensor cores over the paged KV cache (page, nKv, pageSize,
+// headDim) bf16, keys already rotated (the krope copy). Query row i of a call sits at slot
+// `before + i` and sees slots [max(0, before + i + 1 - window), before + i + 1) (window 0: no
+// sliding window). GQA: query head h reads KV head h / (nHeads / nKv). CPU twin:
+// attention/DenseAttention.
+//   flash_prefill_d64 / _d128: mma.sync flash attention, 64 queries x one head per block, online
+//       softmax in registers, K/V tiles of one page (pageSize must be 64), double buffered with
+//       cp.async; no L x L matrix anywhere.
+#include "common.cuh"
+
+#define FA_BQ 64
+#define FA_BK 64
+#define FA_THREADS 128
+
+template <int D>
+__device__ __forceinline__ void flash_prefill(bf16* __restrict__ out, const bf16* __restrict__ Q,
+                                              const bf16* __restrict__ K, const bf16* __restrict__ V,
+                                              const int* __restrict__ pageTable, int n, int nHeads, int nKv,
+                                              int before, int window, float scale) {
+  constexpr int LD = D + 8;  // padded rows: ldmatrix rows land in distinct bank groups
+  extern __shared__ __align__(16) unsigned char fa_smem[];
+  bf16* sQ = reinterpret_cast<bf16*>(fa_smem);  // (FA_BQ, LD)
+  bf16* sK = sQ + FA_BQ * LD;                    // 2 x (FA_BK, LD)
+  bf16* sV = sK + 2 * FA_BK * LD;                // 2 x (FA_BK, LD)
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int qt = gridDim.x - 1 - blockIdx.x;  // heaviest (latest) query tiles first
+  const int h = blockIdx.y, kvh = h / (nHeads / nKv);
+  const int q0 = qt * FA_BQ;
+  const int rowsHere = min(FA_BQ, n - q0);
+  const int kvEnd = before + q0 + rowsHere;  // exclusive end for the block's last row
+  int kvStart = window > 0 ? max(0, before + q0 + 1 - window) : 0;
+  const int t0 = kvStart / FA_BK, t1 = (kvEnd + FA_BK - 1) / FA_BK;
+
+  // Q tile → shared → registers
+  for (int c = tid; c < FA_BQ * D / 8; c += FA_THREADS) {
+    int r = c / (D / 8), col = (c % (D / 8)) * 8;
+    bool ok = r < rowsHere;
+    cp_async16(sQ + r * LD + col, ok ? (const void*)(Q + ((size_t)(q0 + r) * nHeads + h) * D + col) : (const void*)Q,
+               ok ? 16 : 0);
+  }
+  cp_async_commit();
+
+  auto loadKV = [&](int buf, int t) {
+    const int page = pageTable[t];
+    const bf16* kb = K + ((size_t)page * nKv + kvh) * FA_BK * D;
+    const bf16* vb = V + ((size_t)page * nKv + kvh) * FA_BK * D;
+    bf16* dk = sK + buf * FA_BK * LD;
+    bf16* dv = sV + buf * FA_BK * LD;
+    for (int c = tid; c < FA_BK * D / 8; c += FA_THREADS) {
+      int r = c / (D / 8), col = (c % (D / 8)) * 8;
+      bool ok = t * FA_BK + r < kvEnd;  // rows past the end are zero-filled: 0 * garbage must not be NaN
+      cp_async16(dk + r * LD + col, ok ? (const void*)(kb + r * D + col) : (const void*)K, ok ? 16 : 0);
+      cp_async16(dv + r * LD + col, ok ? (const void*)(vb + r * D + col) : (const void*)V, ok ? 16 : 0);
+    }
+  };
+  if (t0 < t1) loadKV(0, t0);
+  cp_async_commit();
+
+  cp_async_wait<1>();
+  __syncthreads();
+  unsigned qf[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++)
+    ldmatrix_x4(qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3],
+                sQ + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; i++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) o[i][e] = 0.f;
+  float mRow[2] = {-INFINITY, -INFINITY}, lRow[2] = {0.f, 0.f};
+  const float sl2 = scale * 1.4426950408889634f;  // scores in log2 units: exp2f below
+  const int g = lane >> 2, qd = lane & 3;
+  const int rowA = q0 + warp * 16 + g;  // this thread's two query rows: rowA and rowA + 8
+
+  for (int t = t0; t < t1; t++) {
+    const int buf = (t - t0) & 1;
+    if (t + 1 < t1) loadKV(buf ^ 1, t + 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const bf16* k = sK + buf * FA_BK * LD;
+    const bf16* v = sV + buf * FA_BK * LD;
+
+    float s[FA_BK / 8][4];
+#pragma unroll
+    for (int i = 0; i < FA_BK / 8; i++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) s[i][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+#pragma unroll
+      for (int np = 0; np < FA_BK / 16; np++) {
+        unsigned b0, b1, b2, b3;
+        ldmatrix_x4(b0, b1, b2, b3, k + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+        mma_bf16(s[2 * np], qf[kk], b0, b1);
+        mma_bf16(s[2 * np + 1], qf[kk], b2, b3);
+      }
+
+    // mask, running max, rescale
+    float mNew[2] = {mRow[0], mRow[1]};
+#pragma unroll
+    for (int i = 0; i < FA_BK / 8; i++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int r = rowA + (e >> 1) * 8;
+        int key = t * FA_BK + i * 8 + qd * 2 + (e & 1);
+        int end = before + r + 1;
+        bool vis = r < n && key < end && (window <= 0 || key >= end - window);
+        float x = vis ? s[i][e] * sl2 : -INFINITY;
+        s[i][e] = x;
+        mNew[e >> 1] = fmaxf(mNew[e >> 1], x);
+      }
+    float alpha[2];
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      mNew[j] = fmaxf(mNew[j], __shfl_xor_sync(0xffffffffu, mNew[j], 1));
+      mNew[j] = fmaxf(mNew[j], __shfl_xor_sync(0xffffffffu, mNew[j], 2));
+      float mUse = mNew[j] == -INFINITY ? 0.f : mNew[j];
+      alpha[j] = exp2f(mRow[j] - mUse);  // exp2(-inf) = 0 on the first visible tile
+      mRow[j] = mNew[j];
+      lRow[j] *= alpha[j];
+    }
+    float mUse0 = mRow[0] == -INFINITY ? 0.f : mRow[0], mUse1 = mRow[1] == -INFINITY ? 0.f : mRow[1];
+#pragma unroll
+    for (int i = 0; i < FA_BK / 8; i++) {
+      s[i][0] = exp2f(s[i][0] - mUse0);
+      s[i][1] = exp2f(s[i][1] - mUse0);
+      s[i][2] = exp2f(s[i][2] - mUse1);
+      s[i][3] = exp2f(s[i][3] - mUse1);
+      lRow[0] += s[i][0] + s[i][1];
+      lRow[1] += s[i][2] + s[i][3];
+    }
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) {
+      o[i][0] *= alpha[0];
+      o[i][1] *= alpha[0];
+      o[i][2] *= alpha[1];
+      o[i][3] *= alpha[1];
+    }
+    // O += P V, P re-packed from the score accumulators as bf16 A fragments
+#pragma unroll
+    for (int j = 0; j < FA_BK / 16; j++) {
+      unsigned pa[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
+                        pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]), pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
+#pragma unroll
+      for (int dp = 0; dp < D / 16; dp++) {
+        unsigned b0, b1, b2, b3;
+        ldmatrix_x4_trans(b0, b1, b2, b3,
+                          v + (j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 + (lane >> 4) * 8);
+        mma_bf16(o[2 * dp], pa, b0, b1);
+        mma_bf16(o[2 * dp + 1], pa, b2, b3);
+      }
+    }
+    __syncthreads();  // the buffer just read is refilled by the next iteration's prefetch
+  }
+
+#pragma unroll
+  for (int j = 0; j < 2; j++) lRow[j] += __shfl_xor_sync(0xffffffffu, lRow[j], 1), lRow[j] += __shfl_xor_sync(0xffffffffu, lRow[j], 2);
+  float inv0 = lRow[0] > 0.f ? 1.f / lRow[0] : 0.f, inv1 = lRow[1] > 0.f ? 1.f / lRow[1] : 0.f;
+#pragma unroll
+  for (int i = 0; i < D / 8; i++) {
+    int col = i * 8 + qd * 2;
+    if (rowA < n) {
+      *reinterpret_cast<__nv_bfloat162*>(out + ((size_t)rowA * nHeads + h) * D + col) =
+          __floats2bfloat162_rn(o[i][0] * inv0, o[i][1] * inv0);
+    }
+    if (rowA + 8 < n) {
+      *reinterpret_cast<__nv_bfloat162*>(out + ((size_t)(rowA + 8) * nHeads + h) * D + col) =
+          __floats2bfloat162_rn(o[i][2] * inv1, o[i][3] * inv1);
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS)
+    flash_prefill_d64(bf16* out, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable, int n,
+                      int nHeads, int nKv, int before, int window, float scale) {
+  flash_prefill<64>(out, Q, K, V, pageTable, n, nHeads, nKv, before, window, scale);
+}
+extern "C" __global__ void __launch_bounds__(FA_THREADS)
+    flash_prefill_d128(bf16* out, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable, int n,
+                       int nHeads, int nKv, int before, int window, float scale) {
+  flash_prefill<128>(out, Q, K, V, pageTable, n, nHeads, nKv, before, window, scale);
+}
+

@@ -1,0 +1,209 @@
+// Flash decoding on CUDA cores, for any head size (a power of two in [8, 256]) and group size up
+// to 8: the path for head sizes the tensor-core kernels (prefill_attention.cu, decode_attention.cu)
+// do not cover, and the reference they were measured against. Same cache layout and visibility as
+// prefill_attention.cu. CPU twin: attention/DenseAttention.
+//   attn_split_g4 / _g8 + attn_combine: each block takes one KV head, one query row and one split of
+//       the key range; it scores the split's keys for all heads of the group, softmaxes them in
+//       shared memory and writes an unnormalised partial output with its max and sum; the combine
+//       kernel merges the splits (also used by decode_attention.cu).
+#include "common.cuh"
+
+#define AS_THREADS 256
+#define AS_UNROLL 8      // keys per thread whose loads are in flight together
+#define AS_MAX_PAGES 40  // page-table entries of one split staged in shared memory (chunk / pageSize + 1)
+
+// Dynamic shared memory: G * chunk floats of scores + AS_THREADS * 8 floats for the reduction.
+// partO (rows, nHeads, splits, D) f32 unnormalised; partML (rows, nHeads, splits, 2) f32 (max, sum).
+// MAXG bounds the group size at compile time (register arrays); G <= MAXG at run time.
+template <int MAXG>
+__device__ __forceinline__ void attn_split_body(float* __restrict__ partO, float* __restrict__ partML,
+                                                const bf16* __restrict__ Q, const bf16* __restrict__ K,
+                                                const bf16* __restrict__ V, const int* __restrict__ pageTable,
+                                                int nHeads, int nKv, int D, int pageSize, int before, int window,
+                                                int chunk, float scale) {
+  extern __shared__ float sh[];
+  __shared__ float stat[MAXG][2];
+  __shared__ int pages[AS_MAX_PAGES];
+  const int kvh = blockIdx.x, split = blockIdx.y, row = blockIdx.z, splits = gridDim.y;
+  const int G = nHeads / nKv, tid = threadIdx.x;
+  const int TPK = D / 8, KPP = AS_THREADS / TPK;  // threads per key, keys per pass
+  const int pageShift = __ffs(pageSize) - 1;
+  const int end = before + row + 1;
+  const int start = window > 0 ? max(0, end - window) : 0;
+  const int ks = start + split * chunk, ke = min(end, ks + chunk);
+  float* sc = sh;                // (G, chunk) scores, then probabilities
+  float* red = sh + G * chunk;   // (AS_THREADS * 8) reduction scratch
+
+  // this split's pages, looked up once: the loads below then depend on nothing but shared memory
+  const int firstPage = ks >> pageShift;
+  if (ks < ke) {
+    const int nPages = ((ke - 1) >> pageShift) - firstPage + 1;
+    for (int i = tid; i < nPages; i += AS_THREADS) pages[i] = pageTable[firstPage + i];
+  }
+  __syncthreads();
+  auto addr = [&](int key) -> size_t {
+    int page = pages[(key >> pageShift) - firstPage];
+    return (((size_t)page * nKv + kvh) * pageSize + (key & (pageSize - 1))) * (size_t)D;
+  };
+
+  const int sub = tid % TPK, kslot = tid / TPK, d0 = sub * 8;
+  float qv[MAXG][8];
+#pragma unroll
+  for (int g = 0; g < MAXG; g++) {
+    if (g < G) {
+      uint4 raw = *reinterpret_cast<const uint4*>(Q + ((size_t)row * nHeads + kvh * G + g) * D + d0);
+      const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        float2 f = __bfloat1622float2(p[j]);
+        qv[g][2 * j] = f.x * scale;
+        qv[g][2 * j + 1] = f.y * scale;
+      }
+    }
+  }
+
+  // phase 1: scores of every key of the split for every head of the group. The loop bounds are
+  // the same for every thread: the shuffles below need whole warps.
+  for (int base = ks; base < ke; base += AS_UNROLL * KPP) {
+    uint4 kr[AS_UNROLL];
+#pragma unroll
+    for (int u = 0; u < AS_UNROLL; u++) {
+      int key = base + u * KPP + kslot;
+      kr[u] = key < ke ? __ldg(reinterpret_cast<const uint4*>(K + addr(key) + d0)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < AS_UNROLL; u++) {
+      int key = base + u * KPP + kslot;
+      const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&kr[u]);
+      float kf[8];
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        float2 f = __bfloat1622float2(p[j]);
+        kf[2 * j] = f.x;
+        kf[2 * j + 1] = f.y;
+      }
+#pragma unroll
+      for (int g = 0; g < MAXG; g++) {
+        if (g < G) {
+          float s = 0.f;
+#pragma unroll
+          for (int j = 0; j < 8; j++) s = fmaf(qv[g][j], kf[j], s);
+          for (int o = TPK / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+          if (sub == 0 && key < ke) sc[g * chunk + (key - ks)] = s;
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+  // phase 2: per-head max and sum over the split; scores become exp(s - max)
+  const int nk = max(0, ke - ks);
+  for (int g = 0; g < G; g++) {
+    float m = -INFINITY;
+    for (int i = tid; i < nk; i += AS_THREADS) m = fmaxf(m, sc[g * chunk + i]);
+    m = block_max(m, red);
+    float l = 0.f;
+    for (int i = tid; i < nk; i += AS_THREADS) {
+      float e = __expf(sc[g * chunk + i] - m);
+      sc[g * chunk + i] = e;
+      l += e;
+    }
+    l = block_sum(l, red);
+    if (tid == 0) {
+      stat[g][0] = m;
+      stat[g][1] = l;
+    }
+  }
+  __syncthreads();
+
+  // phase 3: P V for every head of the group
+  float acc[MAXG][8];
+#pragma unroll
+  for (int g = 0; g < MAXG; g++)
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc[g][j] = 0.f;
+  for (int base = ks; base < ke; base += AS_UNROLL * KPP) {
+    uint4 vr[AS_UNROLL];
+#pragma unroll
+    for (int u = 0; u < AS_UNROLL; u++) {
+      int key = base + u * KPP + kslot;
+      vr[u] = key < ke ? __ldg(reinterpret_cast<const uint4*>(V + addr(key) + d0)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < AS_UNROLL; u++) {
+      int key = base + u * KPP + kslot;
+      if (key < ke) {
+        const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&vr[u]);
+        float vf[8];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          float2 f = __bfloat1622float2(p[j]);
+          vf[2 * j] = f.x;
+          vf[2 * j + 1] = f.y;
+        }
+#pragma unroll
+        for (int g = 0; g < MAXG; g++) {
+          if (g < G) {
+            float pr = sc[g * chunk + (key - ks)];
+#pragma unroll
+            for (int j = 0; j < 8; j++) acc[g][j] = fmaf(pr, vf[j], acc[g][j]);
+          }
+        }
+      }
+    }
+  }
+  // reduce the KPP key slots of each head through shared memory
+  const size_t base = ((size_t)row * nHeads + kvh * G) * splits + split;
+#pragma unroll
+  for (int g = 0; g < MAXG; g++) {
+    if (g < G) {
+      __syncthreads();
+#pragma unroll
+      for (int j = 0; j < 8; j++) red[kslot * D + d0 + j] = acc[g][j];
+      __syncthreads();
+      for (int d = tid; d < D; d += AS_THREADS) {
+        float s = 0.f;
+        for (int r = 0; r < KPP; r++) s += red[r * D + d];
+        partO[((base + (size_t)g * splits) * D) + d] = s;
+      }
+      if (tid == 0) {
+        partML[(base + (size_t)g * splits) * 2] = stat[g][0];
+        partML[(base + (size_t)g * splits) * 2 + 1] = stat[g][1];
+      }
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(AS_THREADS, 2)
+    attn_split_g4(float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
+                  int nHeads, int nKv, int D, int pageSize, int before, int window, int chunk, float scale) {
+  attn_split_body<4>(partO, partML, Q, K, V, pageTable, nHeads, nKv, D, pageSize, before, window, chunk, scale);
+}
+extern "C" __global__ void __launch_bounds__(AS_THREADS)
+    attn_split_g8(float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
+                  int nHeads, int nKv, int D, int pageSize, int before, int window, int chunk, float scale) {
+  attn_split_body<8>(partO, partML, Q, K, V, pageTable, nHeads, nKv, D, pageSize, before, window, chunk, scale);
+}
+
+// out (rows, nHeads, D) bf16 = merge of the splits' partial outputs. Grid (nHeads, rows), block D.
+extern "C" __global__ void attn_combine(bf16* __restrict__ out, const float* __restrict__ partO,
+                                        const float* __restrict__ partML, int nHeads, int splits, int D) {
+  const int h = blockIdx.x, row = blockIdx.y;
+  const size_t base = ((size_t)row * nHeads + h) * splits;
+  float m = -INFINITY;
+  for (int s = 0; s < splits; s++) m = fmaxf(m, partML[(base + s) * 2]);
+  float l = 0.f;
+  for (int s = 0; s < splits; s++) {
+    float ms = partML[(base + s) * 2];
+    if (ms != -INFINITY) l += partML[(base + s) * 2 + 1] * __expf(ms - m);
+  }
+  float inv = l > 0.f ? 1.f / l : 0.f;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float acc = 0.f;
+    for (int s = 0; s < splits; s++) {
+      float ms = partML[(base + s) * 2];
+      if (ms != -INFINITY) acc += partO[(base + s) * D + d] * __expf(ms - m);
+    }
+    out[((size_t)row * nHeads + h) * D + d] = f2bf(acc * inv);
+  }
+}
