@@ -26,6 +26,8 @@ import org.apache.spark.sql.SparkSession;
 public final class LongSieveJob {
   private LongSieveJob() {}
 
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(LongSieveJob.class);
+
   /**
    * Runs the job in {@code spark}.
    *
@@ -37,6 +39,7 @@ public final class LongSieveJob {
     FileSystem fs = fileSystem(spark, o.output());
     refuseUsedRunId(fs, o);
     InputReader.Format format = InputReader.format(spark, o.input());
+    LOG.info("run {}: reading {} ({})", o.runId(), o.input(), format);
     Dataset<Row> parsed = InputReader.read(spark, o.input());
 
     int partitions = o.partitions() > 0 ? o.partitions() : spark.sparkContext().defaultParallelism();
@@ -46,7 +49,9 @@ public final class LongSieveJob {
         .sortWithinPartitions(col("size").desc()) // long documents first, so they do not straggle the task
         .mapPartitions(new DocumentProcessor(o), Encoders.row(JobSchemas.RESULT));
     Path staging = new Path(new Path(o.output(), "_staging"), o.runId());
+    LOG.info("run {}: generating on {} partitions", o.runId(), partitions);
     results.write().mode(SaveMode.Overwrite).parquet(staging.toString());
+    LOG.info("run {}: writing outputs and stats", o.runId());
 
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": write outputs and stats");
     Dataset<Row> done = spark.read().schema(JobSchemas.RESULT).parquet(staging.toString());

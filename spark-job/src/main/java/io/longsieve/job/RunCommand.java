@@ -161,6 +161,10 @@ public final class RunCommand implements Callable<Integer> {
 
   private static SparkSession session(RunOptions o) {
     SparkSession.Builder b = SparkSession.builder().appName("longsieve " + o.runId()).master(o.master());
+    if (o.master().startsWith("local") && !o.sparkConf().containsKey("spark.sql.shuffle.partitions")) {
+      // Spark's 200 is sized for clusters; in one JVM it only adds tasks and files
+      b.config("spark.sql.shuffle.partitions", Integer.toString(Math.max(2, Runtime.getRuntime().availableProcessors())));
+    }
     for (Map.Entry<String, String> e : o.sparkConf().entrySet()) b.config(e.getKey(), e.getValue());
     return b.getOrCreate();
   }
