@@ -132,6 +132,9 @@ class JobRunTest {
     List<String> columns = Arrays.asList(stats.columns());
     assertTrue(columns.containsAll(JobSchemas.STATS_COLUMNS), columns.toString());
     assertEquals(new ArrayType(DataTypes.FloatType, true), stats.schema().apply("selected_fraction_by_layer").dataType());
+    for (String c : JobSchemas.STATS_COLUMNS) {
+      assertEquals(JobSchemas.STATS.apply(c).dataType().typeName(), stats.schema().apply(c).dataType().typeName(), c);
+    }
     assertEquals(7, stats.count());
     Row s1 = stats.where(col("doc_id").equalTo("s1").and(col("status").equalTo("ok"))).first();
     assertEquals("cpu", s1.getAs("backend"));
