@@ -15,7 +15,9 @@ import static org.apache.spark.sql.functions.when;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -106,8 +108,9 @@ public final class InputReader {
 
   /** Lines in the earlier blocks of the same file, keyed by {@link LineNumberer#blockKey}; one small row per block. */
   private static Map<String, Long> linesBeforeEachBlock(Dataset<Row> raw) {
-    List<Row> blocks = raw.groupBy("file_path", "block_start").agg(count(lit(1)).as("n"))
-        .orderBy("file_path", "block_start").collectAsList();
+    List<Row> blocks = new ArrayList<>(raw.groupBy("file_path", "block_start").agg(count(lit(1)).as("n"))
+        .collectAsList());
+    blocks.sort(Comparator.comparing((Row b) -> b.getString(0)).thenComparingLong(b -> b.getLong(1)));
     Map<String, Long> before = new HashMap<>();
     String file = null;
     long sum = 0;
