@@ -13,6 +13,7 @@ import java.util.Properties;
 import java.util.concurrent.Callable;
 import org.apache.spark.SparkConf;
 import org.apache.spark.sql.SparkSession;
+import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
@@ -24,13 +25,8 @@ import scala.Tuple2;
  * spark.longsieve.* in Spark's configuration (spark-submit) and --conf, then the named flags.
  */
 @Command(name = "run", mixinStandardHelpOptions = true, sortOptions = false,
-    description = "Run a model over a JSONL or Parquet file of documents; write outputs, stats and a manifest.",
-    footer = {"", "Every option is also a key for --conf and --conf-file:", "%n${longsieve.keys}"})
+    description = "Run a model over a JSONL or Parquet file of documents; write outputs, stats and a manifest.")
 public final class RunCommand implements Callable<Integer> {
-
-  static {
-    System.setProperty("longsieve.keys", RunOptions.knownKeys());
-  }
 
   /** Exit code for a refused configuration (picocli uses 2 for usage errors too). */
   public static final int CONFIG_ERROR = 2;
@@ -103,6 +99,12 @@ public final class RunCommand implements Callable<Integer> {
     } finally {
       if (ownSession) spark.stop();
     }
+  }
+
+  /** Lists every spark.longsieve.* key under the usage text, so --help documents the config too. */
+  static void addKeyList(CommandLine run) {
+    run.getCommandSpec().usageMessage().footer("", "Every option is also a key for --conf and --conf-file:",
+        RunOptions.knownKeys());
   }
 
   /** Every layer merged, later over earlier. */
