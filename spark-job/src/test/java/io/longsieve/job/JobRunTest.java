@@ -171,15 +171,21 @@ class JobRunTest {
   }
 
   @Test
-  void aUsedRunIdIsRefusedAndANewOneAccumulates() {
+  void aUsedRunIdIsRefusedAndANewRunOfParquetInputAccumulates() {
     String[] again = cli("--input", dir.resolve("docs.jsonl").toString(), "--output", out.toString(),
         "--run-id", "e2e");
     assertEquals("2", again[0]);
     assertTrue(again[2].contains("run id 'e2e' was already used under"), again[2]);
 
-    Path small = JobTestSupport.jsonl(dir, "one.jsonl", JobTestSupport.json("z", "summary", "One more.", null));
+    // the second run reads Parquet, so that path is covered end to end too
+    Path small = dir.resolve("one.parquet");
+    spark.read().json(JobTestSupport.jsonl(dir, "one.jsonl", JobTestSupport.json("z", "summary", "One more.", null))
+        .toString()).write().parquet(small.toString());
     String[] second = cli("--input", small.toString(), "--output", out.toString(), "--run-id", "e2e_2");
     assertEquals("0", second[0], second[2]);
+    Row z = table("outputs").where(col("run_id").equalTo("e2e_2")).first();
+    assertEquals("z", z.getAs("doc_id"));
+    assertEquals(JobSchemas.OK, z.getAs("status"));
     assertEquals(1, table("outputs").where(col("run_id").equalTo("e2e_2")).count());
     assertEquals(7, table("outputs").where(col("run_id").equalTo("e2e")).count(), "the first run is untouched");
     assertEquals(1, ExecutorEngine.openings(), "the second run reuses the engine of the same spec");
