@@ -22,7 +22,6 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Locale;
-import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.LocatedFileStatus;
 import org.apache.hadoop.fs.RemoteIterator;
@@ -71,9 +70,14 @@ public final class InputReader {
       if (!fs.exists(p)) throw new IllegalArgumentException("input " + input + " does not exist");
       Path file = p;
       if (fs.getFileStatus(p).isDirectory()) {
-        FileStatus[] files = fs.listStatus(p, f -> !f.getName().startsWith(".") && !f.getName().startsWith("_"));
-        file = Arrays.stream(files).filter(FileStatus::isFile).map(FileStatus::getPath).sorted().findFirst()
-            .orElseThrow(() -> new IllegalArgumentException("input folder " + input + " holds no data files"));
+        file = null;
+        Path root = fs.makeQualified(p);
+        RemoteIterator<LocatedFileStatus> files = fs.listFiles(root, true); // partitioned tables nest their files
+        while (files.hasNext()) {
+          Path f = files.next().getPath();
+          if (!hidden(root, f) && (file == null || f.compareTo(file) < 0)) file = f;
+        }
+        if (file == null) throw new IllegalArgumentException("input folder " + input + " holds no data files");
       }
       String name = file.getName().toLowerCase(Locale.ROOT);
       if (name.endsWith(".parquet")) return Format.PARQUET;
@@ -86,6 +90,14 @@ public final class InputReader {
     } catch (IOException e) {
       throw new UncheckedIOException("cannot read input " + input + ": " + e.getMessage(), e);
     }
+  }
+
+  /** Spark skips files and folders whose names start with "_" or "." (_SUCCESS, .crc files). */
+  private static boolean hidden(Path root, Path file) {
+    for (Path f = file; f != null && !f.equals(root); f = f.getParent()) {
+      if (f.getName().startsWith("_") || f.getName().startsWith(".")) return true;
+    }
+    return false;
   }
 
   /**
