@@ -34,7 +34,7 @@ final class DenseParts {
       int n = kv.length(layer);
       DenseAttention.attendRows(layer, q, 1, pos, n - 1, kv, out, ctx);
       int heads = ctx.config().numHeads();
-      stats.decode(layer, (double) n * heads, n, heads);
+      stats.decode(layer, (double) n * heads, pos + 1, heads); // context: the whole sequence, compressed or not
     }
   }
 }

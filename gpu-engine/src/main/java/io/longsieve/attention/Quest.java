@@ -50,7 +50,7 @@ final class Quest implements ComposedPolicy.Decode {
     int full = (n - 1) / page; // full pages before the page holding the newest token
     if (layer < denseLayers || topPages >= full + 1) {
       DenseAttention.attendRows(layer, q, 1, pos, n - 1, kv, out, ctx);
-      stats.decode(layer, (double) n * heads, n, heads);
+      stats.decode(layer, (double) n * heads, pos + 1, heads);
       return;
     }
     long t0 = System.nanoTime();
@@ -97,7 +97,7 @@ final class Quest implements ComposedPolicy.Decode {
     });
     double attended = 0;
     for (int h = 0; h < heads; h++) attended += listLen[h];
-    stats.decode(layer, attended, n, heads);
+    stats.decode(layer, attended, pos + 1, heads);
   }
 
   /** Computes min/max of every full page not yet bounded (pages never change once full). */

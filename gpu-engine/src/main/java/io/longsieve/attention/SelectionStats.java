@@ -7,8 +7,9 @@ package io.longsieve.attention;
  * <p>Definitions (the same for every policy, dense included, so runs compare directly):
  * <ul>
  *   <li>attended (query, key) pairs per layer are summed over query heads; "available" pairs are
- *       what causal dense attention over the whole cache would attend; their ratio per layer is
- *       the selected fraction (prefill and decode together).</li>
+ *       what causal dense attention over the whole sequence would attend (for decode: position + 1
+ *       tokens, however much the cache was compressed); their ratio per layer is the selected
+ *       fraction (prefill and decode together).</li>
  *   <li>the attended-tokens mean is over decode steps × layers × query heads of the keys one
  *       decode query attended to.</li>
  *   <li>Selection Cache lookups count every TokenSelect selection while the cache is on (the

@@ -61,7 +61,7 @@ final class StreamingLlm {
       int n = kv.length(layer);
       if (sinks + recent >= n) {
         DenseAttention.attendRows(layer, q, 1, pos, n - 1, kv, out, ctx);
-        stats.decode(layer, (double) n * heads, n, heads);
+        stats.decode(layer, (double) n * heads, pos + 1, heads);
         return;
       }
       int len = sinks + recent;
@@ -89,7 +89,7 @@ final class StreamingLlm {
           }
         }
       });
-      stats.decode(layer, (double) len * heads, n, heads);
+      stats.decode(layer, (double) len * heads, pos + 1, heads);
     }
   }
 }

@@ -108,7 +108,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     int kk = kFrac > 0 ? (int) Math.max(1, Math.round(kFrac * end)) : k;
     if ((long) sinks + kk + local >= end) {
       DenseAttention.attendRows(layer, q, row0, m, pos0, end - m, kv, out, ctx);
-      record(layer, m, end, end, decode);
+      record(layer, m, pos0 + m, end, end, decode);
       return;
     }
     long t0 = System.nanoTime();
@@ -118,12 +118,13 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     buildLists(count, listLen, end, local);
     stats.selectionNanos += System.nanoTime() - t0;
     attendLists(layer, q, row0, m, pos0, listLen, kv, out, ctx);
-    record(layer, m, end, listLen, decode);
+    record(layer, m, pos0 + m, end, listLen, decode);
   }
 
-  private void record(int layer, int m, int end, int listLen, boolean decode) {
+  /** Counts the block's work; the context is the sequence so far (context ≥ end once the cache was compressed). */
+  private void record(int layer, int m, int context, int end, int listLen, boolean decode) {
     if (decode) {
-      stats.decode(layer, (double) listLen * heads, end, heads);
+      stats.decode(layer, (double) listLen * heads, context, heads);
     } else {
       stats.prefill(layer, SelectionStats.densePairs(m, listLen - m, heads), SelectionStats.densePairs(m, end - m, heads));
     }
