@@ -51,6 +51,13 @@ class BaselinesTest {
       assertEquals(3, kv.position(0, 3, 1));
       assertEquals(90, kv.position(0, 4, 0));
       assertEquals(v[95 * f.c.kvDim() + 3], kv.values[0][9 * f.c.kvDim() + 3]);
+      StreamingLlm.Eviction rolling = new StreamingLlm.Eviction(term("kv", "streaming:sinks=4,recent=10"));
+      f.append(kv, 1, 100);
+      assertTrue(rolling.afterDecode(0, null, 100, kv, f.ctx));
+      assertEquals(14, kv.length(0));
+      assertEquals(3, kv.position(0, 3, 0));
+      assertEquals(91, kv.position(0, 4, 0)); // 90 went, 100 came
+      assertEquals(100, kv.position(0, 13, 1));
     }
   }
 
