@@ -171,7 +171,7 @@ class JobRunTest {
   }
 
   @Test
-  void aUsedRunIdIsRefusedAndANewRunOfParquetInputAccumulates() {
+  void aUsedRunIdIsRefusedAndANewRunOfParquetInputWithAnotherPolicyAccumulates() {
     String[] again = cli("--input", dir.resolve("docs.jsonl").toString(), "--output", out.toString(),
         "--run-id", "e2e");
     assertEquals("2", again[0]);
@@ -181,13 +181,16 @@ class JobRunTest {
     Path small = dir.resolve("one.parquet");
     spark.read().json(JobTestSupport.jsonl(dir, "one.jsonl", JobTestSupport.json("z", "summary", "One more.", null))
         .toString()).write().parquet(small.toString());
-    String[] second = cli("--input", small.toString(), "--output", out.toString(), "--run-id", "e2e_2");
+    String[] second = cli("--input", small.toString(), "--output", out.toString(), "--run-id", "e2e_2",
+        "--policy", "tokenselect");
     assertEquals("0", second[0], second[2]);
     Row z = table("outputs").where(col("run_id").equalTo("e2e_2")).first();
     assertEquals("z", z.getAs("doc_id"));
     assertEquals(JobSchemas.OK, z.getAs("status"));
     assertEquals(1, table("outputs").where(col("run_id").equalTo("e2e_2")).count());
     assertEquals(7, table("outputs").where(col("run_id").equalTo("e2e")).count(), "the first run is untouched");
-    assertEquals(1, ExecutorEngine.openings(), "the second run reuses the engine of the same spec");
+    String policy = table("stats").where(col("run_id").equalTo("e2e_2")).first().getAs("policy");
+    assertTrue(policy.contains("tokenselect"), policy);
+    assertEquals(1, ExecutorEngine.openings(), "the second run, another policy, reuses the engine");
   }
 }
