@@ -75,6 +75,7 @@ public final class ExecutorEngine {
     }
   }
 
+  /** The spec bound to the GPU Spark gave this task, if any (spark.task.resource.gpu.amount). */
   private static EngineSpec bindToTaskGpu(EngineSpec spec) {
     TaskContext tc = TaskContext.get();
     if (tc == null || spec.gpuOrdinal() >= 0 || spec.device().equals("cpu")) return spec;
