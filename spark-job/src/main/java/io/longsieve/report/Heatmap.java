@@ -14,15 +14,17 @@ final class Heatmap {
    */
   static String render(String kind, String title, List<String> rowLabels, List<String> colLabels, double[][] values,
       String colTitle) {
-    int maxLabel = rowLabels.stream().mapToInt(s -> Html.truncate(s, 30).length()).max().orElse(4);
-    int left = Math.min(230, 16 + 7 * maxLabel);
+    int maxLabel = rowLabels.stream().mapToInt(s -> Html.truncate(s, BarChart.LABEL).length()).max().orElse(4);
+    int left = Math.min(320, 16 + 6 * maxLabel);
     int cols = Math.max(1, colLabels.size());
-    int cellW = Math.max(6, Math.min(40, (900 - left - 20) / cols));
+    int colLabel = colLabels.stream().mapToInt(String::length).max().orElse(1);
+    // few columns: wide enough for their labels; many (layers): as wide as the page allows, labels thinned out
+    int cellW = Math.max(6, Math.min(Math.max(40, 7 * colLabel + 8), (900 - left - 20) / cols));
     int cellH = 26;
     int width = left + cellW * cols + 20;
     int height = 40 + cellH * rowLabels.size() + 60;
     SvgPlot p = new SvgPlot(kind, title, Math.max(width, 420), height, left, 20, 10, 60);
-    int labelEvery = Math.max(1, (int) Math.ceil(28.0 / cellW));
+    int labelEvery = Math.max(1, (int) Math.ceil((7.0 * colLabel + 8) / cellW));
     for (int c = 0; c < colLabels.size(); c++) {
       if (c % labelEvery == 0) {
         p.text(left + c * cellW + cellW / 2.0, 10 + cellH * rowLabels.size() + 14, colLabels.get(c), "middle", "tick");
@@ -31,7 +33,7 @@ final class Heatmap {
     p.text(left + cellW * cols / 2.0, 10 + cellH * rowLabels.size() + 32, colTitle, "middle", "axis");
     for (int r = 0; r < rowLabels.size(); r++) {
       double y = 10 + r * cellH;
-      p.text(left - 6, y + cellH / 2.0 + 4, Html.truncate(rowLabels.get(r), 30), "end", "tick");
+      p.text(left - 6, y + cellH / 2.0 + 4, Html.truncate(rowLabels.get(r), BarChart.LABEL), "end", "tick");
       for (int c = 0; c < colLabels.size(); c++) {
         double v = values[r][c];
         if (Double.isNaN(v)) {

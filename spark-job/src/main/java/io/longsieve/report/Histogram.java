@@ -13,16 +13,18 @@ final class Histogram {
   /**
    * @param edges  bin edges, length = counts.length + 1, ascending
    * @param counts documents per bin
+   * @param logX   bins are equal in log space: draw the x axis in log scale
    */
-  static String render(String kind, String title, double[] edges, long[] counts, String xLabel, List<Marker> markers) {
+  static String render(String kind, String title, double[] edges, long[] counts, boolean logX, String xLabel,
+      List<Marker> markers) {
     SvgPlot p = new SvgPlot(kind, title, 640, 280, 64, 20, 22, 48);
     long max = 1;
     for (long c : counts) {
       max = Math.max(max, c);
     }
-    p.xScale(edges[0], edges[edges.length - 1], false).yScale(0, max * 1.08, false);
+    p.xScale(edges[0], edges[edges.length - 1], logX).yScale(0, max * 1.08, false);
     p.yAxis("documents");
-    p.xAxis(xLabel);
+    p.xAxis(xLabel + (logX ? " (log scale)" : ""));
     for (int i = 0; i < counts.length; i++) {
       if (counts[i] == 0) {
         continue;
@@ -37,7 +39,7 @@ final class Histogram {
     for (int i = 0; i < markers.size(); i++) {
       Marker m = markers.get(i);
       if (!Double.isNaN(m.value())) {
-        p.marker(p.px(m.value()), m.label() + " " + Html.num(m.value()), colours[i % colours.length]);
+        p.marker(p.px(m.value()), i * 12, m.label() + " " + Html.num(m.value()), colours[i % colours.length]);
       }
     }
     return p.toSvg();

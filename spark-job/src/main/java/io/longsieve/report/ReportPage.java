@@ -115,7 +115,7 @@ final class ReportPage {
       h.append("<p class=\"muted\">No values.</p></div>");
       return;
     }
-    h.append(Histogram.render(kind, title, d.edges(), d.counts(), xLabel,
+    h.append(Histogram.render(kind, title, d.edges(), d.counts(), d.logBins(), xLabel,
         List.of(new Marker("p50", d.p50()), new Marker("p95", d.p95()), new Marker("p99", d.p99()))));
     if (d.max() > d.edges()[d.edges().length - 1]) {
       h.append("<p class=\"muted\">The last bin also holds the documents slower than ")
@@ -183,13 +183,13 @@ final class ReportPage {
   }
 
   private void eval() {
-    h.append("<h3>Accuracy</h3>");
     if (a.eval() == null || a.eval().rows().isEmpty()) {
-      h.append("<p class=\"muted\">No eval results for this run (an eval writes them under eval/).</p>");
+      h.append("<h3>Accuracy</h3><p class=\"muted\">No eval results for this run (an eval writes them under"
+          + " eval/).</p>");
       return;
     }
     if (!a.eval().runId().equals(a.runId())) {
-      h.append("<p class=\"muted\">From eval run ").append(Html.escape(a.eval().runId())).append(".</p>");
+      h.append("<p class=\"muted\">Accuracy from eval run ").append(Html.escape(a.eval().runId())).append(".</p>");
     }
     // mean accuracy per policy, and a (policy × task, length) heatmap
     Map<String, double[]> perPolicy = new TreeMap<>();
@@ -213,9 +213,9 @@ final class ReportPage {
         values[i][j++] = cells.get(rowLabels.get(i)).getOrDefault(len, Double.NaN);
       }
     }
-    h.append("<div class=\"grid\"><div>")
+    h.append("<div class=\"grid\"><div><h3>Mean accuracy per policy</h3>")
         .append(BarChart.render("eval-policy", "Mean accuracy per policy", bars, "accuracy", 1))
-        .append("</div><div>")
+        .append("</div><div><h3>Accuracy by policy, task and input length</h3>")
         .append(Heatmap.render("eval-heatmap", "Accuracy by policy, task and length", rowLabels, colLabels, values,
             "input length (tokens)"))
         .append("</div></div>");
@@ -229,11 +229,12 @@ final class ReportPage {
       return;
     }
     h.append("<p>").append(Html.num(e.documents())).append(" failed documents in ").append(Html.num(e.groups()))
-        .append(" distinct (status, message) groups");
+        .append(" groups");
     if (e.groups() > e.rows().size()) {
       h.append("; the ").append(e.rows().size()).append(" largest are shown");
     }
-    h.append(".</p><table class=\"errors\"><tr><th>status</th><th class=\"n\">documents</th><th>message</th>"
+    h.append(". Messages that differ only in their numbers are one group; an example message is shown.</p>"
+        + "<table class=\"errors\"><tr><th>status</th><th class=\"n\">documents</th><th>message (example)</th>"
         + "<th>example doc_id</th></tr>");
     for (ErrorRow r : e.rows()) {
       h.append("<tr><td>").append(Html.escape(r.status())).append("</td><td class=\"n\">")

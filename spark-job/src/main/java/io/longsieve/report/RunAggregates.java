@@ -27,12 +27,15 @@ record RunAggregates(
 
   record BackendRow(String backend, String device, long documents) {}
 
-  /** One latency column: how many documents had it, mean, percentiles, and a histogram (overflow in the last bin). */
+  /**
+   * One latency column: how many documents had it, mean, percentiles, and a histogram (overflow in the last bin) whose
+   * bins are equal in log space when the values span decades ({@code logBins}).
+   */
   record Distribution(long count, double mean, double p50, double p95, double p99, double max, double[] edges,
-      long[] counts) {
+      long[] counts, boolean logBins) {
     static Distribution empty() {
       return new Distribution(0, Double.NaN, Double.NaN, Double.NaN, Double.NaN, Double.NaN, new double[] {0, 1},
-          new long[] {0});
+          new long[] {0}, false);
     }
   }
 
@@ -53,9 +56,13 @@ record RunAggregates(
   record EvalRow(String task, long length, String policy, double accuracy, double attendedFraction,
       double msPerDoc) {}
 
-  /** Failed documents grouped by status and message (capped), with how many documents and groups there were in all. */
+  /**
+   * Failed documents grouped by status and message pattern (numbers masked, so "prompt has 70123 tokens" and "prompt
+   * has 81234 tokens" are one group), the largest groups only, with how many documents and groups there were in all.
+   */
   record Errors(long documents, long groups, List<ErrorRow> rows) {}
 
+  /** One error group: an example of its messages and the smallest doc_id in it. */
   record ErrorRow(String status, String message, long documents, String exampleDocId) {}
 
   record ExecutorRow(String executor, long documents, long partitions, double busyMs, long tokens) {

@@ -74,7 +74,10 @@ final class RunAggregator {
     return new Summary(documents, byStatus, lng(t, 0), lng(t, 1), dbl(t, 2), backends);
   }
 
-  /** Percentiles over every document, and a histogram from the minimum to 1.5 × p99 (slower ones in the last bin). */
+  /**
+   * Percentiles over every document, and a histogram from the minimum to 1.5 × p99 (slower ones in the last bin); the
+   * bins are log-spaced when p99 is over 20 × the minimum, as latencies of mixed-length documents usually are.
+   */
   private Distribution distribution(String column) {
     Dataset<Row> v = stats.select(col(column).cast("double").as("v")).where(col("v").isNotNull());
     Row a = v.agg(count("v"), avg("v"), expr("percentile_approx(v, array(0.5, 0.95, 0.99), 10000)"), min("v"),
@@ -87,23 +90,29 @@ final class RunAggregator {
     double p50 = ((Number) q.get(0)).doubleValue();
     double p95 = ((Number) q.get(1)).doubleValue();
     double p99 = ((Number) q.get(2)).doubleValue();
-    double lo = Math.min(0, a.getDouble(3));
-    double hi = Math.min(a.getDouble(4), Math.max(p99 * 1.5, lo + 1e-9));
+    double minV = a.getDouble(3);
+    double maxV = a.getDouble(4);
+    double top = Math.min(maxV, p99 * 1.5);
+    boolean log = minV > 0 && top > 20 * minV;
+    // bin over t = v or log10(v); the edges are turned back into values below
+    double lo = log ? Math.log10(minV) : Math.min(0, minV);
+    double hi = log ? Math.log10(top) : top;
     if (hi <= lo) {
       hi = lo + 1;
     }
     double width = (hi - lo) / HISTOGRAM_BINS;
-    long[] counts = new long[HISTOGRAM_BINS];
-    Column bin = expr("least(greatest(cast(floor((v - " + lo + ") / " + width + ") as int), 0), "
+    String t = log ? "log10(greatest(v, " + minV + "))" : "v";
+    Column bin = expr("least(greatest(cast(floor((" + t + " - " + lo + ") / " + width + ") as int), 0), "
         + (HISTOGRAM_BINS - 1) + ")");
+    long[] counts = new long[HISTOGRAM_BINS];
     for (Row r : v.groupBy(bin.as("bin")).count().collectAsList()) {
       counts[r.getInt(0)] += r.getLong(1);
     }
     double[] edges = new double[HISTOGRAM_BINS + 1];
     for (int i = 0; i <= HISTOGRAM_BINS; i++) {
-      edges[i] = lo + i * width;
+      edges[i] = log ? Math.pow(10, lo + i * width) : lo + i * width;
     }
-    return new Distribution(n, a.getDouble(1), p50, p95, p99, a.getDouble(4), edges, counts);
+    return new Distribution(n, a.getDouble(1), p50, p95, p99, maxV, edges, counts, log);
   }
 
   /**
@@ -181,12 +190,15 @@ final class RunAggregator {
 
   private Errors errors() {
     Dataset<Row> failed = outputs.where(col("status").isNull().or(col("status").notEqual(OK)))
-        .select(col("status"), expr("substring(coalesce(error, ''), 1, 500)").as("message"), col("doc_id"));
-    Dataset<Row> groups = failed.groupBy("status", "message").agg(count(lit(1)).as("n"), min("doc_id")).cache();
+        .select(col("status"), expr("substring(coalesce(error, ''), 1, 500)").as("message"), col("doc_id"))
+        .withColumn("pattern", expr("regexp_replace(message, '[0-9]+', '#')"));
+    Dataset<Row> groups = failed.groupBy("status", "pattern")
+        .agg(count(lit(1)).as("n"), min("message").as("example"), min("doc_id")).cache();
     try {
       Row totals = groups.agg(count(lit(1)), sum("n")).first();
       List<ErrorRow> rows = new ArrayList<>();
-      for (Row r : groups.orderBy(col("n").desc(), col("status"), col("message")).limit(ERROR_ROWS).collectAsList()) {
+      for (Row r : groups.orderBy(col("n").desc(), col("status"), col("pattern")).limit(ERROR_ROWS)
+          .select("status", "example", "n", "min(doc_id)").collectAsList()) {
         rows.add(new ErrorRow(str(r, 0), str(r, 1), r.getLong(2), str(r, 3)));
       }
       return new Errors(lng(totals, 1), totals.getLong(0), rows);

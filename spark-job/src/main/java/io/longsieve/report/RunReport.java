@@ -18,6 +18,7 @@ import java.util.Optional;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -79,7 +80,9 @@ public final class RunReport {
       String html = ReportPage.render(aggregates, RunManifest.read(conf, out, runId), Instant.now());
       Path file = new Path(new Path(out, "report"), runId + ".html");
       FileSystem fs = file.getFileSystem(conf);
-      try (OutputStream os = fs.create(file, true)) {
+      // on a local disk, write without Hadoop's .crc side file: the report is a file for people, not for Spark
+      FileSystem writer = fs instanceof LocalFileSystem local ? local.getRawFileSystem() : fs;
+      try (OutputStream os = writer.create(file, true)) {
         os.write(html.getBytes(StandardCharsets.UTF_8));
       }
       return fs.makeQualified(file).toString();

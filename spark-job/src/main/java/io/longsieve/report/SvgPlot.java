@@ -117,12 +117,13 @@ final class SvgPlot {
         stroke));
   }
 
-  /** A dashed vertical marker across the plot area with a label at its top (percentiles on histograms). */
-  void marker(double x, String label, String stroke) {
+  /** A dashed vertical marker across the plot area, its label {@code dy} below the top (percentiles on histograms). */
+  void marker(double x, int dy, String label, String stroke) {
     body.append(String.format(Locale.ROOT,
         "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"%s\" stroke-width=\"1.5\" stroke-dasharray=\"4 3\"/>",
         x, top, x, height - bottom, stroke));
-    text(x + 3, top + 10, label, "start", "marker");
+    boolean room = x + 4 + 7 * label.length() < width - right;
+    text(room ? x + 3 : x - 3, top + 10 + dy, label, room ? "start" : "end", "marker");
   }
 
   /** A polyline through points in data coordinates (NaN points are skipped). */

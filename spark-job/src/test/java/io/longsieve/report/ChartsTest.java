@@ -29,7 +29,7 @@ class ChartsTest {
 
   @Test
   void histogramSkipsEmptyBinsAndDrawsPercentileMarkers() {
-    String svg = Histogram.render("h", "t", new double[] {0, 10, 20, 30}, new long[] {5, 0, 2}, "ms",
+    String svg = Histogram.render("h", "t", new double[] {0, 10, 20, 30}, new long[] {5, 0, 2}, false, "ms",
         List.of(new Marker("p50", 8), new Marker("p95", 25), new Marker("p99", Double.NaN)));
     assertEquals(2, count(svg, "rect"));
     assertTrue(svg.contains(">p50 8<") && svg.contains(">p95 25<"));
