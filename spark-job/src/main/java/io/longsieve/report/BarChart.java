@@ -22,7 +22,7 @@ final class BarChart {
     int maxLabel = bars.stream().mapToInt(b -> Html.truncate(b.label(), LABEL).length()).max().orElse(4);
     int left = Math.min(320, 16 + 6 * maxLabel);
     int rowH = bars.size() > 24 ? 14 : 24;
-    int height = 56 + rowH * Math.max(1, bars.size());
+    int height = 56 + rowH * Math.max(2, bars.size());
     double max = bars.stream().mapToDouble(Bar::value).filter(v -> !Double.isNaN(v)).max().orElse(1);
     SvgPlot p = new SvgPlot(kind, title, 440 + left, height, left, 40, 10, 44);
     p.xScale(0, max > 0 ? max * 1.05 : 1, false);

@@ -48,6 +48,9 @@ final class Html {
       return "–";
     }
     double a = Math.abs(v);
+    if (a == 0) {
+      return "0";
+    }
     if (a >= 1000 || v == Math.rint(v) && a >= 1) {
       return String.format(Locale.ROOT, "%,.0f", v);
     }

@@ -24,15 +24,15 @@ import java.util.TreeSet;
 final class ReportPage {
 
   private final RunAggregates a;
-  private final RunManifest manifest;
+  private final ManifestFields manifest;
   private final StringBuilder h = new StringBuilder(64 * 1024);
 
-  private ReportPage(RunAggregates a, RunManifest manifest) {
+  private ReportPage(RunAggregates a, ManifestFields manifest) {
     this.a = a;
     this.manifest = manifest;
   }
 
-  static String render(RunAggregates a, RunManifest manifest, Instant generatedAt) {
+  static String render(RunAggregates a, ManifestFields manifest, Instant generatedAt) {
     ReportPage p = new ReportPage(a, manifest);
     p.head(generatedAt);
     p.summary();
@@ -127,7 +127,8 @@ final class ReportPage {
   private void throughput() {
     section("throughput", "Tokens per second against input length");
     h.append("<p class=\"muted\">One dot per document (a sample of at most ").append(RunAggregator.SCATTER_CAP)
-        .append("); the line is the median of all documents per half-octave of input length.</p><div class=\"grid\">");
+        .append("); the line is the median of all documents per half-octave of input length (where a half-octave holds at"
+        + " least " + RunAggregator.MEDIAN_MIN + ").</p><div class=\"grid\">");
     scatter("scatter-decode", "Decode speed", a.decodeRate(), "decode tokens / s");
     scatter("scatter-prefill", "Prefill speed", a.prefillRate(), "prefill tokens / s");
     h.append("</div></section>");

@@ -11,6 +11,7 @@ import static org.apache.spark.sql.functions.min;
 import static org.apache.spark.sql.functions.sum;
 import static org.apache.spark.sql.functions.when;
 
+import io.longsieve.job.JobSchemas;
 import io.longsieve.report.RunAggregates.BackendRow;
 import io.longsieve.report.RunAggregates.Distribution;
 import io.longsieve.report.RunAggregates.ErrorRow;
@@ -36,19 +37,25 @@ import org.apache.spark.sql.Row;
 final class RunAggregator {
 
   /** Status of a document that produced an answer; every other status is an error of some kind. */
-  static final String OK = "ok";
+  static final String OK = JobSchemas.OK;
   static final int HISTOGRAM_BINS = 40;
   /** Most points drawn on a scatter plot; above it the documents are sampled (the median line still sees all). */
   static final int SCATTER_CAP = 1500;
+  /** Fewest documents in an input-length bin for its median to be drawn (fewer make a zigzag, not a trend). */
+  static final int MEDIAN_MIN = 5;
   static final int ERROR_ROWS = 50;
   static final int EXECUTOR_ROWS = 200;
 
+  /** Every stats row of the run: executors' busy time counts rows the engine never saw (parsing, duplicates). */
   private final Dataset<Row> stats;
+  /** Rows the engine ran (ok and engine_error): the job leaves backend null on the others. */
+  private final Dataset<Row> engine;
   private final Dataset<Row> outputs;
 
   /** Both datasets hold one run only and have the job's column names (missing optional columns read as null). */
   RunAggregator(Dataset<Row> stats, Dataset<Row> outputs) {
     this.stats = stats;
+    this.engine = stats.where(col("backend").isNotNull());
     this.outputs = outputs;
   }
 
@@ -68,7 +75,7 @@ final class RunAggregator {
     }
     Row t = stats.agg(sum("input_tokens"), sum("output_tokens"), sum("total_ms")).first();
     List<BackendRow> backends = new ArrayList<>();
-    for (Row r : stats.groupBy("backend", "device").count().orderBy(col("count").desc()).limit(50).collectAsList()) {
+    for (Row r : engine.groupBy("backend", "device").count().orderBy(col("count").desc()).limit(50).collectAsList()) {
       backends.add(new BackendRow(str(r, 0), str(r, 1), r.getLong(2)));
     }
     return new Summary(documents, byStatus, lng(t, 0), lng(t, 1), dbl(t, 2), backends);
@@ -79,7 +86,7 @@ final class RunAggregator {
    * bins are log-spaced when p99 is over 20 × the minimum, as latencies of mixed-length documents usually are.
    */
   private Distribution distribution(String column) {
-    Dataset<Row> v = stats.select(col(column).cast("double").as("v")).where(col("v").isNotNull());
+    Dataset<Row> v = engine.select(col(column).cast("double").as("v")).where(col("v").isNotNull());
     Row a = v.agg(count("v"), avg("v"), expr("percentile_approx(v, array(0.5, 0.95, 0.99), 10000)"), min("v"),
         max("v")).first();
     long n = a.getLong(0);
@@ -117,10 +124,10 @@ final class RunAggregator {
 
   /**
    * Per policy: a sample of (input tokens, rate) points, capped at {@link #SCATTER_CAP} in all, and the median rate
-   * per half-octave of input length over every document.
+   * per half-octave of input length over every document (bins of at least {@link #MEDIAN_MIN}).
    */
   private List<ScatterChart.Series> rateSeries(Column rate, Column valid) {
-    Dataset<Row> pts = stats.where(valid.and(col("input_tokens").gt(0)))
+    Dataset<Row> pts = engine.where(valid.and(col("input_tokens").gt(0)))
         .select(col("policy"), col("input_tokens").cast("double").as("x"), rate.cast("double").as("y"));
     long n = pts.count();
     if (n == 0) {
@@ -135,14 +142,17 @@ final class RunAggregator {
     Map<String, List<double[]>> lines = new LinkedHashMap<>();
     Column bucket = expr("floor(log2(x) * 2) / 2");
     for (Row r : pts.groupBy(col("policy"), bucket.as("b"))
-        .agg(expr("percentile_approx(y, 0.5, 1000)").as("m")).orderBy("policy", "b").collectAsList()) {
+        .agg(expr("percentile_approx(y, 0.5, 1000)").as("m"), count(lit(1)).as("n")).where(col("n").geq(MEDIAN_MIN))
+        .orderBy("policy", "b").collectAsList()) {
       lines.computeIfAbsent(str(r, 0), k -> new ArrayList<>())
           .add(new double[] {Math.pow(2, r.getDouble(1) + 0.25), r.getDouble(2)});
     }
     List<ScatterChart.Series> out = new ArrayList<>();
-    for (String policy : new TreeSet<>(lines.keySet())) {
+    TreeSet<String> policies = new TreeSet<>(points.keySet());
+    policies.addAll(lines.keySet());
+    for (String policy : policies) {
       List<double[]> p = points.getOrDefault(policy, List.of());
-      List<double[]> l = lines.get(policy);
+      List<double[]> l = lines.getOrDefault(policy, List.of());
       out.add(new ScatterChart.Series(policy, p.stream().mapToDouble(d -> d[0]).toArray(),
           p.stream().mapToDouble(d -> d[1]).toArray(), l.stream().mapToDouble(d -> d[0]).toArray(),
           l.stream().mapToDouble(d -> d[1]).toArray()));
@@ -151,7 +161,7 @@ final class RunAggregator {
   }
 
   private LayerFractions layerFractions() {
-    List<Row> rows = stats.where(col("selected_fraction_by_layer").isNotNull())
+    List<Row> rows = engine.where(col("selected_fraction_by_layer").isNotNull())
         .select(col("policy"), expr("posexplode(selected_fraction_by_layer) as (layer, f)"))
         .groupBy("policy", "layer").agg(avg("f")).collectAsList();
     TreeSet<String> policies = new TreeSet<>();
@@ -173,7 +183,7 @@ final class RunAggregator {
 
   private List<PolicyRow> policies() {
     List<PolicyRow> out = new ArrayList<>();
-    for (Row r : stats.groupBy("policy").agg(count(lit(1)), sum(when(col("status").equalTo(OK), 1).otherwise(0)),
+    for (Row r : engine.groupBy("policy").agg(count(lit(1)), sum(when(col("status").equalTo(OK), 1).otherwise(0)),
             expr("percentile_approx(total_ms, array(0.5, 0.95), 10000)"), avg("ttft_ms"),
             expr("try_divide(sum(input_tokens) * 1000.0, sum(prefill_ms))"),
             expr("try_divide(sum(greatest(output_tokens - 1, 0)) * 1000.0, sum(decode_ms))"), avg("attended_tokens_mean"),

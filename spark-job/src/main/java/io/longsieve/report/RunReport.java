@@ -3,6 +3,7 @@ package io.longsieve.report;
 import static org.apache.spark.sql.functions.col;
 import static org.apache.spark.sql.functions.lit;
 
+import io.longsieve.job.JobSchemas;
 import io.longsieve.report.RunAggregates.EvalRow;
 import java.io.IOException;
 import java.io.OutputStream;
@@ -23,6 +24,7 @@ import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 
@@ -34,26 +36,24 @@ import org.apache.spark.sql.types.DataTypes;
  */
 public final class RunReport {
 
-  /** Columns the report reads from stats, with their types; a column an older run lacks reads as null. */
-  static final Map<String, DataType> STATS_COLUMNS = new LinkedHashMap<>();
-  /** Columns the report reads from outputs. */
-  static final Map<String, DataType> OUTPUTS_COLUMNS = new LinkedHashMap<>();
+  /** Columns the report reads from stats, with the job's types; a column an older run lacks reads as null. */
+  static final Map<String, DataType> STATS_COLUMNS = columns(JobSchemas.STATS_COLUMNS);
+  /** Columns the report reads from outputs (the rest are answers, which the report does not show). */
+  static final Map<String, DataType> OUTPUTS_COLUMNS = columns(List.of("doc_id", "status", "error"));
 
-  static {
-    for (String c : List.of("doc_id", "status", "backend", "device", "policy", "executor_id")) {
-      STATS_COLUMNS.put(c, DataTypes.StringType);
+  private static Map<String, DataType> columns(List<String> names) {
+    Map<String, DataType> out = new LinkedHashMap<>();
+    for (String name : names) {
+      if (!name.equals("run_id")) { // the partition column: the report reads one partition
+        out.put(name, nullable(JobSchemas.RESULT.apply(name).dataType()));
+      }
     }
-    for (String c : List.of("input_tokens", "output_tokens", "partition_id", "kv_bytes_before", "kv_bytes_after")) {
-      STATS_COLUMNS.put(c, DataTypes.LongType);
-    }
-    for (String c : List.of("ttft_ms", "prefill_ms", "decode_ms", "total_ms", "attended_tokens_mean",
-        "selection_cache_hit_rate", "selection_ms", "attention_ms")) {
-      STATS_COLUMNS.put(c, DataTypes.DoubleType);
-    }
-    STATS_COLUMNS.put("selected_fraction_by_layer", DataTypes.createArrayType(DataTypes.DoubleType));
-    for (String c : List.of("doc_id", "status", "error")) {
-      OUTPUTS_COLUMNS.put(c, DataTypes.StringType);
-    }
+    return out;
+  }
+
+  /** The same type with nullable array elements: Spark casts to that from either nullability, not the other way. */
+  static DataType nullable(DataType type) {
+    return type instanceof ArrayType a ? DataTypes.createArrayType(a.elementType(), true) : type;
   }
 
   private RunReport() {}
@@ -77,7 +77,7 @@ public final class RunReport {
     Dataset<Row> outputs = readRun(spark, new Path(out, "outputs"), runId, OUTPUTS_COLUMNS).cache();
     try {
       RunAggregates aggregates = new RunAggregator(stats, outputs).aggregate(runId, readEval(spark, out, runId));
-      String html = ReportPage.render(aggregates, RunManifest.read(conf, out, runId), Instant.now());
+      String html = ReportPage.render(aggregates, ManifestFields.read(conf, out, runId), Instant.now());
       Path file = new Path(new Path(out, "report"), runId + ".html");
       FileSystem fs = file.getFileSystem(conf);
       // on a local disk, write without Hadoop's .crc side file: the report is a file for people, not for Spark

@@ -1,17 +1,23 @@
 package io.longsieve.report;
 
+import static org.apache.spark.sql.functions.col;
 import static org.apache.spark.sql.functions.lit;
+
+import io.longsieve.job.JobSchemas;
 
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 
 /**
  * A synthetic run in the job's output layout ({@code stats/} and {@code outputs/} Parquet partitioned by run_id, and
- * {@code runs/<run_id>.json}) with the job's column names and types, generated in Spark so that 100,000 documents
+ * {@code runs/<run_id>.json}) with the job's columns and types ({@link JobSchemas}), generated in Spark so that 100,000 documents
  * take seconds. Three policies, four executors (executor 3 is a straggler), a few error kinds, and user data that must
  * be escaped (a doc id and an error message holding HTML).
  */
@@ -45,15 +51,15 @@ final class ReportFixture {
         "case id % 3 when 0 then '" + DENSE + "' when 1 then '" + TOKENSELECT + "' else '" + SELKV + "' end as policy",
         "cast(pow(2, 9 + 8 * rand(1)) as int) as input_tokens",
         "32 + cast(rand(2) * 200 as int) as output_tokens",
-        "case when id = 7 then 'error' when id % 97 = 0 then 'error' when id % 211 = 0 then 'prompt_too_long'"
+        "case when id = 7 then 'engine_error' when id % 97 = 0 then 'engine_error' when id % 211 = 0 then 'too_long'"
             + " else 'ok' end as status",
         "cast(id % 4 as string) as executor_id",
         "cast(id % 16 as int) as partition_id",
         "rand(3) as r");
     docs = docs.selectExpr("*",
         "case when id = 7 then \"" + HOSTILE_ERROR + "\""
-            + " when status = 'error' then 'CUDA error: out of memory while allocating KV pages'"
-            + " when status = 'prompt_too_long' then concat('prompt has ', input_tokens, ' tokens; the limit is 65536')"
+            + " when status = 'engine_error' then 'CUDA error: out of memory while allocating KV pages'"
+            + " when status = 'too_long' then concat('prompt has ', input_tokens, ' tokens; the limit is 65536')"
             + " end as error",
         "if(executor_id = '3', 1.8, 1.0) as slow");
     docs.cache();
@@ -84,18 +90,29 @@ final class ReportFixture {
         "if(status = 'ok', concat('answer for ', doc_id), null) as output",
         "if(status = 'ok', input_tokens, null) as input_tokens",
         "if(status = 'ok', output_tokens, null) as output_tokens",
-        "if(status = 'ok', 'stop', null) as finish_reason", "cast(null as string) as reference");
-    stats.withColumn("run_id", lit(runId)).write().mode("append").partitionBy("run_id")
+        "if(status = 'ok', 'eos', null) as finish_reason", "cast(null as string) as reference",
+        "cast(null as string) as notes", "concat('docs.jsonl:', id + 1) as source");
+    conform(stats, JobSchemas.STATS_COLUMNS, runId).write().mode("append").partitionBy("run_id")
         .parquet(out.resolve("stats").toString());
-    outputs.withColumn("run_id", lit(runId)).write().mode("append").partitionBy("run_id")
+    conform(outputs, JobSchemas.OUTPUT_COLUMNS, runId).write().mode("append").partitionBy("run_id")
         .parquet(out.resolve("outputs").toString());
     docs.unpersist();
     Files.createDirectories(out.resolve("runs"));
     Files.writeString(out.resolve("runs").resolve(runId + ".json"), """
-        {"run_id": "%s", "started_at": "2026-11-29T08:00:00Z", "wall_ms": %s, "documents": %d,
+        {"run_id": "%s", "start": "2026-11-29T08:00:00Z", "seconds": %s, "rows": %d,
          "model": "/models/llama-3.1-8b-instruct", "policy": "per document", "backend": "cuda",
-         "executors": ["0", "1", "2", "3"], "spark": {"master": "local[2]"}}
-        """.formatted(runId, wallMs, documents));
+         "devices": ["NVIDIA H200 (cuda:0)", "NVIDIA H200 (cuda:1)"], "options": {"maxNewTokens": 256}}
+        """.formatted(runId, wallMs / 1000, documents));
+  }
+
+  /** The job's columns, in its order and with its types ({@link JobSchemas#RESULT}), plus the run_id partition. */
+  private static Dataset<Row> conform(Dataset<Row> df, List<String> columns, String runId) {
+    List<Column> select = new ArrayList<>();
+    for (String c : columns) {
+      Column value = c.equals("run_id") ? lit(runId) : col(c);
+      select.add(value.cast(RunReport.nullable(JobSchemas.RESULT.apply(c).dataType())).as(c));
+    }
+    return df.select(select.toArray(Column[]::new));
   }
 
   /** Accuracy per task × length × policy for {@code runId}, as the eval writes it. */

@@ -15,31 +15,33 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 
 /**
- * The run manifest {@code <out>/runs/<run_id>.json}, read loosely: the report shows its top-level scalar fields as they
+ * The run manifest {@code <out>/runs/<run_id>.json} (written by {@link io.longsieve.job.RunManifest}), read loosely: the report shows its top-level scalar fields as they
  * are and takes the wall time from the first field that holds one, so a manifest that gains fields needs no change here.
  */
-record RunManifest(Map<String, Object> fields) {
+record ManifestFields(Map<String, Object> fields) {
 
   private static final List<String> WALL_MS_KEYS = List.of("wall_ms", "wall_time_ms", "wallMs", "elapsed_ms",
       "duration_ms");
-  private static final List<String> WALL_S_KEYS = List.of("wall_s", "wall_seconds", "elapsed_s", "duration_s");
-  private static final List<String[]> START_END_KEYS = List.of(new String[] {"started_at", "finished_at"},
+  private static final List<String> WALL_S_KEYS = List.of("seconds", "wall_s", "wall_seconds",
+      "elapsed_s", "duration_s");
+  private static final List<String[]> START_END_KEYS = List.of(new String[] {"start", "end"},
+      new String[] {"started_at", "finished_at"},
       new String[] {"start_time", "end_time"}, new String[] {"startedAt", "finishedAt"},
       new String[] {"started", "finished"});
 
-  static RunManifest empty() {
-    return new RunManifest(Map.of());
+  static ManifestFields empty() {
+    return new ManifestFields(Map.of());
   }
 
   /** Reads the manifest of {@code runId} under {@code outputDir} (any Hadoop file system); empty when there is none. */
-  static RunManifest read(Configuration conf, Path outputDir, String runId) throws IOException {
+  static ManifestFields read(Configuration conf, Path outputDir, String runId) throws IOException {
     Path file = new Path(new Path(outputDir, "runs"), runId + ".json");
     FileSystem fs = file.getFileSystem(conf);
     if (!fs.exists(file)) {
       return empty();
     }
     try (InputStream in = fs.open(file)) {
-      return new RunManifest(new ObjectMapper().readValue(in, new TypeReference<LinkedHashMap<String, Object>>() {}));
+      return new ManifestFields(new ObjectMapper().readValue(in, new TypeReference<LinkedHashMap<String, Object>>() {}));
     }
   }
 
@@ -65,17 +67,28 @@ record RunManifest(Map<String, Object> fields) {
     return Double.NaN;
   }
 
-  /** Top-level fields whose values are plain (strings, numbers, booleans), in file order, for the run table. */
+  /**
+   * Fields whose values are plain (strings, numbers, booleans, lists of them), in file order, for the run table; one
+   * level of nested objects is flattened to {@code parent.key} (options, counts, versions).
+   */
   Map<String, String> scalars() {
     Map<String, String> out = new LinkedHashMap<>();
     fields.forEach((k, v) -> {
-      if (v instanceof String || v instanceof Number || v instanceof Boolean) {
-        out.put(k, String.valueOf(v));
-      } else if (v instanceof List<?> l && l.stream().allMatch(e -> e instanceof String || e instanceof Number)) {
-        out.put(k, String.join(", ", l.stream().map(String::valueOf).toList()));
+      if (v instanceof Map<?, ?> m) {
+        m.forEach((k2, v2) -> put(out, k + "." + k2, v2));
+      } else {
+        put(out, k, v);
       }
     });
     return out;
+  }
+
+  private static void put(Map<String, String> out, String key, Object v) {
+    if (v instanceof String || v instanceof Number || v instanceof Boolean) {
+      out.put(key, String.valueOf(v));
+    } else if (v instanceof List<?> l && l.stream().allMatch(e -> e instanceof String || e instanceof Number)) {
+      out.put(key, String.join(", ", l.stream().map(String::valueOf).toList()));
+    }
   }
 
   private static Instant instant(Object v) {
