@@ -35,7 +35,7 @@ final class ReportFixture {
   static SparkSession spark() {
     SparkSession spark = SparkSession.builder().master("local[2]").appName("report-test")
         .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.host", "127.0.0.1")
         .getOrCreate();
     spark.sparkContext().setLogLevel("WARN");
