@@ -4,7 +4,6 @@ import static org.apache.spark.sql.functions.col;
 import static org.apache.spark.sql.functions.lit;
 
 import io.longsieve.job.JobSchemas;
-import io.longsieve.report.RunAggregates.EvalRow;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
@@ -30,7 +29,7 @@ import org.apache.spark.sql.types.DataTypes;
 
 /**
  * Writes the HTML report of one run, {@code <out>/report/<run_id>.html}, from {@code <out>/stats},
- * {@code <out>/outputs}, {@code <out>/runs/<run_id>.json} and, when an eval wrote it, {@code <out>/eval}. The job calls
+ * {@code <out>/outputs}, {@code <out>/runs/<run_id>.json} and, when an eval wrote it, {@code <out>/eval/results}. The job calls
  * {@link #write(SparkSession, java.nio.file.Path, String)} at the end of every run; {@code longsieve report} calls it
  * for any run. Works on any Hadoop file system (local, HDFS, S3A); the aggregation runs in Spark.
  */
@@ -76,7 +75,7 @@ public final class RunReport {
     Dataset<Row> stats = readRun(spark, new Path(out, "stats"), runId, STATS_COLUMNS).cache();
     Dataset<Row> outputs = readRun(spark, new Path(out, "outputs"), runId, OUTPUTS_COLUMNS).cache();
     try {
-      RunAggregates aggregates = new RunAggregator(stats, outputs).aggregate(runId, readEval(spark, out, runId));
+      RunAggregates aggregates = new RunAggregator(stats, outputs).aggregate(runId, EvalResults.read(spark, out, runId));
       String html = ReportPage.render(aggregates, ManifestFields.read(conf, out, runId), Instant.now());
       Path file = new Path(new Path(out, "report"), runId + ".html");
       FileSystem fs = file.getFileSystem(conf);
@@ -130,32 +129,5 @@ public final class RunReport {
     columns.forEach((name, type) -> select.add(
         (have.contains(name) ? col(name).cast(type) : lit(null).cast(type)).as(name)));
     return df.select(select.toArray(org.apache.spark.sql.Column[]::new));
-  }
-
-  /** Eval rows of this run, else those of the newest eval run; null when no eval wrote anything. */
-  static RunAggregates.Eval readEval(SparkSession spark, Path out, String runId) throws IOException {
-    Path evalDir = new Path(out, "eval");
-    if (!evalDir.getFileSystem(spark.sparkContext().hadoopConfiguration()).exists(evalDir)) {
-      return null;
-    }
-    Dataset<Row> eval = spark.read().parquet(evalDir.toString());
-    if (eval.isEmpty() || !Arrays.asList(eval.columns()).contains("run_id")) {
-      return null;
-    }
-    String chosen = runId;
-    // eval run ids are timestamps first (like the job's), so the greatest is the newest
-    if (eval.where(col("run_id").equalTo(runId)).isEmpty()) {
-      Row newest = eval.select(col("run_id")).distinct().orderBy(col("run_id").desc()).first();
-      chosen = String.valueOf(newest.get(0));
-    }
-    List<EvalRow> rows = new ArrayList<>();
-    for (Row r : eval.where(col("run_id").equalTo(chosen))
-        .select(col("task").cast("string"), col("length").cast("long"), col("policy").cast("string"),
-            col("accuracy").cast("double"), col("attended_fraction").cast("double"), col("ms_per_doc").cast("double"))
-        .limit(5000).collectAsList()) {
-      rows.add(new EvalRow(RunAggregator.str(r, 0), RunAggregator.lng(r, 1), RunAggregator.str(r, 2),
-          RunAggregator.dbl(r, 3), RunAggregator.dbl(r, 4), RunAggregator.dbl(r, 5)));
-    }
-    return new RunAggregates.Eval(chosen, rows);
   }
 }

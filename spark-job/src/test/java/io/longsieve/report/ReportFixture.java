@@ -115,17 +115,17 @@ final class ReportFixture {
     return df.select(select.toArray(Column[]::new));
   }
 
-  /** Accuracy per task × length × policy for {@code runId}, as the eval writes it. */
+  /** Accuracy per task × length × policy for {@code runId}, where and as {@code longsieve eval} writes it. */
   static void writeEval(SparkSession spark, Path out, String runId) {
     spark.range(3 * 2 * 4).selectExpr(
             "'" + runId + "' as run_id",
             "if(id % 2 = 0, 'needle', 'qa') as task",
-            "cast(pow(2, 12 + cast(id / 6 as int) * 2) as long) as length",
+            "cast(pow(2, 12 + cast(id / 6 as int) * 2) as int) as length",
             "case cast(id / 2 as int) % 3 when 0 then '" + DENSE + "' when 1 then '" + TOKENSELECT + "' else '"
                 + SELKV + "' end as policy",
             "greatest(0.0, 0.95 - (id % 6) * 0.04 - cast(id / 6 as int) * 0.05) as accuracy",
             "if(cast(id / 2 as int) % 3 = 0, 1.0, 0.2) as attended_fraction",
-            "100.0 + id * 10 as ms_per_doc")
-        .write().mode("append").parquet(out.resolve("eval").toString());
+            "100.0 + id * 10 as ms_per_doc", "20 as n_docs", "0 as n_errors")
+        .write().mode("append").partitionBy("run_id").parquet(out.resolve("eval").resolve("results").toString());
   }
 }
