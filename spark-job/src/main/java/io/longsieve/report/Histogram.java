@@ -22,7 +22,7 @@ final class Histogram {
     for (long c : counts) {
       max = Math.max(max, c);
     }
-    p.xScale(edges[0], edges[edges.length - 1], logX).yScale(0, max * 1.08, false);
+    p.xScale(edges[0], edges[edges.length - 1], logX).yScale(0, Math.max(5, max * 1.08), false); // at least 0..5: whole-document ticks
     p.yAxis("documents");
     p.xAxis(xLabel + (logX ? " (log scale)" : ""));
     for (int i = 0; i < counts.length; i++) {

@@ -185,8 +185,8 @@ final class ReportPage {
 
   private void eval() {
     if (a.eval() == null || a.eval().rows().isEmpty()) {
-      h.append("<h3>Accuracy</h3><p class=\"muted\">No eval results for this run (an eval writes them under"
-          + " eval/).</p>");
+      h.append("<h3>Accuracy</h3><p class=\"muted\">No eval results for this run (longsieve eval writes them"
+          + " under eval/results).</p>");
       return;
     }
     if (!a.eval().runId().equals(a.runId())) {

@@ -43,10 +43,11 @@ final class ScatterChart {
       Series s = series.get(k);
       String colour = SvgPlot.PALETTE[k % SvgPlot.PALETTE.length];
       names.add(s.name());
+      p.beginGroup(colour, 0.55);
       for (int i = 0; i < s.xs().length; i++) {
-        p.circle(p.px(s.xs()[i]), p.py(s.ys()[i]), 2.5, colour,
-            s.name() + ": " + Html.num(s.xs()[i]) + " → " + Html.num(s.ys()[i]));
+        p.circle(p.px(s.xs()[i]), p.py(s.ys()[i]), 2.5, Html.num(s.xs()[i]) + " → " + Html.num(s.ys()[i]));
       }
+      p.endGroup();
       p.path(s.lineXs(), s.lineYs(), colour);
     }
     p.legend(names);

@@ -104,11 +104,19 @@ final class SvgPlot {
     body.append("</rect>");
   }
 
-  void circle(double x, double y, double r, String fill, String tooltip) {
-    body.append(String.format(Locale.ROOT,
-        "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" fill=\"%s\" fill-opacity=\"0.55\">", x, y, r, fill));
+  /** A point; its colour comes from the enclosing {@link #beginGroup} (one fill per series keeps big plots small). */
+  void circle(double x, double y, double r, String tooltip) {
+    body.append(String.format(Locale.ROOT, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\">", x, y, r));
     tooltip(tooltip);
     body.append("</circle>");
+  }
+
+  void beginGroup(String fill, double opacity) {
+    body.append(String.format(Locale.ROOT, "<g fill=\"%s\" fill-opacity=\"%.2f\">", fill, opacity));
+  }
+
+  void endGroup() {
+    body.append("</g>");
   }
 
   void line(double x1, double y1, double x2, double y2, String stroke) {

@@ -33,7 +33,10 @@ class RunReportTest {
   void hundredThousandDocumentsMakeASmallPageOfAggregates(@TempDir Path out) throws Exception {
     ReportFixture.writeRun(spark, out, "20261129-080000-big", 100_000, 3_600_000);
 
+    long t0 = System.nanoTime();
     Path file = RunReport.write(spark, out, "20261129-080000-big");
+    System.out.printf("report over 100,000 documents: %.1f s, %,d bytes%n", (System.nanoTime() - t0) / 1e9,
+        Files.size(file));
 
     assertEquals(out.resolve("report/20261129-080000-big.html"), file);
     String html = Files.readString(file);
