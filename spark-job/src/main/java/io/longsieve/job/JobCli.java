@@ -13,6 +13,7 @@ import picocli.CommandLine.Command;
     versionProvider = JobCli.Version.class,
     subcommands = {
         RunCommand.class,
+        io.longsieve.report.ReportCommand.class,
         GenerateCommand.class,
     },
     description = "LongSieve: long-document LLM inference as a Spark batch job.")
