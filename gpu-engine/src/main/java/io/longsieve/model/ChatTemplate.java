@@ -39,8 +39,12 @@ public final class ChatTemplate {
         ChatTemplate.class, "raiseException", String.class));
   }
 
+  // Jinjava wraps exceptions from functions in a generic message; keep the template's own words.
+  private static final ThreadLocal<String> RAISED = new ThreadLocal<>();
+
   /** Called by templates that reject a conversation (e.g. roles out of order). */
   public static String raiseException(String message) {
+    RAISED.set(message);
     throw new IllegalArgumentException("chat template: " + message);
   }
 
@@ -101,10 +105,14 @@ public final class ChatTemplate {
     vars.put("add_generation_prompt", true);
     vars.put("bos_token", bosToken);
     vars.put("eos_token", eosToken);
+    RAISED.remove();
     RenderResult r = jinjava.renderForResult(template, vars);
     for (TemplateError e : r.getErrors()) {
       if (e.getSeverity() == TemplateError.ErrorType.FATAL) {
-        throw new IllegalArgumentException("chat template failed: " + e.getMessage());
+        String raised = RAISED.get();
+        RAISED.remove();
+        throw new IllegalArgumentException("chat template rejected the conversation: "
+            + (raised != null ? raised : e.getMessage()));
       }
     }
     return r.getOutput();
