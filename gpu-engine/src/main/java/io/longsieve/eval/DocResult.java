@@ -7,7 +7,8 @@ package io.longsieve.eval;
  * @param item             the document
  * @param output           the generated text ("" on error)
  * @param score            0..1 (see {@link Scoring}); 0 on error
- * @param attendedFraction mean over layers of attended / available tokens the engine reported; 1 for dense
+ * @param attendedFraction mean over layers of the engine's selected fraction: attended / causally visible
+ *                         (query, key) pairs, prefill and decode together; 1 for dense
  * @param ms               wall time of the request
  * @param inputTokens      prompt tokens after the chat template
  * @param error            null, or why the document failed (e.g. prompt too long)
