@@ -73,8 +73,17 @@ public final class ChatTemplate {
         }
       }
     }
+    if (template != null) template = applyWhitespaceControl(template);
     if (template != null && template.endsWith("\n")) template = template.substring(0, template.length() - 1);
     return new ChatTemplate(template, tokenText(root.path("bos_token")), tokenText(root.path("eos_token")));
+  }
+
+  /**
+   * Jinja's "-" markers ({@code {{-}, {@code -%}}, ...) strip the whitespace next to a tag; Jinjava
+   * does not honour them on expressions, so they are applied here before rendering.
+   */
+  static String applyWhitespaceControl(String t) {
+    return t.replaceAll("\\s*(\\{[{%#])-", "$1").replaceAll("-([}%#]\\})\\s*", "$1");
   }
 
   private static String tokenText(JsonNode n) {
