@@ -60,6 +60,10 @@ public final class EvalOptions {
       + "TokenSelect), or policies separated by ';'.")
   public String policies;
 
+  @Option(names = "--max-new-tokens", defaultValue = "0",
+      description = "Generation limit per document; 0: per task (120 for the summary, 64 otherwise).")
+  public int maxNewTokens;
+
   @Option(names = "--run-id", defaultValue = "eval", description = "run_id column value (default: ${DEFAULT-VALUE}).")
   public String runId;
 

@@ -21,10 +21,12 @@ public final class EvalRunner {
 
   private final Engine engine;
   private final TaskPrompts prompts;
+  private final int maxNewTokens;  // 0: per task
 
-  public EvalRunner(Engine engine, TaskPrompts prompts) {
+  public EvalRunner(Engine engine, TaskPrompts prompts, int maxNewTokens) {
     this.engine = engine;
     this.prompts = prompts;
+    this.maxNewTokens = maxNewTokens;
   }
 
   /** Throws IllegalArgumentException naming the first policy that does not parse. */
@@ -46,7 +48,8 @@ public final class EvalRunner {
   }
 
   public DocResult runOne(SuiteItem it, String policy) {
-    GenerationRequest req = GenerationRequest.chat(it.docId(), prompts.userMessage(it), EvalSuite.maxNewTokens(it.kind()))
+    GenerationRequest req = GenerationRequest.chat(it.docId(), prompts.userMessage(it),
+        maxNewTokens > 0 ? maxNewTokens : EvalSuite.maxNewTokens(it.kind()))
         .withPolicy(policy);
     long t0 = System.nanoTime();
     try {

@@ -37,7 +37,7 @@ public final class EvalSession {
       log.printf(Locale.ROOT, "eval: %d documents x %d policies on %s (%s)%n", suite.size(), policies.size(),
           engine.backend(), engine.device());
       if (o.writeSuiteOnly) return new Outcome(suite, List.of(), List.of());
-      EvalRunner runner = new EvalRunner(engine, TaskPrompts.standard());
+      EvalRunner runner = new EvalRunner(engine, TaskPrompts.standard(), o.maxNewTokens);
       List<DocResult> docs = runner.run(suite, policies, r -> log.printf(Locale.ROOT,
           "  %-28s %-60s score %.2f  attended %.2f  %6.0f ms%s%n", r.item().docId(), r.policy(), r.score(),
           r.attendedFraction(), r.ms(), r.error() == null ? "" : "  ERROR " + r.error()));
@@ -47,7 +47,7 @@ public final class EvalSession {
     }
   }
 
-  static void write(Path dir, List<DocResult> docs, List<EvalRow> rows, String where, Path model) throws java.io.IOException {
+  public static void write(Path dir, List<DocResult> docs, List<EvalRow> rows, String where, Path model) throws java.io.IOException {
     EvalReport.writeDocs(docs, dir.resolve("docs.jsonl"));
     EvalReport.writeRows(rows, dir.resolve("results.jsonl"));
     Files.writeString(dir.resolve("results.md"),

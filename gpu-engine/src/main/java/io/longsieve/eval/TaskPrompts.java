@@ -7,9 +7,9 @@ import java.util.List;
  * The user message per job task — what the Spark job puts in the chat template's user turn, and
  * what longsieve-needle was trained on (tools/train/suite.py#user_message builds the same):
  * <pre>
- *   qa            {text}\n\nQuestion: {question}
- *   multi_doc_qa  Document 1: {title}\n{text}\n\nDocument 2: ...\n\nQuestion: {question}
- *   summary       {text}\n\nSummarise the document: list every key fact in order.
+ *   qa            Answer the question using only the document below. ...\n\nDocument:\n{text}\n\nQuestion: {question}\nAnswer:
+ *   multi_doc_qa  Answer the question using only the documents below. ...\n\nDocument 1: {title}\n{text}\n\n...\n\nQuestion: {question}\nAnswer:
+ *   summary       Summarize the following document in a few sentences, keeping the main facts.\n\n{text}\n\nSummary:
  * </pre>
  * The layouts live in suite-text.json ("prompts").
  */

@@ -34,7 +34,7 @@ class EvalEndToEndTest {
   void twoPoliciesOverASmallSuite(@TempDir Path out) throws Exception {
     EvalOptions o = options(out, "--model", MODEL.toString(), "--output", out.toString(), "--tasks", "niah_single,summary",
         "--lengths", "1,2", "--train-length", "384", "--per-cell", "1", "--policies", "ci", "--device", "cpu",
-        "--threads", "2", "--run-id", "ci1");
+        "--threads", "2", "--run-id", "ci1", "--max-new-tokens", "12");
     ByteArrayOutputStream log = new ByteArrayOutputStream();
     EvalSession.Outcome r = EvalSession.run(o, new PrintStream(log, true, StandardCharsets.UTF_8));
 
@@ -52,7 +52,7 @@ class EvalEndToEndTest {
       assertTrue(d.inputTokens() > 0.6 * d.item().length() && d.inputTokens() <= d.item().length(),
           d.item().docId() + " " + d.inputTokens());
       if (d.policy().equals("dense")) assertEquals(1.0, d.attendedFraction(), 1e-9);
-      else assertTrue(d.attendedFraction() < 0.95, "TokenSelect skips (query, key) pairs: " + d.attendedFraction());
+      else assertTrue(d.attendedFraction() < 1.0, "TokenSelect skips (query, key) pairs in decode: " + d.attendedFraction());
     }
     Path dir = out.resolve("eval");
     assertEquals(4, Files.readAllLines(dir.resolve("suite.jsonl")).size());
@@ -64,7 +64,8 @@ class EvalEndToEndTest {
 
     // the written suite runs again from JSONL (any suite with expected answers plugs in)
     EvalOptions again = options(out, "--model", MODEL.toString(), "--output", out.resolve("again").toString(),
-        "--suite", dir.resolve("suite.jsonl").toString(), "--policy", "dense", "--device", "cpu", "--threads", "2");
+        "--suite", dir.resolve("suite.jsonl").toString(), "--policy", "dense", "--device", "cpu", "--threads", "2",
+        "--max-new-tokens", "12");
     EvalSession.Outcome r2 = EvalSession.run(again, new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8));
     assertEquals(r.docs().stream().filter(d -> d.policy().equals("dense")).map(DocResult::output).toList(),
         r2.docs().stream().map(DocResult::output).toList(), "same documents, same greedy outputs");

@@ -13,6 +13,7 @@ import picocli.CommandLine.Command;
     subcommands = {
         RunCommand.class,
         GenerateCommand.class,
+        io.longsieve.eval.EvalCommand.class,
     },
     description = "LongSieve: long-document LLM inference as a Spark batch job.")
 public final class JobCli implements Runnable {
