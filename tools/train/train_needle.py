@@ -617,7 +617,8 @@ def main():
             "final_answer_loss_ema": ema, "final_context_loss": hist[-1]["context_loss"] if hist else None,
             "params": n_params, "model": mc, "args": vars(args), "tokens_per_step": args.tokens_per_step,
             "probe_ms": {"gpu": gpu_step * 1000, "data": data_step * 1000}, "torch": torch.__version__,
-            "device": torch.cuda.get_device_name(0), "history": hist, "command": " ".join(sys.argv)}
+            "device": torch.cuda.get_device_name(0), "history": hist, "command": " ".join(sys.argv),
+            "repeat": REPEAT, "haystack_templates": len(st.haystack), "mix": S.training_mix()}
     model.eval()
     export(model, mc, tok, out_dir, meta)
     log("exported", sorted(os.listdir(out_dir)))
