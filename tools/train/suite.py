@@ -377,6 +377,8 @@ def main():
     ap.add_argument("--self-check", action="store_true")
     ap.add_argument("--sample", help="write a JSONL of one item per kind (rough token counts) to this path")
     ap.add_argument("--tokens", type=int, default=400)
+    ap.add_argument("--demo", help="write demo documents (Spark job input: doc_id, task, text|documents, question, "
+                                   "reference) of about --tokens tokens to this path")
     args = ap.parse_args()
     st = SuiteText(args.text)
     if args.self_check:
@@ -390,6 +392,17 @@ def main():
                 it["user_message"] = user_message(st, it)
                 f.write(json.dumps(it, ensure_ascii=False) + "\n")
         print("wrote", args.sample)
+    if args.demo:
+        g = Generator(st)
+        plan = [("niah_single", 4), ("niah_multikey", 3), ("mdqa", 4), ("summary", 3), ("vt", 2),
+                ("niah_multivalue", 2), ("niah_multiquery", 2)]
+        with open(args.demo, "w", encoding="utf-8") as f:
+            for kind, n in plan:
+                for i in range(n):
+                    it = g.make(kind, 2026 + 10 * i, args.tokens, depth=(i + 0.5) / n, doc_id=f"{kind}-{i + 1}")
+                    row = {k: it[k] for k in ("doc_id", "task", "text", "documents", "question", "reference") if k in it}
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        print("wrote", args.demo)
 
 
 if __name__ == "__main__":
