@@ -21,6 +21,11 @@ final class ComposedPolicy implements AttentionPolicy {
     default void observe(int layer, float[] q, int n, int pos0, KvCache kv, AttentionContext ctx) {}
 
     void compress(KvCache kv, AttentionContext ctx);
+
+    /** After a decode step's attention in this layer; returns true when it rewrote the cache (eviction). */
+    default boolean afterDecode(int layer, float[] q, int pos, KvCache kv, AttentionContext ctx) {
+      return false;
+    }
   }
 
   /** Decode attention of one step; same contract as {@link AttentionPolicy#decode}. */
@@ -113,6 +118,11 @@ final class ComposedPolicy implements AttentionPolicy {
   public void decode(int layer, float[] q, int pos, KvCache kv, float[] out, AttentionContext ctx) {
     init(ctx);
     decode.decode(layer, q, pos, kv, out, ctx);
+    if (kvPart != null) {
+      long t = System.nanoTime();
+      if (kvPart.afterDecode(layer, q, pos, kv, ctx)) decode.reset();
+      stats.selectionNanos += System.nanoTime() - t;
+    }
   }
 
   @Override

@@ -5,7 +5,8 @@ import io.longsieve.cpu.KvCache;
 /**
  * StreamingLLM baseline (mit-han-lab/streaming-llm, research/algorithms.md §4): attention sinks
  * (the first {@code sinks} tokens) plus the last {@code recent} tokens. As KV compression
- * ({@link Eviction}) the cache keeps exactly those after the prompt; as decode policy
+ * ({@link Eviction}) the cache keeps exactly those after the prompt and evicts the oldest
+ * non-sink token at every decode step that overfills it (a rolling cache); as decode policy
  * ({@link Window}) each step attends only to them, with positions re-assigned by cache index
  * ({@code positions=compact}, the official pos_shift) or original. {@code --policy streaming}
  * uses both, which is the official rolling cache.
@@ -33,6 +34,19 @@ final class StreamingLlm {
         java.util.Arrays.fill(all, keep);
         kv.retain(layer, all, sinks + recent);
       }
+    }
+
+    /** The rolling cache: once a step overfills it, the oldest token after the sinks goes. */
+    @Override
+    public boolean afterDecode(int layer, float[] q, int pos, KvCache kv, AttentionContext ctx) {
+      int n = kv.length(layer);
+      if (n <= sinks + recent) return false;
+      int[] keep = new int[n - 1];
+      for (int i = 0, o = 0; i < n; i++) if (i != sinks) keep[o++] = i;
+      int[][] all = new int[kv.nKvHeads()][];
+      java.util.Arrays.fill(all, keep);
+      kv.retain(layer, all, n - 1);
+      return true;
     }
   }
 

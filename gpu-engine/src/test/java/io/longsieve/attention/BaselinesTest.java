@@ -51,6 +51,13 @@ class BaselinesTest {
       assertEquals(3, kv.position(0, 3, 1));
       assertEquals(90, kv.position(0, 4, 0));
       assertEquals(v[95 * f.c.kvDim() + 3], kv.values[0][9 * f.c.kvDim() + 3]);
+      StreamingLlm.Eviction rolling = new StreamingLlm.Eviction(term("kv", "streaming:sinks=4,recent=10"));
+      f.append(kv, 1, 100);
+      assertTrue(rolling.afterDecode(0, null, 100, kv, f.ctx));
+      assertEquals(14, kv.length(0));
+      assertEquals(3, kv.position(0, 3, 0));
+      assertEquals(91, kv.position(0, 4, 0)); // 90 went, 100 came
+      assertEquals(100, kv.position(0, 13, 1));
     }
   }
 
@@ -103,6 +110,51 @@ class BaselinesTest {
         int[] top = TopKTest.bruteForce(acc, heavy);
         for (int i = 0; i < heavy; i++) assertEquals(top[i], kv.position(1, i, g), "kv head " + g);
         assertEquals(n - 1, kv.position(1, heavy + recent - 1, g));
+      }
+    }
+  }
+
+  @Test
+  void h2oHoldsItsBudgetDuringDecodeByEvictingTheLowestAccumulatedScore() {
+    try (Fixture f = new Fixture(48)) {
+      int n = 60, d = f.c.headDim(), layer = 1;
+      KvCache kv = f.cache(64, n);
+      float[] prompt = f.rand(n * f.c.qDim()), scratch = new float[n * f.c.qDim()];
+      double[][] promptAcc = SelKvTest.windowAttention(f, kv, layer, prompt, n); // (heads, slot) over all prompt queries
+      AttentionPolicy policy = PolicySpec.parse("h2o:heavy=0.2,recent=0.1").createCpu();
+      for (int l = 0; l < 2; l++) policy.prefill(l, prompt, n, 0, kv, scratch, f.ctx);
+      policy.afterPrefill(kv, f.ctx);
+      int budget = 18, recent = 6;
+      assertEquals(budget, kv.length(layer));
+      f.append(kv, 1, n);
+      float[] q = f.rand(f.c.qDim()), out = new float[f.c.qDim()];
+      // expected victim per KV head: prompt score + this step's probabilities, lowest outside the recent window
+      int[][] expectedKept = new int[f.c.numKvHeads()][];
+      for (int g = 0; g < f.c.numKvHeads(); g++) {
+        double[] score = new double[budget + 1];
+        int[] pos = new int[budget + 1];
+        for (int i = 0; i <= budget; i++) pos[i] = kv.position(layer, i, g);
+        for (int h = g * f.c.group(); h < (g + 1) * f.c.group(); h++) {
+          float[] qr = f.rotated(q, h * d, n);
+          double[] s = new double[budget + 1];
+          double max = Double.NEGATIVE_INFINITY, z = 0;
+          for (int i = 0; i <= budget; i++) {
+            for (int e = 0; e < d; e++) s[i] += (double) qr[e] * kv.ropedKeys[layer][i * f.c.kvDim() + g * d + e];
+            s[i] /= Math.sqrt(d);
+            max = Math.max(max, s[i]);
+          }
+          for (int i = 0; i <= budget; i++) z += s[i] = Math.exp(s[i] - max);
+          for (int i = 0; i <= budget; i++) score[i] += s[i] / z + (pos[i] < n ? promptAcc[h][pos[i]] : 0);
+        }
+        int victim = 0;
+        for (int i = 1; i < budget + 1 - recent; i++) if (score[i] < score[victim]) victim = i;
+        expectedKept[g] = new int[budget];
+        for (int i = 0, o = 0; i <= budget; i++) if (i != victim) expectedKept[g][o++] = pos[i];
+      }
+      for (int l = 0; l < 2; l++) policy.decode(l, q, n, kv, out, f.ctx);
+      assertEquals(budget, kv.length(layer));
+      for (int g = 0; g < f.c.numKvHeads(); g++) {
+        for (int i = 0; i < budget; i++) assertEquals(expectedKept[g][i], kv.position(layer, i, g), "kv head " + g);
       }
     }
   }
