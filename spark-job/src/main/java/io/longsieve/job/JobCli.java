@@ -15,6 +15,7 @@ import picocli.CommandLine.Command;
         RunCommand.class,
         io.longsieve.report.ReportCommand.class,
         GenerateCommand.class,
+        io.longsieve.eval.EvalCommand.class,
     },
     description = "LongSieve: long-document LLM inference as a Spark batch job.")
 public final class JobCli implements Callable<Integer> {
