@@ -1,0 +1,185 @@
+package io.longsieve.job;
+
+import static org.apache.spark.sql.functions.col;
+import static org.apache.spark.sql.functions.concat;
+import static org.apache.spark.sql.functions.count;
+import static org.apache.spark.sql.functions.expr;
+import static org.apache.spark.sql.functions.first;
+import static org.apache.spark.sql.functions.lit;
+import static org.apache.spark.sql.functions.row_number;
+import static org.apache.spark.sql.functions.struct;
+import static org.apache.spark.sql.functions.to_json;
+import static org.apache.spark.sql.functions.trim;
+import static org.apache.spark.sql.functions.when;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Locale;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.LocatedFileStatus;
+import org.apache.hadoop.fs.RemoteIterator;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.api.java.function.MapFunction;
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.expressions.Window;
+import org.apache.spark.sql.expressions.WindowSpec;
+
+/**
+ * Reads the input into {@link JobSchemas#PARSED} rows, one per input line (JSONL) or row (Parquet),
+ * with bad rows marked bad_input and the later rows of a repeated doc_id marked duplicate_id. The
+ * executors read and parse the data; the driver only plans (and, for files large enough to be split,
+ * collects one small count per block to number the lines).
+ *
+ * <p>JSONL is read with Spark's text source, which keeps the raw bytes, so invalid UTF-8 is detected
+ * ({@code is_valid_utf8}) instead of silently replaced. Blank lines are skipped (they are not rows),
+ * but still counted, so line numbers match what an editor shows.
+ */
+public final class InputReader {
+  private InputReader() {}
+
+  public enum Format { JSONL, PARQUET }
+
+  /** The input's rows, parsed, validated and checked for repeated ids. */
+  public static Dataset<Row> read(SparkSession spark, String input) {
+    Dataset<Row> lines = format(spark, input) == Format.PARQUET ? parquetRows(spark, input) : jsonlLines(spark, input);
+    Dataset<Row> parsed = lines.map((MapFunction<Row, Row>) r -> DocumentParser.parse(
+        r.getString(0), r.isNullAt(1) || r.getBoolean(1), r.getString(2), r.getString(3), r.getLong(4)),
+        Encoders.row(JobSchemas.PARSED));
+    return markDuplicates(parsed);
+  }
+
+  /**
+   * JSONL or Parquet: by extension (.parquet; .jsonl, .json, .ndjson, also compressed), else by the
+   * first file's magic bytes ("PAR1"). A folder is judged by its first data file.
+   */
+  public static Format format(SparkSession spark, String input) {
+    try {
+      Path p = new Path(input);
+      FileSystem fs = p.getFileSystem(spark.sparkContext().hadoopConfiguration());
+      if (!fs.exists(p)) throw new IllegalArgumentException("input " + input + " does not exist");
+      Path file = p;
+      if (fs.getFileStatus(p).isDirectory()) {
+        file = null;
+        Path root = fs.makeQualified(p);
+        RemoteIterator<LocatedFileStatus> files = fs.listFiles(root, true); // partitioned tables nest their files
+        while (files.hasNext()) {
+          Path f = files.next().getPath();
+          if (!hidden(root, f) && (file == null || f.compareTo(file) < 0)) file = f;
+        }
+        if (file == null) throw new IllegalArgumentException("input folder " + input + " holds no data files");
+      }
+      String name = file.getName().toLowerCase(Locale.ROOT);
+      if (name.endsWith(".parquet")) return Format.PARQUET;
+      if (name.matches(".*\\.(jsonl|json|ndjson)(\\.(gz|bz2|zst|lz4|snappy|deflate))?")) return Format.JSONL;
+      try (InputStream in = fs.open(file)) {
+        byte[] magic = in.readNBytes(4);
+        return Arrays.equals(magic, "PAR1".getBytes(java.nio.charset.StandardCharsets.US_ASCII))
+            ? Format.PARQUET : Format.JSONL;
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot read input " + input + ": " + e.getMessage(), e);
+    }
+  }
+
+  /** Spark skips files and folders whose names start with "_" or "." (_SUCCESS, .crc files). */
+  private static boolean hidden(Path root, Path file) {
+    for (Path f = file; f != null && !f.equals(root); f = f.getParent()) {
+      if (f.getName().startsWith("_") || f.getName().startsWith(".")) return true;
+    }
+    return false;
+  }
+
+  /**
+   * {@link JobSchemas#LINE} rows of a JSONL file or folder, numbered per file from 1. A task reads
+   * each of its blocks (file splits) in order, so a line's number is its position in its block plus
+   * the lines of the file's earlier blocks. Those counts take one extra pass over the input, needed
+   * only when some file is large enough to be split.
+   */
+  static Dataset<Row> jsonlLines(SparkSession spark, String input) {
+    Dataset<Row> raw = spark.read().format("text").load(input).select(
+        col("value"),
+        expr("is_valid_utf8(value)").as("valid_utf8"),
+        col("_metadata.file_name").as("file_name"),
+        col("_metadata.file_path").as("file_path"),
+        col("_metadata.file_block_start").as("block_start"));
+    Map<String, Long> linesBefore = mayBeSplit(spark, input) ? linesBeforeEachBlock(raw) : Map.of();
+    return raw.mapPartitions(new LineNumberer(linesBefore), Encoders.row(JobSchemas.LINE))
+        .filter(trim(col("value")).notEqual(""));
+  }
+
+  /** Lines in the earlier blocks of the same file, keyed by {@link LineNumberer#blockKey}; one small row per block. */
+  private static Map<String, Long> linesBeforeEachBlock(Dataset<Row> raw) {
+    List<Row> blocks = new ArrayList<>(raw.groupBy("file_path", "block_start").agg(count(lit(1)).as("n"))
+        .collectAsList());
+    blocks.sort(Comparator.comparing((Row b) -> b.getString(0)).thenComparingLong(b -> b.getLong(1)));
+    Map<String, Long> before = new HashMap<>();
+    String file = null;
+    long sum = 0;
+    for (Row b : blocks) {
+      if (!b.getString(0).equals(file)) {
+        file = b.getString(0);
+        sum = 0;
+      }
+      before.put(LineNumberer.blockKey(file, b.getLong(1)), sum);
+      sum += b.getLong(2);
+    }
+    return before;
+  }
+
+  /**
+   * Whether Spark may split some input file into several blocks: a file no larger than both
+   * spark.sql.files.maxPartitionBytes and openCostInBytes is always read whole.
+   */
+  private static boolean mayBeSplit(SparkSession spark, String input) {
+    long whole = Math.min(spark.sessionState().conf().filesMaxPartitionBytes(),
+        spark.sessionState().conf().filesOpenCostInBytes());
+    try {
+      Path p = new Path(input);
+      FileSystem fs = p.getFileSystem(spark.sparkContext().hadoopConfiguration());
+      RemoteIterator<LocatedFileStatus> files = fs.listFiles(p, true);
+      while (files.hasNext()) if (files.next().getLen() > whole) return true;
+      return false;
+    } catch (IOException e) {
+      return true; // counting is always correct, only slower
+    }
+  }
+
+  /**
+   * {@link JobSchemas#LINE} rows of a Parquet file or folder: each row as a JSON object (null fields
+   * left out), so Parquet rows go through the same checks as JSONL lines.
+   */
+  static Dataset<Row> parquetRows(SparkSession spark, String input) {
+    Dataset<Row> df = spark.read().parquet(input);
+    Column[] fields = Arrays.stream(df.columns()).map(c -> col("`" + c + "`")).toArray(Column[]::new);
+    return df.select(
+        to_json(struct(fields)).as("value"),
+        lit(true).as("valid_utf8"),
+        col("_metadata.file_name").as("file_name"),
+        col("_metadata.file_path").as("file_path"),
+        col("_metadata.row_index").plus(1).as("line"));
+  }
+
+  /** The first row (by file, then line) of each doc_id keeps it; the later ones are duplicate_id. */
+  static Dataset<Row> markDuplicates(Dataset<Row> parsed) {
+    WindowSpec byId = Window.partitionBy("doc_id").orderBy("file_path", "line");
+    Column later = col("occurrence").gt(1);
+    return parsed
+        .withColumn("occurrence", row_number().over(byId))
+        .withColumn("first_source", first("source").over(byId))
+        .withColumn("status", when(later, lit(JobSchemas.DUPLICATE_ID)).otherwise(col("status")))
+        .withColumn("error", when(later, concat(lit("doc_id '"), col("doc_id"),
+            lit("' was already used by the row at "), col("first_source"))).otherwise(col("error")))
+        .drop("occurrence", "first_source");
+  }
+}
