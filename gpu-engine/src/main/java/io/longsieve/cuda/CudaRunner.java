@@ -95,7 +95,8 @@ public final class CudaRunner implements ModelRunner {
   public Sequence open(int capacity, String policy) {
     PolicySpec p = PolicySpec.parse(policy);
     if (!p.canonical().equals("dense")) {
-      throw new IllegalArgumentException("the CUDA backend runs dense attention only so far, not '" + policy + "'");
+      throw new IllegalArgumentException("the CUDA backend runs dense attention only so far, not '" + policy
+          + "'; use --device cpu (or make it the engine's default policy, which device auto then runs on cpu)");
     }
     ctx.makeCurrent();
     PagedKvCache kv = new PagedKvCache(ctx, config, capacity);

@@ -28,6 +28,12 @@ final class Backends {
 
   private static ModelRunner openRunner(EngineSpec spec, LoadedModel model) {
     String device = spec.device();
+    boolean dense = PolicySpec.parse(spec.defaultPolicy()).canonical().equals("dense");
+    if (device.equals("auto") && !dense) {
+      // the CUDA backend runs dense attention only so far (sparse kernels are the next step)
+      LOG.info("device auto: using cpu (policy '" + spec.defaultPolicy() + "' is not on the CUDA backend yet)");
+      device = "cpu";
+    }
     if (device.equals("cuda") || device.equals("auto")) {
       String why = CudaAvailability.unavailableReason();
       if (why == null) return CudaAvailability.openRunner(spec, model);
