@@ -10,6 +10,8 @@
 #   longsieve-gpu  the launcher: unpacks both into /tmp once, then runs generate | bench | test
 # Usage (from the repository root): tools/bundle/build-bundle.sh [OUT_DIR]   (default build/bundle)
 # Needs: JDK 17 with jmods (jlink), Maven, nvcc (the Maven build compiles the kernels), xz, zip/unzip.
+# Maven runs offline (-o) unless OFFLINE=0 (the first build on a machine needs OFFLINE=0 to fetch
+# junit-platform-console-standalone). The jlink'd JRE is cached in build/bundle-cache/.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT="${1:-$ROOT/build/bundle}"
