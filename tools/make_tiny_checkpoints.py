@@ -33,7 +33,8 @@ import tinylm_common as C  # noqa: E402
 CORPUS_SEED = 1234
 TOKENIZER_TRAINED_VOCAB = 1000        # + 5 special tokens; model vocab rounds up to 1024
 N_NEW = 40
-INIT_STD = 0.08                       # larger than the usual 0.02 so logits have real margins
+INIT_STD = 0.2                        # attention/MLP matrices (see tinylm_common.init_weights)
+EMB_STD = 0.15                        # embed_tokens / lm_head
 SHORT_PROMPT = "The cat sat on the mat."
 NON_ASCII_PROMPT = "Le café naïve – 東京 → Zürich: 3½ €, ça va? 😊 Ünïcödé “quotes” ok."
 LONG_PROMPT_SEED = 2024
@@ -156,7 +157,9 @@ def make_goldens(name, model_cls, model_dir, hf_tok, tok_notes, description, see
         "seeds": {"corpus": CORPUS_SEED, "weights": seed, "long_prompt": LONG_PROMPT_SEED},
         "versions": C.library_versions(),
         "settings": {"device": "cpu", "compute_dtype": "float32", "attn_implementation": "eager",
-                     "max_new_tokens": N_NEW, "stops_at_eos": False, "weight_init_std": INIT_STD,
+                     "max_new_tokens": N_NEW, "stops_at_eos": False,
+                     "weight_init": {"matrices_std": INIT_STD, "embed_lm_head_std": EMB_STD,
+                                     "norm_weights": "1 + N(0, 0.1)", "qwen2_qkv_bias_std": 0.2},
                      "logits": "float32 values written with the shortest decimal that round-trips exactly"},
         "tokenizer": {"len": len(hf_tok), "model_vocab_size": cfg.vocab_size,
                       "bos_token": C.BOS, "bos_token_id": hf_tok.convert_tokens_to_ids(C.BOS),
@@ -222,7 +225,7 @@ def main():
         **C.rope_kwargs(LlamaConfig, 500000.0, llama3_scaling))
     torch.manual_seed(11)
     model_a = LlamaForCausalLM(cfg_a)
-    C.init_weights(model_a, seed=11, std=INIT_STD)
+    C.init_weights(model_a, seed=11, std=INIT_STD, emb_std=EMB_STD)
     d_a = os.path.join(out, "llama-gqa")
     model_a.save_pretrained(d_a)
     summaries["llama-gqa"] = make_goldens(
@@ -256,7 +259,7 @@ def main():
     torch.manual_seed(22)
     model_b = LlamaForCausalLM(cfg_b)
     model_b.tie_weights()
-    C.init_weights(model_b, seed=22, std=INIT_STD)
+    C.init_weights(model_b, seed=22, std=INIT_STD, emb_std=EMB_STD)
     C.check(model_b.lm_head.weight.data_ptr() == model_b.model.embed_tokens.weight.data_ptr(),
             "llama-tied: lm_head is not tied to embed_tokens after construction")
     d_b = os.path.join(out, "llama-tied")
@@ -277,7 +280,7 @@ def main():
         **C.rope_kwargs(Qwen2Config, 1000000.0))
     torch.manual_seed(33)
     model_c = Qwen2ForCausalLM(cfg_c)
-    C.init_weights(model_c, seed=33, std=INIT_STD, bias_std=0.2)
+    C.init_weights(model_c, seed=33, std=INIT_STD, emb_std=EMB_STD, bias_std=0.2)
     biases = [n for n, _ in model_c.named_parameters() if n.endswith(".bias")]
     assert biases and all(any(p in n for p in ("q_proj", "k_proj", "v_proj")) for n in biases), biases
     d_c = os.path.join(out, "qwen2-bias")

@@ -344,10 +344,16 @@ def expected_inv_freq(head_dim, theta, scaling=None):
     return inv, regimes
 
 
-def init_weights(model, seed, std, bias_std=0.0, norm_jitter=0.1):
-    """Deterministic re-initialisation independent of transformers' own init: matrices ~ N(0, std),
-    biases ~ N(0, bias_std), RMSNorm weights ~ 1 + N(0, norm_jitter) (not all ones, so a loader
-    that forgets the norm weights fails the goldens). Tied parameters are visited once."""
+def init_weights(model, seed, std, emb_std, bias_std=0.0, norm_jitter=0.1):
+    """Deterministic re-initialisation independent of transformers' own init: embedding / lm_head
+    ~ N(0, emb_std), other matrices ~ N(0, std), biases ~ N(0, bias_std), RMSNorm weights
+    ~ 1 + N(0, norm_jitter) (not all ones, so a loader that forgets the norm weights fails the
+    goldens). Tied parameters are visited once.
+
+    Why these scales: with the usual 0.02 (or even 0.08 everywhere) the residual stream stays
+    dominated by the current token's embedding, so greedy decoding copies or loops on one token
+    (a tied model repeats its input token forever). Layer weights ~0.2 make the output depend on
+    the context; embeddings ~0.15 give logits with std ~1 and top1-top2 margins mostly > 1e-3."""
     import torch
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -357,6 +363,8 @@ def init_weights(model, seed, std, bias_std=0.0, norm_jitter=0.1):
                 p.copy_(1.0 + norm_jitter * noise)
             elif name.endswith(".bias"):
                 p.copy_(bias_std * noise)
+            elif "embed_tokens" in name or "lm_head" in name:
+                p.copy_(emb_std * noise)
             else:
                 p.copy_(std * noise)
 

@@ -41,6 +41,11 @@ public final class CpuOps {
    */
   public static void matmul(ThreadPool pool, float[] out, float[] x, int n, float[] w, float[] bias, int outDim,
                             int inDim) {
+    // below ~64K multiply-adds handing work to other threads costs more than it saves
+    if ((long) n * outDim * inDim < 65_536) {
+      matmulRows(out, x, n, w, bias, outDim, inDim, 0, outDim);
+      return;
+    }
     pool.forRange(outDim, (from, to) -> matmulRows(out, x, n, w, bias, outDim, inDim, from, to));
   }
 

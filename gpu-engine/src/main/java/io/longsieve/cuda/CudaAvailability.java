@@ -34,7 +34,9 @@ public final class CudaAvailability {
       if (count[0] == 0) return "no CUDA device";
       return openRunnerFactory() == null ? "the CUDA backend is not built into this engine yet" : null;
     } catch (LinkageError e) {
-      return "CUDA driver library not loadable (" + e.getClass().getSimpleName() + ": " + e.getMessage() + ")";
+      String msg = String.valueOf(e.getMessage());
+      if (msg.contains("libcuda.so")) return "no NVIDIA driver (libcuda.so.1 not found)";
+      return "JCuda driver binding not loadable: " + msg.lines().findFirst().orElse(msg);
     } catch (RuntimeException e) {
       return "CUDA initialisation failed: " + e.getMessage();
     }

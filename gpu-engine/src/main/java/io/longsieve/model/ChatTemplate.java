@@ -39,8 +39,12 @@ public final class ChatTemplate {
         ChatTemplate.class, "raiseException", String.class));
   }
 
+  // Jinjava wraps exceptions from functions in a generic message; keep the template's own words.
+  private static final ThreadLocal<String> RAISED = new ThreadLocal<>();
+
   /** Called by templates that reject a conversation (e.g. roles out of order). */
   public static String raiseException(String message) {
+    RAISED.set(message);
     throw new IllegalArgumentException("chat template: " + message);
   }
 
@@ -69,8 +73,17 @@ public final class ChatTemplate {
         }
       }
     }
+    if (template != null) template = applyWhitespaceControl(template);
     if (template != null && template.endsWith("\n")) template = template.substring(0, template.length() - 1);
     return new ChatTemplate(template, tokenText(root.path("bos_token")), tokenText(root.path("eos_token")));
+  }
+
+  /**
+   * Jinja's "-" markers ({@code {{-}, {@code -%}}, ...) strip the whitespace next to a tag; Jinjava
+   * does not honour them on expressions, so they are applied here before rendering.
+   */
+  static String applyWhitespaceControl(String t) {
+    return t.replaceAll("\\s*(\\{[{%#])-", "$1").replaceAll("-([}%#]\\})\\s*", "$1");
   }
 
   private static String tokenText(JsonNode n) {
@@ -101,10 +114,14 @@ public final class ChatTemplate {
     vars.put("add_generation_prompt", true);
     vars.put("bos_token", bosToken);
     vars.put("eos_token", eosToken);
+    RAISED.remove();
     RenderResult r = jinjava.renderForResult(template, vars);
     for (TemplateError e : r.getErrors()) {
       if (e.getSeverity() == TemplateError.ErrorType.FATAL) {
-        throw new IllegalArgumentException("chat template failed: " + e.getMessage());
+        String raised = RAISED.get();
+        RAISED.remove();
+        throw new IllegalArgumentException("chat template rejected the conversation: "
+            + (raised != null ? raised : e.getMessage()));
       }
     }
     return r.getOutput();

@@ -1,0 +1,61 @@
+package io.longsieve.model;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class ChatTemplateTest {
+
+  // The stock Llama-3 instruct template, as it appears in tokenizer_config.json.
+  static final String LLAMA3 = "{% set loop_messages = messages %}{% for message in loop_messages %}"
+      + "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}"
+      + "{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
+      + "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+
+  @TempDir Path dir;
+
+  private ChatTemplate write(Map<String, Object> config) throws IOException {
+    Files.writeString(dir.resolve("tokenizer_config.json"), new ObjectMapper().writeValueAsString(config));
+    return ChatTemplate.load(dir);
+  }
+
+  @Test
+  void rendersLlama3TemplateLikeTransformers() throws IOException {
+    ChatTemplate t = write(Map.of("chat_template", LLAMA3, "bos_token", "<|begin_of_text|>", "eos_token", "<|eot_id|>"));
+    assertTrue(t.hasTemplate());
+    assertEquals("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are brief.<|eot_id|>"
+        + "<|start_header_id|>user<|end_header_id|>\n\nSummarise: the cat sat.<|eot_id|>"
+        + "<|start_header_id|>assistant<|end_header_id|>\n\n", t.render("You are brief.", "  Summarise: the cat sat. "));
+    assertEquals("<|eot_id|>", t.eosToken());
+  }
+
+  @Test
+  void raiseExceptionInTemplateBecomesAClearError() throws IOException {
+    ChatTemplate t = write(Map.of("chat_template",
+        "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}ok"));
+    var e = assertThrows(IllegalArgumentException.class, () -> t.render("sys", "hi"));
+    assertTrue(e.getMessage().contains("System role not supported"), e.getMessage());
+    assertEquals("ok", t.render(null, "hi"));
+  }
+
+  @Test
+  void withoutTemplateFallsBackToPlainLayout() throws IOException {
+    ChatTemplate t = write(Map.of("bos_token", "<s>"));
+    assertFalse(t.hasTemplate());
+    assertEquals("User: hello\n\nAssistant:", t.render(null, "hello"));
+  }
+
+  @Test
+  void noTokenizerConfigAtAllIsTheFallbackToo() {
+    assertFalse(ChatTemplate.load(dir).hasTemplate());
+  }
+}

@@ -1,0 +1,195 @@
+package io.longsieve.job;
+
+import io.longsieve.engine.Engine;
+import io.longsieve.engine.EngineSpec;
+import io.longsieve.engine.GenerationRequest;
+import io.longsieve.engine.GenerationResult;
+import io.longsieve.engine.GenerationStats;
+import io.longsieve.engine.PromptTooLongException;
+import io.longsieve.job.PromptBuilder.Document;
+import io.longsieve.job.PromptBuilder.Prompt;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+
+/**
+ * The generation stage: one {@link JobSchemas#RESULT} row per {@link JobSchemas#PARSED} row, the
+ * model run once per document.
+ *
+ * <p>Failure semantics: a row that arrives with a status (bad_input, duplicate_id) passes through
+ * without touching the engine; a prompt over the context is too_long (or cut, with --truncate); any
+ * other exception while generating one document becomes an engine_error row with the exception's
+ * message, and the task goes on with the next document. Only a failure to open the engine (see
+ * {@link ExecutorEngine}) or a JVM Error (out of memory) fails the task, for Spark to retry. Rows are
+ * produced lazily, one document at a time, so a partition never holds all its outputs in memory.
+ */
+final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
+
+  private final EngineSpec spec;
+  private final String runId;
+  private final int maxNewTokens;
+  private final String policy;
+  private final boolean truncate;
+
+  DocumentProcessor(RunOptions o) {
+    this.spec = o.engineSpec();
+    this.runId = o.runId();
+    this.maxNewTokens = o.maxNewTokens();
+    this.policy = o.policy();
+    this.truncate = o.truncate();
+  }
+
+  @Override
+  public Iterator<Row> call(Iterator<Row> rows) {
+    TaskContext tc = TaskContext.get();
+    int partition = tc == null ? -1 : tc.partitionId();
+    String executor = SparkEnv.get() == null ? "driver" : SparkEnv.get().executorId();
+    return new Iterator<>() {
+      @Override
+      public boolean hasNext() {
+        return rows.hasNext();
+      }
+
+      @Override
+      public Row next() {
+        return process(rows.next(), executor, partition);
+      }
+    };
+  }
+
+  /** One document, start to finish. */
+  Row process(Row in, String executor, int partition) {
+    long t0 = System.nanoTime();
+    Out out = new Out(in);
+    String status = in.getAs("status");
+    if (status != null) return out.error(status, in.getAs("error")).row(runId, executor, partition, t0);
+    Engine engine = ExecutorEngine.get(spec);
+    out.backend = engine.backend();
+    out.device = engine.device();
+    out.policy = policy;
+    try {
+      generate(engine, in, out);
+    } catch (PromptTooLongException e) {
+      out.error(JobSchemas.TOO_LONG, e.getMessage());
+      out.inputTokens = e.tokens();
+    } catch (RuntimeException e) {
+      out.error(JobSchemas.ENGINE_ERROR, e.getClass().getSimpleName() + ": " + e.getMessage());
+    }
+    return out.row(runId, executor, partition, t0);
+  }
+
+  private void generate(Engine engine, Row in, Out out) {
+    Prompt prompt = PromptBuilder.build(in.getAs("task"), in.getAs("text"), documents(in), in.getAs("question"));
+    String id = in.getAs("doc_id");
+    // counting first is cheap next to a prefill, and names the limit in the row's error
+    int tokens = count(engine, id, prompt);
+    int limit = engine.maxContext();
+    if (tokens >= limit) {
+      if (!truncate) {
+        out.error(JobSchemas.TOO_LONG, "prompt has " + tokens + " tokens; the context limit is " + limit
+            + " (run with --truncate to keep the head and tail of the document)");
+        out.inputTokens = tokens;
+        return;
+      }
+      // leave room for the answer, at most a quarter of the context
+      int budget = limit - Math.max(1, Math.min(maxNewTokens, limit / 4));
+      PromptTruncator.Truncated t = PromptTruncator.fit(prompt, budget, engine.model().tokenizer(),
+          p -> count(engine, id, p));
+      if (t == null) {
+        out.error(JobSchemas.TOO_LONG, "prompt has " + tokens + " tokens; the context limit is " + limit
+            + ", and the instruction and question alone do not fit " + budget + " tokens");
+        out.inputTokens = tokens;
+        return;
+      }
+      prompt = t.prompt();
+      out.notes = t.note();
+    }
+    GenerationResult r = engine.generate(request(id, prompt));
+    out.ok(r);
+  }
+
+  private GenerationRequest request(String id, Prompt prompt) {
+    return GenerationRequest.chat(id, prompt.text(), maxNewTokens).withPolicy(policy);
+  }
+
+  private int count(Engine engine, String id, Prompt prompt) {
+    return engine.model().promptTokens(request(id, prompt)).length;
+  }
+
+  private static List<Document> documents(Row in) {
+    List<Row> docs = in.getList(in.fieldIndex("documents"));
+    if (docs == null) return null;
+    List<Document> out = new ArrayList<>(docs.size());
+    for (Row d : docs) out.add(new Document(d.getString(0), d.getString(1)));
+    return out;
+  }
+
+  /** The fields of one RESULT row as they are filled in. */
+  private static final class Out {
+    final String docId;
+    final String task;
+    final String reference;
+    final String source;
+    String status = JobSchemas.OK;
+    String error;
+    String notes;
+    String output;
+    Integer inputTokens;
+    Integer outputTokens;
+    String finishReason;
+    String backend;
+    String device;
+    String policy;
+    GenerationStats stats;
+
+    Out(Row in) {
+      docId = in.getAs("doc_id");
+      task = in.getAs("task");
+      reference = in.getAs("reference");
+      source = in.getAs("source");
+    }
+
+    Out error(String s, String message) {
+      status = s;
+      error = message;
+      return this;
+    }
+
+    void ok(GenerationResult r) {
+      output = r.text();
+      finishReason = r.finishReason().label();
+      stats = r.stats();
+      inputTokens = stats.inputTokens();
+      backend = stats.backend();
+      device = stats.device();
+      policy = stats.policy();
+      outputTokens = stats.outputTokens();
+    }
+
+    Row row(String runId, String executor, int partition, long t0) {
+      double totalMs = (System.nanoTime() - t0) / 1e6;
+      GenerationStats s = stats;
+      boolean ran = s != null;
+      return RowFactory.create(docId, runId, task, status, error, notes, output, inputTokens, outputTokens,
+          finishReason, reference, source,
+          backend, device, policy,
+          ran ? s.ttftMs() : null, ran ? s.prefillMs() : null, ran ? s.decodeMs() : null, totalMs,
+          executor, partition,
+          ran ? s.attendedTokensMean() : null, ran ? floats(s.selectedFractionByLayer()) : null,
+          ran ? s.selectionCacheHitRate() : null, ran ? s.kvBytesBefore() : null, ran ? s.kvBytesAfter() : null,
+          ran ? s.sparseLayers() : null, ran ? s.selectionMs() : null, ran ? s.attentionMs() : null);
+    }
+
+    private static scala.collection.immutable.Seq<Float> floats(float[] a) {
+      if (a == null) return null;
+      List<Float> l = new ArrayList<>(a.length);
+      for (float f : a) l.add(f);
+      return JobSchemas.seq(l);
+    }
+  }
+}

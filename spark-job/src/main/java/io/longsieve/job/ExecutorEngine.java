@@ -1,0 +1,90 @@
+package io.longsieve.job;
+
+import io.longsieve.engine.Engine;
+import io.longsieve.engine.EngineSpec;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.logging.Logger;
+import org.apache.spark.TaskContext;
+import org.apache.spark.resource.ResourceInformation;
+
+/**
+ * Holds this executor JVM's engines, one per {@link EngineSpec} (in practice one per run and GPU).
+ *
+ * <p>Failure semantics: a spec whose engine fails to open (unreadable or bad checkpoint, CUDA asked
+ * for but unusable) throws from {@link #get}; nothing is cached, so the task fails and Spark's task
+ * retry opens it again, and after spark.task.maxFailures the job fails with the engine's message,
+ * because no document of the run could succeed. Per-document failures never reach this class: the
+ * caller turns them into error rows. An engine is opened at most once per spec and JVM, lazily by the
+ * first task that needs it, under a lock so concurrent tasks wait for that one opening and then share
+ * the engine ({@link Engine#generate} is thread-safe). Engines are closed by a JVM shutdown hook when
+ * the executor exits.
+ */
+public final class ExecutorEngine {
+  private ExecutorEngine() {}
+
+  private static final Logger LOG = Logger.getLogger(ExecutorEngine.class.getName());
+  private static final Object LOCK = new Object();
+  private static final Map<EngineSpec, Engine> ENGINES = new LinkedHashMap<>(); // guarded by LOCK
+  private static final AtomicInteger OPENINGS = new AtomicInteger();
+  private static boolean hookInstalled; // guarded by LOCK
+
+  /**
+   * The engine for {@code spec} in this JVM, opened on first use. Inside a Spark task that was given
+   * a GPU (spark.task.resource.gpu.amount), the spec is bound to that GPU's address first.
+   */
+  public static Engine get(EngineSpec spec) {
+    EngineSpec bound = bindToTaskGpu(spec);
+    synchronized (LOCK) {
+      Engine e = ENGINES.get(bound);
+      if (e == null) {
+        LOG.info("opening engine for " + bound);
+        e = Engine.open(bound);
+        OPENINGS.incrementAndGet();
+        ENGINES.put(bound, e);
+        if (!hookInstalled) {
+          Runtime.getRuntime().addShutdownHook(new Thread(ExecutorEngine::closeAll, "longsieve-engine-close"));
+          hookInstalled = true;
+        }
+      }
+      return e;
+    }
+  }
+
+  /** How many engines this JVM has opened since it started (or since {@link #closeAll}). */
+  public static int openings() {
+    return OPENINGS.get();
+  }
+
+  /** Closes every engine; a later {@link #get} opens afresh. Used by the shutdown hook and by tests. */
+  static void closeAll() {
+    List<Engine> open;
+    synchronized (LOCK) {
+      open = List.copyOf(ENGINES.values());
+      ENGINES.clear();
+      OPENINGS.set(0);
+    }
+    for (Engine e : open) {
+      try {
+        e.close();
+      } catch (RuntimeException ex) {
+        LOG.warning("closing engine: " + ex);
+      }
+    }
+  }
+
+  private static EngineSpec bindToTaskGpu(EngineSpec spec) {
+    TaskContext tc = TaskContext.get();
+    if (tc == null || spec.gpuOrdinal() >= 0 || spec.device().equals("cpu")) return spec;
+    scala.Option<ResourceInformation> gpu = tc.resources().get("gpu");
+    if (gpu.isEmpty() || gpu.get().addresses().length == 0) return spec;
+    String address = gpu.get().addresses()[0];
+    try {
+      return spec.withGpuOrdinal(Integer.parseInt(address.trim()));
+    } catch (NumberFormatException e) {
+      throw new IllegalStateException("Spark assigned GPU address '" + address + "', not a CUDA ordinal", e);
+    }
+  }
+}

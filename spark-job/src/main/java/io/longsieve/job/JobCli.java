@@ -1,0 +1,53 @@
+package io.longsieve.job;
+
+import io.longsieve.cli.GenerateCommand;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+
+/**
+ * {@code longsieve}: the main class of bin/longsieve (all but the engine-only commands) and of
+ * spark-submit. Each subcommand is one line in the list below.
+ */
+@Command(name = "longsieve", mixinStandardHelpOptions = true,
+    versionProvider = JobCli.Version.class,
+    subcommands = {
+        RunCommand.class,
+        GenerateCommand.class,
+    },
+    description = "LongSieve: long-document LLM inference as a Spark batch job.")
+public final class JobCli implements Runnable {
+
+  public static void main(String[] args) {
+    quietSparkLogging();
+    System.exit(commandLine().execute(args));
+  }
+
+  public static CommandLine commandLine() {
+    return new CommandLine(new JobCli());
+  }
+
+  @Override
+  public void run() {
+    commandLine().usage(System.err);
+  }
+
+  /**
+   * Run by hand, Spark's INFO log drowns the job's own lines; use the bundled log4j2 file unless a
+   * configuration was given (spark-submit and clusters keep theirs). Must run before Spark loads.
+   */
+  static void quietSparkLogging() {
+    if (System.getProperty("spark.submit.deployMode") != null) return;
+    if (System.getProperty("log4j2.configurationFile") != null || System.getProperty("log4j.configurationFile") != null) {
+      return;
+    }
+    System.setProperty("log4j2.configurationFile", "longsieve-log4j2.properties");
+  }
+
+  /** --version: LongSieve's version. */
+  static final class Version implements CommandLine.IVersionProvider {
+    @Override
+    public String[] getVersion() {
+      return new String[] {"longsieve " + RunManifest.longsieveVersion()};
+    }
+  }
+}

@@ -1,0 +1,111 @@
+package io.longsieve.job;
+
+import static org.apache.spark.sql.types.DataTypes.BooleanType;
+import static org.apache.spark.sql.types.DataTypes.DoubleType;
+import static org.apache.spark.sql.types.DataTypes.FloatType;
+import static org.apache.spark.sql.types.DataTypes.IntegerType;
+import static org.apache.spark.sql.types.DataTypes.LongType;
+import static org.apache.spark.sql.types.DataTypes.StringType;
+
+import java.util.List;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * The job's table shapes, in one place so the report and notebooks can rely on them. Column names
+ * are snake_case. Both output tables are Parquet, partitioned by {@code run_id}.
+ *
+ * <p>{@code DIR/outputs}: one row per input row, {@link #OUTPUT_COLUMNS}. {@code DIR/stats}: one row
+ * per input row too, {@link #STATS_COLUMNS}; the engine's columns are null where the engine did not
+ * run (status other than ok/engine_error).
+ */
+public final class JobSchemas {
+  private JobSchemas() {}
+
+  public static final String OK = "ok";
+  public static final String BAD_INPUT = "bad_input";
+  public static final String DUPLICATE_ID = "duplicate_id";
+  public static final String TOO_LONG = "too_long";
+  public static final String ENGINE_ERROR = "engine_error";
+  public static final List<String> STATUSES = List.of(OK, BAD_INPUT, DUPLICATE_ID, TOO_LONG, ENGINE_ERROR);
+
+  public static final List<String> TASKS = List.of("summary", "qa", "multi_doc_qa");
+
+  /** One document of a multi_doc_qa row. */
+  public static final StructType DOCUMENT = new StructType()
+      .add("title", StringType, true)
+      .add("text", StringType, true);
+
+  /** An input line or row before parsing: its JSON text and where it came from. */
+  public static final StructType LINE = new StructType()
+      .add("value", StringType, true)        // the JSON object text (for Parquet: the row as JSON)
+      .add("valid_utf8", BooleanType, true)  // false: the raw bytes were not UTF-8
+      .add("file_name", StringType, false)   // the file's name, for generated ids
+      .add("file_path", StringType, false)   // the full path, for ordering
+      .add("line", LongType, false);         // 1-based line (JSONL) or row (Parquet) number in the file
+
+  /** A parsed input row; status null means "valid so far". */
+  public static final StructType PARSED = new StructType()
+      .add("doc_id", StringType, false)
+      .add("id_generated", BooleanType, false)  // true: doc_id is <file name>:<line>, the row had none
+      .add("source", StringType, false)         // <file name>:<line>, for messages
+      .add("file_path", StringType, false)
+      .add("line", LongType, false)
+      .add("task", StringType, true)
+      .add("text", StringType, true)
+      .add("documents", DataTypes.createArrayType(DOCUMENT, true), true)
+      .add("question", StringType, true)
+      .add("reference", StringType, true)
+      .add("status", StringType, true)
+      .add("error", StringType, true)
+      .add("size", LongType, false);            // characters of text/documents, orders long documents first
+
+  /** Everything computed for one row, once: both output tables are projections of it. */
+  public static final StructType RESULT = new StructType()
+      .add("doc_id", StringType, false)
+      .add("run_id", StringType, false)
+      .add("task", StringType, true)
+      .add("status", StringType, false)
+      .add("error", StringType, true)
+      .add("notes", StringType, true)             // e.g. what --truncate cut
+      .add("output", StringType, true)
+      .add("input_tokens", IntegerType, true)
+      .add("output_tokens", IntegerType, true)
+      .add("finish_reason", StringType, true)     // eos, stop, length, context_full
+      .add("reference", StringType, true)
+      .add("source", StringType, false)           // <file name>:<line or row>
+      .add("backend", StringType, true)
+      .add("device", StringType, true)
+      .add("policy", StringType, true)
+      .add("ttft_ms", DoubleType, true)
+      .add("prefill_ms", DoubleType, true)
+      .add("decode_ms", DoubleType, true)
+      .add("total_ms", DoubleType, true)          // the row's whole time in the task, tokenizing included
+      .add("executor_id", StringType, false)
+      .add("partition_id", IntegerType, false)
+      .add("attended_tokens_mean", DoubleType, true)
+      .add("selected_fraction_by_layer", DataTypes.createArrayType(FloatType, false), true)
+      .add("selection_cache_hit_rate", DoubleType, true)
+      .add("kv_bytes_before", LongType, true)
+      .add("kv_bytes_after", LongType, true)
+      .add("sparse_layers", IntegerType, true)
+      .add("selection_ms", DoubleType, true)
+      .add("attention_ms", DoubleType, true);
+
+  /** Columns of DIR/outputs (run_id is the partition column). */
+  public static final List<String> OUTPUT_COLUMNS = List.of(
+      "doc_id", "run_id", "task", "status", "error", "notes", "output", "input_tokens", "output_tokens",
+      "finish_reason", "reference", "source");
+
+  /** Columns of DIR/stats (run_id is the partition column). */
+  public static final List<String> STATS_COLUMNS = List.of(
+      "doc_id", "run_id", "status", "backend", "device", "policy", "ttft_ms", "prefill_ms", "decode_ms",
+      "total_ms", "executor_id", "partition_id", "input_tokens", "output_tokens", "attended_tokens_mean",
+      "selected_fraction_by_layer", "selection_cache_hit_rate", "kv_bytes_before", "kv_bytes_after",
+      "sparse_layers", "selection_ms", "attention_ms");
+
+  /** An array column's value for a Row built in Java: Spark's row encoder wants a Scala Seq. */
+  static <T> scala.collection.immutable.Seq<T> seq(List<T> list) {
+    return scala.jdk.javaapi.CollectionConverters.asScala(list).toSeq();
+  }
+}

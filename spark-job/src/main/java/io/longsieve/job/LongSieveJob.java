@@ -1,0 +1,98 @@
+package io.longsieve.job;
+
+import static org.apache.spark.sql.functions.col;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.time.Instant;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SaveMode;
+import org.apache.spark.sql.SparkSession;
+
+/**
+ * One run, driver side: read and check the input, generate on the executors, write outputs, stats
+ * and the manifest.
+ *
+ * <p>The model runs once per document: the generation stage writes its combined rows to
+ * {@code DIR/_staging/<run_id>} first, and both tables are projections of that copy (a cache could
+ * be evicted or lost with an executor, and Spark would then silently generate again). The staging
+ * copy is deleted at the end.
+ */
+public final class LongSieveJob {
+  private LongSieveJob() {}
+
+  /**
+   * Runs the job in {@code spark}.
+   *
+   * @throws IllegalArgumentException when the input does not exist or the run id was already used
+   *     under this output root (appending would mix two runs in one partition)
+   */
+  public static RunSummary run(SparkSession spark, RunOptions o) {
+    Instant start = Instant.now();
+    FileSystem fs = fileSystem(spark, o.output());
+    refuseUsedRunId(fs, o);
+    InputReader.Format format = InputReader.format(spark, o.input());
+    Dataset<Row> parsed = InputReader.read(spark, o.input());
+
+    int partitions = o.partitions() > 0 ? o.partitions() : spark.sparkContext().defaultParallelism();
+    spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": generate");
+    Dataset<Row> results = parsed
+        .repartition(partitions)
+        .sortWithinPartitions(col("size").desc()) // long documents first, so they do not straggle the task
+        .mapPartitions(new DocumentProcessor(o), Encoders.row(JobSchemas.RESULT));
+    Path staging = new Path(new Path(o.output(), "_staging"), o.runId());
+    results.write().mode(SaveMode.Overwrite).parquet(staging.toString());
+
+    spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": write outputs and stats");
+    Dataset<Row> done = spark.read().schema(JobSchemas.RESULT).parquet(staging.toString());
+    done.select(columns(JobSchemas.OUTPUT_COLUMNS)).write().mode(SaveMode.Append).partitionBy("run_id")
+        .parquet(new Path(o.output(), "outputs").toString());
+    done.select(columns(JobSchemas.STATS_COLUMNS)).write().mode(SaveMode.Append).partitionBy("run_id")
+        .parquet(new Path(o.output(), "stats").toString());
+    RunSummary summary = RunSummary.of(o.runId(), done, start, Instant.now());
+    spark.sparkContext().setJobDescription(null);
+    delete(fs, staging);
+    RunManifest.write(spark, o, format, summary);
+    return summary;
+  }
+
+  private static Column[] columns(java.util.List<String> names) {
+    return names.stream().map(n -> col(n)).toArray(Column[]::new);
+  }
+
+  private static void refuseUsedRunId(FileSystem fs, RunOptions o) {
+    try {
+      Path manifest = RunManifest.path(o.output(), o.runId());
+      Path outputs = new Path(new Path(o.output(), "outputs"), "run_id=" + o.runId());
+      if (fs.exists(manifest) || fs.exists(outputs)) {
+        throw new IllegalArgumentException("run id '" + o.runId() + "' was already used under " + o.output()
+            + " (" + (fs.exists(manifest) ? manifest : outputs) + " exists); choose another --run-id");
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot read output root " + o.output() + ": " + e.getMessage(), e);
+    }
+  }
+
+  private static FileSystem fileSystem(SparkSession spark, String path) {
+    try {
+      return new Path(path).getFileSystem(spark.sparkContext().hadoopConfiguration());
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot open the file system of " + path + ": " + e.getMessage(), e);
+    }
+  }
+
+  private static void delete(FileSystem fs, Path p) {
+    try {
+      fs.delete(p, true);
+      Path parent = p.getParent();
+      if (fs.exists(parent) && fs.listStatus(parent).length == 0) fs.delete(parent, false);
+    } catch (IOException e) {
+      // leftover staging files cost space, not correctness: the next run overwrites its own
+    }
+  }
+}

@@ -1,0 +1,167 @@
+package io.longsieve.job;
+
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.io.Reader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.Callable;
+import org.apache.spark.SparkConf;
+import org.apache.spark.sql.SparkSession;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+import scala.Tuple2;
+
+/**
+ * {@code longsieve run}: the batch job. Options come from defaults, then --conf-file, then
+ * spark.longsieve.* in Spark's configuration (spark-submit) and --conf, then the named flags.
+ */
+@Command(name = "run", mixinStandardHelpOptions = true, sortOptions = false,
+    description = "Run a model over a JSONL or Parquet file of documents; write outputs, stats and a manifest.",
+    footer = {"", "Every option is also a key for --conf and --conf-file:", "%n${longsieve.keys}"})
+public final class RunCommand implements Callable<Integer> {
+
+  static {
+    System.setProperty("longsieve.keys", RunOptions.knownKeys());
+  }
+
+  /** Exit code for a refused configuration (picocli uses 2 for usage errors too). */
+  public static final int CONFIG_ERROR = 2;
+
+  @Spec
+  CommandSpec spec;
+
+  @Option(names = "--input", paramLabel = "PATH", description = "JSONL or Parquet file or folder.")
+  String input;
+
+  @Option(names = "--output", paramLabel = "DIR", description = "Output root (outputs/, stats/, runs/).")
+  String output;
+
+  @Option(names = "--model", paramLabel = "DIR", description = "Hugging Face checkpoint folder (default: the bundled examples/model).")
+  String model;
+
+  @Option(names = "--master", paramLabel = "URL", description = "Spark master (default: local[*]).")
+  String master;
+
+  @Option(names = "--run-id", paramLabel = "ID", description = "Run id, [A-Za-z0-9_-]{1,64} (default: UTC time).")
+  String runId;
+
+  @Option(names = "--max-new-tokens", paramLabel = "N", description = "Most tokens generated per document (default: 64).")
+  Integer maxNewTokens;
+
+  @Option(names = "--policy", paramLabel = "P", description = "Attention policy (default: dense).")
+  String policy;
+
+  @Option(names = "--prefill", paramLabel = "P", description = "Prefill attention policy (instead of --policy).")
+  String prefill;
+
+  @Option(names = "--kv", paramLabel = "P", description = "KV compression policy (instead of --policy).")
+  String kv;
+
+  @Option(names = "--decode", paramLabel = "P", description = "Decode attention policy (instead of --policy).")
+  String decode;
+
+  @Option(names = "--device", paramLabel = "D", description = "auto, cpu or cuda (default: auto).")
+  String device;
+
+  @Option(names = "--truncate", description = "Keep the head and tail of documents over the context instead of too_long.")
+  Boolean truncate;
+
+  @Option(names = "--conf", paramLabel = "KEY=VALUE", description = "A spark.longsieve.* option or any Spark setting (repeatable).")
+  List<String> conf;
+
+  @Option(names = "--conf-file", paramLabel = "FILE", description = "Properties file of spark.longsieve.* options and Spark settings.")
+  Path confFile;
+
+  @Override
+  public Integer call() {
+    PrintWriter err = spec.commandLine().getErr();
+    RunOptions options;
+    try {
+      options = RunOptions.fromSettings(settings());
+      checkModel(options);
+    } catch (IllegalArgumentException e) {
+      err.println("longsieve run: " + e.getMessage());
+      return CONFIG_ERROR;
+    }
+    boolean ownSession = SparkSession.getActiveSession().isEmpty() && SparkSession.getDefaultSession().isEmpty();
+    SparkSession spark = session(options);
+    try {
+      RunSummary s = LongSieveJob.run(spark, options);
+      spec.commandLine().getOut().println(s.line());
+      return 0;
+    } catch (IllegalArgumentException e) {
+      err.println("longsieve run: " + e.getMessage());
+      return CONFIG_ERROR;
+    } finally {
+      if (ownSession) spark.stop();
+    }
+  }
+
+  /** Every layer merged, later over earlier. */
+  Map<String, String> settings() {
+    Map<String, String> m = new LinkedHashMap<>();
+    if (confFile != null) {
+      Properties p = new Properties();
+      try (Reader r = Files.newBufferedReader(confFile, StandardCharsets.UTF_8)) {
+        p.load(r);
+      } catch (IOException e) {
+        throw new IllegalArgumentException("cannot read --conf-file " + confFile + ": " + e.getMessage());
+      }
+      for (String k : p.stringPropertyNames()) m.put(k.trim(), p.getProperty(k).trim());
+    }
+    // spark-submit passes --conf and spark-defaults.conf to the driver as spark.* system properties
+    for (Tuple2<String, String> kv : new SparkConf(true).getAll()) {
+      if (kv._1().startsWith(RunOptions.PREFIX) || kv._1().equals("spark.master")) m.put(kv._1(), kv._2());
+    }
+    if (conf != null) {
+      for (String c : conf) {
+        int eq = c.indexOf('=');
+        if (eq <= 0) throw new IllegalArgumentException("--conf needs KEY=VALUE, not '" + c + "'");
+        m.put(c.substring(0, eq).trim(), c.substring(eq + 1).trim());
+      }
+    }
+    put(m, RunOptions.Key.INPUT, input);
+    put(m, RunOptions.Key.OUTPUT, output);
+    put(m, RunOptions.Key.MODEL, model);
+    if (master != null) m.put("spark.master", master);
+    put(m, RunOptions.Key.RUN_ID, runId);
+    put(m, RunOptions.Key.MAX_NEW_TOKENS, maxNewTokens);
+    put(m, RunOptions.Key.DEVICE, device);
+    put(m, RunOptions.Key.TRUNCATE, truncate);
+    if (policy != null || prefill != null || kv != null || decode != null) {
+      // the flags replace whatever policy the files or --conf gave, as one choice
+      m.put(RunOptions.Key.POLICY.conf(), policy);
+      m.put(RunOptions.Key.PREFILL.conf(), prefill);
+      m.put(RunOptions.Key.KV.conf(), kv);
+      m.put(RunOptions.Key.DECODE.conf(), decode);
+    }
+    return m;
+  }
+
+  private static void put(Map<String, String> m, RunOptions.Key k, Object flag) {
+    if (flag != null) m.put(k.conf(), flag.toString());
+  }
+
+  /** In local mode the driver sees the executors' files: refuse a missing model before Spark starts. */
+  private static void checkModel(RunOptions o) {
+    if (!o.master().startsWith("local")) return;
+    Path dir = Path.of(o.model());
+    if (!Files.isRegularFile(dir.resolve("config.json"))) {
+      throw new IllegalArgumentException("model folder " + dir + " has no config.json (give --model DIR)");
+    }
+  }
+
+  private static SparkSession session(RunOptions o) {
+    SparkSession.Builder b = SparkSession.builder().appName("longsieve " + o.runId()).master(o.master());
+    for (Map.Entry<String, String> e : o.sparkConf().entrySet()) b.config(e.getKey(), e.getValue());
+    return b.getOrCreate();
+  }
+}

@@ -1,0 +1,235 @@
+package io.longsieve.job;
+
+import io.longsieve.attention.PolicySpec;
+import io.longsieve.engine.EngineSpec;
+import java.io.Serializable;
+import java.nio.file.Path;
+import java.time.Instant;
+import java.time.ZoneOffset;
+import java.time.format.DateTimeFormatter;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.regex.Pattern;
+
+/**
+ * Options of one run, in one typed record. They are read from the defaults below, then a properties
+ * file ({@code --conf-file}), then {@code spark.longsieve.*} keys (Spark's own configuration under
+ * spark-submit, then {@code --conf} flags), then the named CLI flags; the later source wins. A
+ * misspelt {@code spark.longsieve.*} key fails at start-up with the list of known keys.
+ *
+ * @param input        where the documents are: a JSONL or Parquet file or folder (any Hadoop file system)
+ * @param output       output root: outputs/, stats/ and runs/ go under it
+ * @param model        Hugging Face checkpoint folder, readable from every executor
+ * @param master       Spark master URL; local[*] runs in this JVM on all cores
+ * @param runId        names this run in the run_id partitions and runs/&lt;runId&gt;.json; [A-Za-z0-9_-]{1,64}
+ * @param maxNewTokens most tokens generated per document
+ * @param policy       attention policy in canonical form (from --policy or --prefill/--kv/--decode)
+ * @param device       auto (CUDA when usable, else CPU), cpu or cuda
+ * @param truncate     cut over-long documents to fit the context (head and tail kept) instead of too_long
+ * @param threads      CPU threads per engine for matmul; 0 means all cores of the executor
+ * @param prefillChunk prompt tokens per prefill chunk
+ * @param maxContext   longest prompt + output per document in tokens; 0 means the model's own limit
+ * @param partitions   partitions of the generation stage; 0 means Spark's default parallelism
+ * @param sparkConf    every other spark.* key, passed to the SparkSession as given
+ */
+public record RunOptions(
+    String input,
+    String output,
+    String model,
+    String master,
+    String runId,
+    int maxNewTokens,
+    String policy,
+    String device,
+    boolean truncate,
+    int threads,
+    int prefillChunk,
+    int maxContext,
+    int partitions,
+    Map<String, String> sparkConf) implements Serializable {
+
+  /** Characters a run id may use: it becomes a folder name and a partition value. */
+  public static final Pattern RUN_ID = Pattern.compile("[A-Za-z0-9_-]{1,64}");
+
+  public static final String PREFIX = "spark.longsieve.";
+
+  /** Every key a run understands, with its default (null: none) and what it means. */
+  public enum Key {
+    INPUT("input", null, "JSONL or Parquet input file or folder (required)"),
+    OUTPUT("output", null, "output root for outputs/, stats/, runs/ (required)"),
+    MODEL("model", null, "Hugging Face checkpoint folder (default: <longsieve.home>/examples/model)"),
+    RUN_ID("runId", null, "run id, [A-Za-z0-9_-]{1,64} (default: UTC time, e.g. 20261129T083000Z)"),
+    MAX_NEW_TOKENS("maxNewTokens", "64", "most tokens generated per document"),
+    POLICY("policy", null, "attention policy, e.g. dense (default: dense)"),
+    PREFILL("prefill", null, "prefill attention policy slot (instead of policy)"),
+    KV("kv", null, "KV compression policy slot (instead of policy)"),
+    DECODE("decode", null, "decode attention policy slot (instead of policy)"),
+    DEVICE("device", "auto", "auto, cpu or cuda"),
+    TRUNCATE("truncate", "false", "keep head and tail of over-long documents instead of too_long"),
+    THREADS("threads", "0", "CPU threads per engine; 0 = all cores"),
+    PREFILL_CHUNK("prefillChunk", "512", "prompt tokens per prefill chunk"),
+    MAX_CONTEXT("maxContext", "0", "longest prompt + output in tokens; 0 = the model's limit"),
+    PARTITIONS("partitions", "0", "partitions of the generation stage; 0 = Spark's default parallelism");
+
+    private final String name;
+    private final String defaultValue;
+    private final String doc;
+
+    Key(String name, String defaultValue, String doc) {
+      this.name = name;
+      this.defaultValue = defaultValue;
+      this.doc = doc;
+    }
+
+    /** The full configuration key, e.g. spark.longsieve.maxNewTokens. */
+    public String conf() {
+      return PREFIX + name;
+    }
+
+    public String doc() {
+      return doc;
+    }
+
+    static Key byConf(String conf) {
+      for (Key k : values()) if (k.conf().equals(conf)) return k;
+      return null;
+    }
+  }
+
+  public RunOptions {
+    sparkConf = Map.copyOf(sparkConf);
+  }
+
+  /**
+   * Options from merged settings (later layers already applied over earlier ones). Keys are
+   * {@code spark.longsieve.*} ({@link Key}), {@code spark.master}, or any other {@code spark.*} key
+   * for the SparkSession.
+   *
+   * @throws IllegalArgumentException naming the bad key or value: an unknown spark.longsieve.* key
+   *     (with the list of known keys), a key outside spark.*, a missing input/output, a bad run id,
+   *     number or policy
+   */
+  public static RunOptions fromSettings(Map<String, String> settings) {
+    Map<Key, String> values = new LinkedHashMap<>();
+    Map<String, String> spark = new TreeMap<>();
+    for (Map.Entry<String, String> e : settings.entrySet()) {
+      String k = e.getKey().trim();
+      if (k.startsWith(PREFIX)) {
+        Key key = Key.byConf(k);
+        if (key == null) throw new IllegalArgumentException("unknown option '" + k + "'; known keys:\n" + knownKeys());
+        values.put(key, e.getValue() == null ? null : e.getValue().trim());
+      } else if (k.startsWith("spark.")) {
+        spark.put(k, e.getValue());
+      } else {
+        throw new IllegalArgumentException("'" + k + "' is neither a spark.longsieve.* option nor a spark.* setting");
+      }
+    }
+    String input = required(values, Key.INPUT, "--input");
+    String output = required(values, Key.OUTPUT, "--output");
+    String model = value(values, Key.MODEL);
+    if (model == null) model = defaultModel().toString();
+    String master = spark.remove("spark.master");
+    if (master == null || master.isBlank()) master = "local[*]";
+    String runId = value(values, Key.RUN_ID);
+    if (runId == null) runId = defaultRunId(Instant.now());
+    checkRunId(runId);
+    String policy = PolicySpec.compose(value(values, Key.POLICY), value(values, Key.PREFILL),
+        value(values, Key.KV), value(values, Key.DECODE));
+    String device = value(values, Key.DEVICE);
+    if (!device.equals("auto") && !device.equals("cpu") && !device.equals("cuda")) {
+      throw new IllegalArgumentException(Key.DEVICE.conf() + " must be auto, cpu or cuda, not '" + device + "'");
+    }
+    RunOptions o = new RunOptions(input, output, model, master, runId,
+        intAtLeast(values, Key.MAX_NEW_TOKENS, 1), policy, device, bool(values, Key.TRUNCATE),
+        intAtLeast(values, Key.THREADS, 0), intAtLeast(values, Key.PREFILL_CHUNK, 1),
+        intAtLeast(values, Key.MAX_CONTEXT, 0), intAtLeast(values, Key.PARTITIONS, 0), spark);
+    o.engineSpec(); // EngineSpec validates its own fields; fail here, on the driver, not on an executor
+    return o;
+  }
+
+  /** The spec each executor opens its engine from. */
+  public EngineSpec engineSpec() {
+    return new EngineSpec(model, device, -1, threads, prefillChunk, maxContext, 0.9, policy);
+  }
+
+  /** These options as settings (spark.longsieve.* keys and spark.master), for the run manifest. */
+  public Map<String, String> asSettings() {
+    Map<String, String> m = new LinkedHashMap<>();
+    m.put(Key.INPUT.conf(), input);
+    m.put(Key.OUTPUT.conf(), output);
+    m.put(Key.MODEL.conf(), model);
+    m.put("spark.master", master);
+    m.put(Key.RUN_ID.conf(), runId);
+    m.put(Key.MAX_NEW_TOKENS.conf(), Integer.toString(maxNewTokens));
+    m.put(Key.POLICY.conf(), policy);
+    m.put(Key.DEVICE.conf(), device);
+    m.put(Key.TRUNCATE.conf(), Boolean.toString(truncate));
+    m.put(Key.THREADS.conf(), Integer.toString(threads));
+    m.put(Key.PREFILL_CHUNK.conf(), Integer.toString(prefillChunk));
+    m.put(Key.MAX_CONTEXT.conf(), Integer.toString(maxContext));
+    m.put(Key.PARTITIONS.conf(), Integer.toString(partitions));
+    return m;
+  }
+
+  /** @throws IllegalArgumentException when the id is outside [A-Za-z0-9_-]{1,64} */
+  public static void checkRunId(String runId) {
+    if (runId == null || !RUN_ID.matcher(runId).matches()) {
+      throw new IllegalArgumentException("run id '" + runId + "' is not allowed: use 1 to 64 of A-Z a-z 0-9 _ -"
+          + " (it becomes a folder name and a partition value)");
+    }
+  }
+
+  /** The default run id: the UTC start time to the second, e.g. 20261129T083000Z. */
+  public static String defaultRunId(Instant now) {
+    return DateTimeFormatter.ofPattern("yyyyMMdd'T'HHmmss'Z'").withZone(ZoneOffset.UTC).format(now);
+  }
+
+  /** The bundled demo model: {@code <longsieve.home>/examples/model}, longsieve.home set by bin/longsieve. */
+  public static Path defaultModel() {
+    String home = System.getProperty("longsieve.home");
+    Path root = home == null || home.isBlank() ? Path.of("").toAbsolutePath() : Path.of(home);
+    return root.resolve("examples").resolve("model");
+  }
+
+  /** One line per key: name, default, meaning. */
+  public static String knownKeys() {
+    StringBuilder sb = new StringBuilder();
+    for (Key k : Key.values()) {
+      sb.append("  ").append(k.conf());
+      if (k.defaultValue != null) sb.append(" (default ").append(k.defaultValue).append(')');
+      sb.append(": ").append(k.doc).append('\n');
+    }
+    return sb.toString();
+  }
+
+  private static String value(Map<Key, String> values, Key k) {
+    String v = values.get(k);
+    return v == null || v.isEmpty() ? k.defaultValue : v;
+  }
+
+  private static String required(Map<Key, String> values, Key k, String flag) {
+    String v = value(values, k);
+    if (v == null) throw new IllegalArgumentException("missing " + flag + " (or " + k.conf() + ")");
+    return v;
+  }
+
+  private static int intAtLeast(Map<Key, String> values, Key k, int min) {
+    String v = value(values, k);
+    int n;
+    try {
+      n = Integer.parseInt(v);
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(k.conf() + " must be an integer, not '" + v + "'");
+    }
+    if (n < min) throw new IllegalArgumentException(k.conf() + " must be >= " + min + ", not " + n);
+    return n;
+  }
+
+  private static boolean bool(Map<Key, String> values, Key k) {
+    String v = value(values, k).toLowerCase(java.util.Locale.ROOT);
+    if (v.equals("true")) return true;
+    if (v.equals("false")) return false;
+    throw new IllegalArgumentException(k.conf() + " must be true or false, not '" + v + "'");
+  }
+}

@@ -1,0 +1,70 @@
+package io.longsieve.job;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import org.apache.spark.sql.SparkSession;
+
+/** What the job's tests share: a small Spark session, the test model, input files. */
+final class JobTestSupport {
+  private JobTestSupport() {}
+
+  /** The tiny Llama (GQA, 4 layers, 64 wide, 2048 positions) committed with the engine's tests. */
+  static final Path MODEL = Path.of("..", "gpu-engine", "src", "test", "resources", "models", "llama-gqa")
+      .toAbsolutePath().normalize();
+
+  /** Local mode with two task slots, no UI, few shuffle partitions: small data, fast start. */
+  static SparkSession session() {
+    return SparkSession.builder()
+        .master("local[2]")
+        .appName("longsieve-test")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate();
+  }
+
+  /** Writes lines as a UTF-8 JSONL file. */
+  static Path jsonl(Path dir, String name, String... lines) {
+    try {
+      Path p = dir.resolve(name);
+      Files.writeString(p, String.join("\n", lines) + "\n", StandardCharsets.UTF_8);
+      return p;
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  /** Options for a run over {@code input} with the test model; {@code extra} spark.longsieve.* keys override. */
+  static RunOptions options(Path input, Path output, String runId, Map<String, String> extra) {
+    Map<String, String> m = new java.util.LinkedHashMap<>();
+    m.put("spark.longsieve.input", input.toString());
+    m.put("spark.longsieve.output", output.toString());
+    m.put("spark.longsieve.model", MODEL.toString());
+    m.put("spark.longsieve.runId", runId);
+    m.put("spark.longsieve.maxNewTokens", "4");
+    m.put("spark.longsieve.device", "cpu");
+    m.put("spark.longsieve.threads", "1");
+    m.put("spark.master", "local[2]");
+    m.putAll(extra);
+    return RunOptions.fromSettings(m);
+  }
+
+  static String json(String docId, String task, String text, String question) {
+    StringBuilder sb = new StringBuilder("{");
+    if (docId != null) sb.append("\"doc_id\":\"").append(docId).append("\",");
+    sb.append("\"task\":\"").append(task).append("\",\"text\":\"").append(text).append('"');
+    if (question != null) sb.append(",\"question\":\"").append(question).append('"');
+    return sb.append('}').toString();
+  }
+
+  static List<String> words(int n) {
+    String[] pool = {"river", "harbour", "council", "budget", "winter", "station", "market", "school", "bridge", "farm"};
+    String[] out = new String[n];
+    for (int i = 0; i < n; i++) out[i] = pool[(i * 7) % pool.length];
+    return List.of(out);
+  }
+}
