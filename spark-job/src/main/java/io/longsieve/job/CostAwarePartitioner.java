@@ -7,6 +7,8 @@ import org.apache.spark.broadcast.Broadcast;
 /**
  * Spark's side of a {@link PartitionPlan}: keys are doc_ids, the partition is the one the plan chose.
  *
+ * <p>Keys are doc_id strings or {@link GenerationStage.DocKey}s (doc_id plus size, for sorting).
+ *
  * <p>Failure semantics: pure and deterministic. A key the plan does not know (a row whose doc_id was
  * null or unreadable, which the job turns into an error row) goes to a partition chosen by a stable
  * hash of the key, never an exception, so bad rows still reach the output. The plan travels as a
@@ -34,7 +36,7 @@ public final class CostAwarePartitioner extends Partitioner {
 
   @Override
   public int getPartition(Object key) {
-    String id = key == null ? null : key.toString();
+    String id = key instanceof GenerationStage.DocKey k ? k.docId() : key == null ? null : key.toString();
     int p = plan.value().partitionOf(id);
     return p >= 0 ? p : fallback(id, partitions);
   }

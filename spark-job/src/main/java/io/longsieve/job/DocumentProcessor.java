@@ -22,11 +22,15 @@ import org.apache.spark.sql.RowFactory;
  * model run once per document.
  *
  * <p>Failure semantics: a row that arrives with a status (bad_input, duplicate_id) passes through
- * without touching the engine; a prompt over the context is too_long (or cut, with --truncate); any
- * other exception while generating one document becomes an engine_error row with the exception's
- * message, and the task goes on with the next document. Only a failure to open the engine (see
- * {@link ExecutorEngine}) or a JVM Error (out of memory) fails the task, for Spark to retry. Rows are
- * produced lazily, one document at a time, so a partition never holds all its outputs in memory.
+ * without touching the engine; a prompt over the context is too_long (or cut, with --truncate); out
+ * of memory is retried with smaller prefill chunks and then becomes an oom row, a document past the
+ * time limit a timeout row, and a sticky CUDA error ends the executor with exit code 45 so Spark
+ * retries the task elsewhere (all three: {@link DocumentAttempts}); any other exception while
+ * generating one document becomes an engine_error row with the exception's message, and the task
+ * goes on with the next document. Only a failure to open the engine (see {@link ExecutorEngine}) or
+ * another JVM Error fails the task, for Spark to retry. Rows are produced lazily, one document at a
+ * time, so a partition never holds all its outputs in memory. Each finished document adds to the
+ * {@link JobMetrics} accumulators (progress only; the rows are the record).
  */
 final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
 
@@ -35,13 +39,29 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   private final int maxNewTokens;
   private final String policy;
   private final boolean truncate;
+  private final DocumentAttempts attempts;
+  private final JobMetrics metrics; // null: no accumulators (tests)
+  private final CostModel cost;
+  private final double charsPerToken;
+  private static final int STATUS = JobSchemas.RESULT.fieldIndex("status");
+  private static final int IN_TOKENS = JobSchemas.RESULT.fieldIndex("input_tokens");
+  private static final int OUT_TOKENS = JobSchemas.RESULT.fieldIndex("output_tokens");
 
   DocumentProcessor(RunOptions o) {
+    this(o, null);
+  }
+
+  DocumentProcessor(RunOptions o, JobMetrics metrics) {
     this.spec = o.engineSpec();
     this.runId = o.runId();
     this.maxNewTokens = o.maxNewTokens();
     this.policy = o.policy();
     this.truncate = o.truncate();
+    ProductionOptions p = o.production();
+    this.attempts = new DocumentAttempts(p.docTimeoutSeconds(), o.prefillChunk(), p.injectOomDocId());
+    this.metrics = metrics;
+    this.cost = CostModel.defaults(o.policy());
+    this.charsPerToken = p.charsPerToken();
   }
 
   @Override
@@ -62,8 +82,21 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     };
   }
 
-  /** One document, start to finish. */
+  /** One document, start to finish, counted in the progress accumulators. */
   Row process(Row in, String executor, int partition) {
+    Row r = processOne(in, executor, partition);
+    if (metrics != null) {
+      Integer inTokens = (Integer) r.get(IN_TOKENS);
+      Integer outTokens = (Integer) r.get(OUT_TOKENS);
+      long size = in.getAs("size");
+      metrics.record(JobSchemas.OK.equals(r.get(STATUS)), inTokens == null ? 0 : inTokens,
+          outTokens == null ? 0 : outTokens, GenerationStage.estimatedCost(cost, size, maxNewTokens, charsPerToken,
+              in.getAs("status") != null));
+    }
+    return r;
+  }
+
+  private Row processOne(Row in, String executor, int partition) {
     long t0 = System.nanoTime();
     Out out = new Out(in);
     String status = in.getAs("status");
@@ -73,7 +106,12 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     out.device = engine.device();
     out.policy = policy;
     try {
-      generate(engine, in, out);
+      attempts.run(in.getAs("doc_id"), () -> {
+        generate(engine, in, out);
+        return null;
+      });
+    } catch (DocumentAttempts.Failed e) {
+      out.error(e.status(), e.getMessage());
     } catch (PromptTooLongException e) {
       out.error(JobSchemas.TOO_LONG, e.getMessage());
       out.inputTokens = e.tokens();

@@ -5,11 +5,12 @@ import static org.apache.spark.sql.functions.col;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.time.Instant;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SaveMode;
 import org.apache.spark.sql.SparkSession;
@@ -36,17 +37,20 @@ public final class LongSieveJob {
     Instant start = Instant.now();
     FileSystem fs = fileSystem(spark, o.output());
     refuseUsedRunId(fs, o);
+    Resume.cleanStale(fs, o.output(), o.runId());
     InputReader.Format format = InputReader.format(spark, o.input());
     Dataset<Row> parsed = InputReader.read(spark, o.input());
+    Resume.Todo todo = Resume.apply(spark, fs, o, parsed);
 
-    int partitions = o.partitions() > 0 ? o.partitions() : spark.sparkContext().defaultParallelism();
+    spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": plan partitions by cost");
+    JobMetrics metrics = JobMetrics.register(spark.sparkContext());
+    GenerationStage.Stage stage = GenerationStage.build(spark, todo.rows(), o, metrics);
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": generate");
-    Dataset<Row> results = parsed
-        .repartition(partitions)
-        .sortWithinPartitions(col("size").desc()) // long documents first, so they do not straggle the task
-        .mapPartitions(new DocumentProcessor(o), Encoders.row(JobSchemas.RESULT));
     Path staging = new Path(new Path(o.output(), "_staging"), o.runId());
-    results.write().mode(SaveMode.Overwrite).parquet(staging.toString());
+    try (ProgressListener progress = ProgressListener.attach(spark.sparkContext(), metrics, stage.plan().documents(),
+        stage.plan().totalCost(), o.production().progressIntervalSeconds())) {
+      stage.results().write().mode(SaveMode.Overwrite).parquet(staging.toString());
+    }
 
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": write outputs and stats");
     Dataset<Row> done = spark.read().schema(JobSchemas.RESULT).parquet(staging.toString());
@@ -57,7 +61,11 @@ public final class LongSieveJob {
     RunSummary summary = RunSummary.of(o.runId(), done, start, Instant.now());
     spark.sparkContext().setJobDescription(null);
     delete(fs, staging);
-    RunManifest.write(spark, o, format, summary);
+    Map<String, Object> extra = new LinkedHashMap<>();
+    extra.put("resumed_from", todo.earlierRuns());
+    extra.put("partitions", stage.plan().numPartitions());
+    extra.put("estimated_cost", stage.plan().totalCost());
+    RunManifest.write(spark, o, format, summary, extra);
     return summary;
   }
 

@@ -44,6 +44,7 @@ public final class ProgressListener extends SparkListener implements AutoCloseab
   private final long startNanos;
   private final Map<Long, long[]> running = new ConcurrentHashMap<>(); // taskId → last heartbeat values
   private ScheduledExecutorService timer;
+  private org.apache.spark.SparkContext attachedTo; // removed from on close when set by attach
 
   /**
    * @param totalDocs documents this run will process (after resume skipping); 0 if unknown
@@ -60,6 +61,15 @@ public final class ProgressListener extends SparkListener implements AutoCloseab
     this.totalCost = totalCost;
     this.nanoTime = nanoTime;
     this.startNanos = nanoTime.getAsLong();
+  }
+
+  /** Creates, registers and starts a listener; {@link #close} unregisters it and logs the summary. */
+  public static ProgressListener attach(org.apache.spark.SparkContext sc, JobMetrics metrics, long totalDocs,
+      double totalCost, int intervalSeconds) {
+    ProgressListener l = new ProgressListener(metrics, totalDocs, totalCost);
+    sc.addSparkListener(l);
+    l.attachedTo = sc;
+    return l.start(Duration.ofSeconds(Math.max(0, intervalSeconds)));
   }
 
   /** Starts logging a progress line every {@code interval}. */
@@ -143,6 +153,10 @@ public final class ProgressListener extends SparkListener implements AutoCloseab
     if (timer != null) {
       timer.shutdownNow();
       timer = null;
+    }
+    if (attachedTo != null) {
+      attachedTo.removeSparkListener(this);
+      attachedTo = null;
     }
     LOG.info(summaryLine());
   }
