@@ -15,7 +15,7 @@ import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
 
 /**
  * The generation stage: one {@link JobSchemas#RESULT} row per {@link JobSchemas#PARSED} row, the
@@ -52,16 +52,27 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   }
 
   DocumentProcessor(RunOptions o, JobMetrics metrics) {
-    this.spec = o.engineSpec();
-    this.runId = o.runId();
-    this.maxNewTokens = o.maxNewTokens();
-    this.policy = o.policy();
-    this.truncate = o.truncate();
-    ProductionOptions p = o.production();
-    this.attempts = new DocumentAttempts(p.docTimeoutSeconds(), o.prefillChunk(), p.injectOomDocId());
+    this(o.engineSpec(), o.runId(), o.maxNewTokens(), o.policy(), o.truncate(),
+        new DocumentAttempts(o.production().docTimeoutSeconds(), o.prefillChunk(), o.production().injectOomDocId()),
+        metrics, o.production().charsPerToken());
+  }
+
+  DocumentProcessor(EngineSpec spec, String runId, int maxNewTokens, String policy, boolean truncate) {
+    this(spec, runId, maxNewTokens, policy, truncate, new DocumentAttempts(0, spec.prefillChunk(), null), null,
+        CostModel.DEFAULT_CHARS_PER_TOKEN);
+  }
+
+  private DocumentProcessor(EngineSpec spec, String runId, int maxNewTokens, String policy, boolean truncate,
+      DocumentAttempts attempts, JobMetrics metrics, double charsPerToken) {
+    this.spec = spec;
+    this.runId = runId;
+    this.maxNewTokens = maxNewTokens;
+    this.policy = policy;
+    this.truncate = truncate;
+    this.attempts = attempts;
     this.metrics = metrics;
-    this.cost = CostModel.defaults(o.policy());
-    this.charsPerToken = p.charsPerToken();
+    this.cost = CostModel.defaults(policy);
+    this.charsPerToken = charsPerToken;
   }
 
   @Override
@@ -213,14 +224,15 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
       double totalMs = (System.nanoTime() - t0) / 1e6;
       GenerationStats s = stats;
       boolean ran = s != null;
-      return RowFactory.create(docId, runId, task, status, error, notes, output, inputTokens, outputTokens,
+      return new GenericRowWithSchema(new Object[] {docId, runId, task, status, error, notes, output, inputTokens, outputTokens,
           finishReason, reference, source,
           backend, device, policy,
           ran ? s.ttftMs() : null, ran ? s.prefillMs() : null, ran ? s.decodeMs() : null, totalMs,
           executor, partition,
           ran ? s.attendedTokensMean() : null, ran ? floats(s.selectedFractionByLayer()) : null,
           ran ? s.selectionCacheHitRate() : null, ran ? s.kvBytesBefore() : null, ran ? s.kvBytesAfter() : null,
-          ran ? s.sparseLayers() : null, ran ? s.selectionMs() : null, ran ? s.attentionMs() : null);
+          ran ? s.sparseLayers() : null, ran ? s.selectionMs() : null, ran ? s.attentionMs() : null},
+          JobSchemas.RESULT);
     }
 
     private static scala.collection.immutable.Seq<Float> floats(float[] a) {

@@ -1,0 +1,126 @@
+package io.longsieve.job;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Instant;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import picocli.CommandLine;
+
+/** Options: defaults, layering, and what is refused before Spark starts. */
+class RunOptionsTest {
+
+  private static Map<String, String> minimal() {
+    Map<String, String> m = new LinkedHashMap<>();
+    m.put("spark.longsieve.input", "in.jsonl");
+    m.put("spark.longsieve.output", "out");
+    return m;
+  }
+
+  @Test
+  void defaultsApplyWhenOnlyInputAndOutputAreGiven() {
+    RunOptions o = RunOptions.fromSettings(minimal());
+    assertEquals("local[*]", o.master());
+    assertEquals(64, o.maxNewTokens());
+    assertEquals("dense", o.policy());
+    assertEquals("auto", o.device());
+    assertFalse(o.truncate());
+    assertTrue(o.model().endsWith("examples/model"), o.model());
+    assertTrue(RunOptions.RUN_ID.matcher(o.runId()).matches());
+  }
+
+  @Test
+  void defaultRunIdIsTheUtcTimeToTheSecond() {
+    assertEquals("20261129T083000Z", RunOptions.defaultRunId(Instant.parse("2026-11-29T08:30:00.456Z")));
+  }
+
+  @Test
+  void anUnknownLongsieveKeyIsRejectedWithTheKnownKeys() {
+    Map<String, String> m = minimal();
+    m.put("spark.longsieve.maxNewToken", "32");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> RunOptions.fromSettings(m));
+    assertTrue(e.getMessage().startsWith("unknown option 'spark.longsieve.maxNewToken'; known keys:"), e.getMessage());
+    assertTrue(e.getMessage().contains("spark.longsieve.maxNewTokens (default 64)"), e.getMessage());
+  }
+
+  @Test
+  void aRunIdOutsideTheSafeCharactersIsRefused() {
+    Map<String, String> m = minimal();
+    m.put("spark.longsieve.runId", "../etc");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> RunOptions.fromSettings(m));
+    assertEquals("run id '../etc' is not allowed: use 1 to 64 of A-Z a-z 0-9 _ - (it becomes a folder name and a"
+        + " partition value)", e.getMessage());
+  }
+
+  @Test
+  void aRunIdOver64CharactersIsRefused() {
+    assertThrows(IllegalArgumentException.class, () -> RunOptions.checkRunId("a".repeat(65)));
+    RunOptions.checkRunId("a".repeat(64));
+  }
+
+  @Test
+  void otherSparkSettingsPassThroughToTheSession() {
+    Map<String, String> m = minimal();
+    m.put("spark.executor.memory", "8g");
+    m.put("spark.master", "yarn");
+    RunOptions o = RunOptions.fromSettings(m);
+    assertEquals(Map.of("spark.executor.memory", "8g"), o.sparkConf());
+    assertEquals("yarn", o.master());
+  }
+
+  @Test
+  void aNonNumberForANumericOptionIsRefused() {
+    Map<String, String> m = minimal();
+    m.put("spark.longsieve.maxNewTokens", "lots");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> RunOptions.fromSettings(m));
+    assertEquals("spark.longsieve.maxNewTokens must be an integer, not 'lots'", e.getMessage());
+  }
+
+  @Test
+  void anUnknownPolicyIsRefusedOnTheDriver() {
+    Map<String, String> m = minimal();
+    m.put("spark.longsieve.policy", "magic");
+    assertThrows(IllegalArgumentException.class, () -> RunOptions.fromSettings(m));
+  }
+
+  @Test
+  void flagsOverrideConfOverridesTheConfFile(@TempDir Path dir) throws IOException {
+    Path file = dir.resolve("run.properties");
+    Files.writeString(file, "spark.longsieve.maxNewTokens=8\nspark.longsieve.device=cpu\nspark.longsieve.threads=3\n");
+    RunCommand cmd = new RunCommand();
+    new CommandLine(cmd).parseArgs("--input", "in.jsonl", "--output", "out", "--conf-file", file.toString(),
+        "--conf", "spark.longsieve.maxNewTokens=16", "--conf", "spark.longsieve.threads=2", "--max-new-tokens", "32");
+    RunOptions o = RunOptions.fromSettings(cmd.settings());
+    assertEquals(32, o.maxNewTokens(), "the flag wins over --conf and the file");
+    assertEquals(2, o.threads(), "--conf wins over the file");
+    assertEquals("cpu", o.device(), "the file wins over the default");
+  }
+
+  @Test
+  void theRunCommandRefusesAnUnknownConfKeyWithExitCode2(@TempDir Path dir) {
+    java.io.StringWriter err = new java.io.StringWriter();
+    CommandLine cl = JobCli.commandLine();
+    cl.setErr(new java.io.PrintWriter(err));
+    int rc = cl.execute("run", "--input", "in.jsonl", "--output", dir.toString(), "--conf", "spark.longsieve.colour=red");
+    assertEquals(RunCommand.CONFIG_ERROR, rc);
+    assertTrue(err.toString().contains("unknown option 'spark.longsieve.colour'; known keys:"), err.toString());
+  }
+
+  @Test
+  void theRunCommandRefusesABadRunIdWithExitCode2(@TempDir Path dir) {
+    java.io.StringWriter err = new java.io.StringWriter();
+    CommandLine cl = JobCli.commandLine();
+    cl.setErr(new java.io.PrintWriter(err));
+    int rc = cl.execute("run", "--input", "in.jsonl", "--output", dir.toString(), "--run-id", "run 1");
+    assertEquals(RunCommand.CONFIG_ERROR, rc);
+    assertTrue(err.toString().contains("run id 'run 1' is not allowed"), err.toString());
+  }
+}
