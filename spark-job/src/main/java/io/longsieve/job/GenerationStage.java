@@ -9,6 +9,7 @@ import org.apache.logging.log4j.LogManager;
 import org.apache.logging.log4j.Logger;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.rdd.PartitionPruningRDD;
 import org.apache.spark.resource.ResourceProfile;
 import org.apache.spark.resource.ResourceProfileBuilder;
 import org.apache.spark.resource.TaskResourceRequests;
@@ -16,6 +17,7 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import scala.Tuple2;
+import scala.runtime.AbstractFunction1;
 
 /**
  * Plans and builds the generation stage: documents placed by estimated cost, the heaviest partition
@@ -27,6 +29,10 @@ import scala.Tuple2;
  * retried task (lost executor, speculative copy) gets exactly the same documents as the attempt it
  * replaces; with Spark's output commit protocol (one committed attempt per partition) no doc_id can
  * be written twice.
+ *
+ * <p>Durable progress: the partitions are written in consecutive slices, each its own Spark job
+ * and commit (stats, then outputs), so a run killed half-way keeps every finished slice and
+ * {@code --resume} skips those documents. The shuffle is shared: later slices reuse its map output.
  *
  * <p>GPUs: with {@code spark.longsieve.inferenceGpuAmount > 0} this stage alone carries a stage-level
  * TaskResourceProfile (1 CPU + that share of a GPU per task), so the read and write stages keep every
@@ -42,8 +48,52 @@ final class GenerationStage {
   /** Chat-template and instruction tokens around the document text, for the estimate. */
   static final int TEMPLATE_TOKENS = 48;
 
-  /** The stage's rows (JobSchemas.RESULT) and the plan behind them. */
-  record Stage(Dataset<Row> results, PartitionPlan plan) {}
+  /**
+   * The stage's rows (JobSchemas.RESULT rows, one RDD partition per plan partition), the plan behind
+   * them, and how many commit slices the run writes them in.
+   */
+  record Stage(SparkSession spark, JavaRDD<Row> results, PartitionPlan plan, int slices) {
+
+    /** Partitions [from, to) of slice {@code s}: consecutive, so the heaviest go first. */
+    int[] sliceRange(int s) {
+      int n = plan.numPartitions();
+      return new int[] {(int) ((long) n * s / slices), (int) ((long) n * (s + 1) / slices)};
+    }
+
+    /** The rows of slice {@code s} as a DataFrame; its job computes only that slice's partitions. */
+    Dataset<Row> slice(int s) {
+      int[] r = sliceRange(s);
+      JavaRDD<Row> part = JavaRDD.fromRDD(PartitionPruningRDD.create(results.rdd(), new InRange(r[0], r[1])),
+          results.classTag());
+      return spark.createDataFrame(part, JobSchemas.RESULT);
+    }
+  }
+
+  /** Partition filter of a slice; serializable because it travels inside the pruned RDD. */
+  static final class InRange extends AbstractFunction1<Object, Object> implements Serializable {
+    private final int from;
+    private final int to;
+
+    InRange(int from, int to) {
+      this.from = from;
+      this.to = to;
+    }
+
+    @Override
+    public Object apply(Object partition) {
+      int p = (Integer) partition;
+      return p >= from && p < to;
+    }
+  }
+
+  /**
+   * Commit slices: {@code requested} if set, else one per wave of task slots (partitions / slots),
+   * so that a run killed half-way keeps the slices it finished; never more than the partitions.
+   */
+  static int slices(int requested, int partitions, int slots) {
+    int s = requested > 0 ? requested : partitions / Math.max(1, slots);
+    return Math.max(1, Math.min(s, partitions));
+  }
 
   /** Sort key inside a partition: larger documents first, then by id, so the order is reproducible. */
   record DocKey(String docId, long size) implements Serializable {
@@ -87,7 +137,8 @@ final class GenerationStage {
     JavaRDD<Row> results = ordered.mapPartitions(processor::call);
     ResourceProfile profile = profile(o, spark.sparkContext().master());
     if (profile != null) results = results.withResources(profile);
-    return new Stage(spark.createDataFrame(results, JobSchemas.RESULT), plan);
+    int slices = slices(o.production().slices(), plan.numPartitions(), jsc.defaultParallelism());
+    return new Stage(spark, results, plan, slices);
   }
 
   /** The generation stage's task-only profile, or null when not asked for or not supported here. */

@@ -5,7 +5,9 @@ import static org.apache.spark.sql.functions.col;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
@@ -23,6 +25,12 @@ import org.apache.spark.sql.SparkSession;
  * {@code DIR/_staging/<run_id>} first, and both tables are projections of that copy (a cache could
  * be evicted or lost with an executor, and Spark would then silently generate again). The staging
  * copy is deleted at the end.
+ *
+ * <p>Documents are placed by estimated cost ({@link GenerationStage}) and written in commit slices:
+ * each slice is generated, then appended to stats and outputs, so a killed run keeps its finished
+ * slices and {@code --resume} ({@link Resume}) runs only the rest. Within a run a doc_id is written
+ * once: each partition's rows come from the one task attempt Spark's commit protocol lets commit,
+ * and a retried or speculative attempt of a partition computes exactly the same documents.
  */
 public final class LongSieveJob {
   private LongSieveJob() {}
@@ -47,23 +55,33 @@ public final class LongSieveJob {
     GenerationStage.Stage stage = GenerationStage.build(spark, todo.rows(), o, metrics);
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": generate");
     Path staging = new Path(new Path(o.output(), "_staging"), o.runId());
+    List<String> sliceDirs = new ArrayList<>();
     try (ProgressListener progress = ProgressListener.attach(spark.sparkContext(), metrics, stage.plan().documents(),
         stage.plan().totalCost(), o.production().progressIntervalSeconds())) {
-      stage.results().write().mode(SaveMode.Overwrite).parquet(staging.toString());
+      for (int s = 0; s < stage.slices(); s++) {
+        spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": generate slice " + (s + 1) + "/" + stage.slices());
+        Path dir = new Path(staging, "slice=" + s);
+        stage.slice(s).write().mode(SaveMode.Overwrite).parquet(dir.toString());
+        sliceDirs.add(dir.toString());
+        // stats first: a document in outputs always has its stats row, even if the driver dies here
+        spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": commit slice " + (s + 1) + "/" + stage.slices());
+        Dataset<Row> slice = spark.read().schema(JobSchemas.RESULT).parquet(dir.toString());
+        slice.select(columns(JobSchemas.STATS_COLUMNS)).write().mode(SaveMode.Append).partitionBy("run_id")
+            .parquet(new Path(o.output(), "stats").toString());
+        slice.select(columns(JobSchemas.OUTPUT_COLUMNS)).write().mode(SaveMode.Append).partitionBy("run_id")
+            .parquet(new Path(o.output(), "outputs").toString());
+      }
     }
 
-    spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": write outputs and stats");
-    Dataset<Row> done = spark.read().schema(JobSchemas.RESULT).parquet(staging.toString());
-    done.select(columns(JobSchemas.OUTPUT_COLUMNS)).write().mode(SaveMode.Append).partitionBy("run_id")
-        .parquet(new Path(o.output(), "outputs").toString());
-    done.select(columns(JobSchemas.STATS_COLUMNS)).write().mode(SaveMode.Append).partitionBy("run_id")
-        .parquet(new Path(o.output(), "stats").toString());
+    spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": summary");
+    Dataset<Row> done = spark.read().schema(JobSchemas.RESULT).parquet(sliceDirs.toArray(new String[0]));
     RunSummary summary = RunSummary.of(o.runId(), done, start, Instant.now());
     spark.sparkContext().setJobDescription(null);
     delete(fs, staging);
     Map<String, Object> extra = new LinkedHashMap<>();
     extra.put("resumed_from", todo.earlierRuns());
     extra.put("partitions", stage.plan().numPartitions());
+    extra.put("slices", stage.slices());
     extra.put("estimated_cost", stage.plan().totalCost());
     RunManifest.write(spark, o, format, summary, extra);
     return summary;

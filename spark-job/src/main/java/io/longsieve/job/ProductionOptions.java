@@ -12,6 +12,7 @@ import java.io.Serializable;
  * @param inferenceGpuAmount      GPU share per generation task through a stage-level TaskResourceProfile;
  *                                0 = no profile (spark.task.resource.gpu.amount applies to every stage)
  * @param charsPerToken           characters per token in the driver's cost estimate
+ * @param slices                  commit slices of the generation stage; 0 = one per wave of task slots
  * @param injectOomDocId          testing only: this doc_id fails as if out of GPU memory; null = off
  */
 public record ProductionOptions(
@@ -20,7 +21,8 @@ public record ProductionOptions(
     int progressIntervalSeconds,
     double inferenceGpuAmount,
     double charsPerToken,
+    int slices,
     String injectOomDocId) implements Serializable {
 
-  public static final ProductionOptions DEFAULTS = new ProductionOptions(false, 0, 30, 0, 4.0, null);
+  public static final ProductionOptions DEFAULTS = new ProductionOptions(false, 0, 30, 0, 4.0, 0, null);
 }
