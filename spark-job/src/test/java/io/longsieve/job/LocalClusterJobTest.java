@@ -1,0 +1,186 @@
+package io.longsieve.job;
+
+import static org.apache.spark.sql.functions.col;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.spark.ExecutorLostFailure;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerJobStart;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * The job on two executor JVMs (Spark local-cluster mode): failures that only a real cluster has,
+ * a lost executor mid-stage, an out-of-memory document, malformed rows read by remote executors.
+ * One cluster for the class; starting it costs about half a minute on a small machine.
+ */
+@Tag("cluster")
+class LocalClusterJobTest {
+
+  static SparkSession spark;
+
+  @TempDir
+  static Path dir;
+
+  @BeforeAll
+  static void start() {
+    spark = LocalCluster.session(2);
+  }
+
+  @AfterAll
+  static void stop() {
+    spark.stop();
+  }
+
+  static RunOptions options(Path input, String runId, Map<String, String> extra) {
+    Map<String, String> m = new HashMap<>(extra);
+    m.put("spark.master", spark.sparkContext().master());
+    return JobTestSupport.options(input, dir.resolve("out-" + runId), runId, m);
+  }
+
+  /** Every output row of a run, doc_id → status. */
+  static Map<String, String> statuses(String runId) {
+    Map<String, String> m = new HashMap<>();
+    List<Row> rows = spark.read().parquet(dir.resolve("out-" + runId).resolve("outputs").toString())
+        .where(col("run_id").equalTo(runId)).select("doc_id", "status").collectAsList();
+    for (Row r : rows) assertTrue(m.put(r.getString(0), r.getString(1)) == null, "two rows for " + r.getString(0));
+    return m;
+  }
+
+  static Path documents(String name, int n, int words) {
+    String[] lines = new String[n];
+    for (int i = 0; i < n; i++) {
+      lines[i] = JobTestSupport.json("d" + i, "summary", "Document " + i + ": " + String.join(" ", JobTestSupport.words(words)), null);
+    }
+    return JobTestSupport.jsonl(dir, name, lines);
+  }
+
+  @Test
+  void killingAnExecutorMidStageLosesNoDocumentAndWritesNoneTwice() {
+    Path input = documents("kill.jsonl", 32, 100);
+    ExecutorKiller killer = new ExecutorKiller(spark);
+    spark.sparkContext().addSparkListener(killer);
+    try {
+      LongSieveJob.run(spark, options(input, "kill", Map.of("spark.longsieve.partitions", "8",
+          "spark.longsieve.maxNewTokens", "16", "spark.longsieve.slices", "1")));
+    } finally {
+      spark.sparkContext().removeSparkListener(killer);
+    }
+    assertTrue(killer.killed.get() > 0, "an executor JVM was killed during the generation stage");
+    assertTrue(killer.lostTasks.get() > 0, "a generation task was running on it and was retried");
+    Map<String, String> st = statuses("kill");
+    assertEquals(32, st.size());
+    assertTrue(st.values().stream().allMatch("ok"::equals), st.toString());
+  }
+
+  @Test
+  void anOutOfMemoryDocumentIsRetriedThenGetsAnOomRowAndTheOthersAreOk() {
+    Path input = documents("oom.jsonl", 12, 40);
+    LongSieveJob.run(spark, options(input, "oom", Map.of("spark.longsieve.test.injectOomDocId", "d5",
+        "spark.longsieve.partitions", "3")));
+    Map<String, String> st = statuses("oom");
+    assertEquals(12, st.size());
+    assertEquals("oom", st.get("d5"));
+    st.remove("d5");
+    assertTrue(st.values().stream().allMatch("ok"::equals), st.toString());
+    Row err = spark.read().parquet(dir.resolve("out-oom").resolve("outputs").toString())
+        .where(col("doc_id").equalTo("d5")).select("error").first();
+    assertTrue(err.getString(0).contains("prefill chunks 512, 128, 32"), err.getString(0));
+  }
+
+  @Test
+  void malformedInputsOfEveryKindGetTheirStatusesOnRemoteExecutors() throws IOException {
+    Path input = dir.resolve("bad.jsonl");
+    List<byte[]> lines = new ArrayList<>();
+    lines.add(JobTestSupport.json("good", "summary", "The bridge opened in spring.", null).getBytes(StandardCharsets.UTF_8));
+    lines.add("{not json at all".getBytes(StandardCharsets.UTF_8));
+    lines.add("{\"doc_id\":\"notext\",\"task\":\"summary\"}".getBytes(StandardCharsets.UTF_8));
+    lines.add("{\"doc_id\":\"badtask\",\"task\":\"translate\",\"text\":\"Hello.\"}".getBytes(StandardCharsets.UTF_8));
+    lines.add("{\"doc_id\":\"noquestion\",\"task\":\"qa\",\"text\":\"Hello.\"}".getBytes(StandardCharsets.UTF_8));
+    lines.add(JobTestSupport.json("good", "summary", "Same id again.", null).getBytes(StandardCharsets.UTF_8));
+    lines.add(JobTestSupport.json("long", "summary", String.join(" ", JobTestSupport.words(400)), null)
+        .getBytes(StandardCharsets.UTF_8));
+    byte[] latin1 = "{\"doc_id\":\"latin1\",\"task\":\"summary\",\"text\":\"caf\u00e9\"}".getBytes(StandardCharsets.ISO_8859_1);
+    lines.add(latin1);
+    try (var out = Files.newOutputStream(input)) {
+      for (byte[] l : lines) {
+        out.write(l);
+        out.write('\n');
+      }
+    }
+    LongSieveJob.run(spark, options(input, "bad", Map.of("spark.longsieve.maxContext", "128")));
+    Map<String, String> byId = new HashMap<>();
+    Map<String, Integer> counts = new HashMap<>();
+    for (Row r : spark.read().parquet(dir.resolve("out-bad").resolve("outputs").toString())
+        .select("doc_id", "status").collectAsList()) {
+      byId.merge(r.getString(0), r.getString(1), (a, b) -> a + "," + b);
+      counts.merge(r.getString(1), 1, Integer::sum);
+    }
+    assertEquals("bad_input", byId.get("notext"));
+    assertEquals("bad_input", byId.get("badtask"));
+    assertEquals("bad_input", byId.get("noquestion"));
+    assertEquals("too_long", byId.get("long"));
+    assertTrue(Set.of("ok,duplicate_id", "duplicate_id,ok").contains(byId.get("good")), byId.get("good"));
+    assertEquals(Map.of("ok", 1, "duplicate_id", 1, "too_long", 1, "bad_input", 5), counts,
+        "unparseable JSON and invalid UTF-8 are bad_input rows with generated ids: " + byId);
+  }
+
+  /** Kills one executor JVM (SIGKILL) when the first generation task of the job ends. */
+  static final class ExecutorKiller extends SparkListener {
+    final SparkSession spark;
+    final Set<Integer> generationStages = ConcurrentHashMap.newKeySet();
+    final AtomicLong killed = new AtomicLong();
+    final AtomicInteger lostTasks = new AtomicInteger();
+
+    ExecutorKiller(SparkSession spark) {
+      this.spark = spark;
+    }
+
+    @Override
+    public void onJobStart(SparkListenerJobStart job) {
+      String d = job.properties() == null ? null : job.properties().getProperty("spark.job.description");
+      if (d != null && d.contains(": generate")) {
+        for (Object s : CollectionConverters.asJava(job.stageIds())) generationStages.add((Integer) s);
+      }
+    }
+
+    @Override
+    public void onTaskEnd(SparkListenerTaskEnd end) {
+      if (!generationStages.contains(end.stageId())) return;
+      if (end.reason() instanceof ExecutorLostFailure) lostTasks.incrementAndGet();
+      if (killed.get() == 0) {
+        // the executor that did not just finish is running a generation task right now
+        List<Long> pids = LocalCluster.executorPids(spark);
+        String finishedOn = end.taskInfo().executorId();
+        for (Long pid : pids) {
+          String cmd = LocalCluster.commandLine(pid);
+          if (!cmd.contains("--executor-id " + finishedOn + " ")) {
+            ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
+            killed.set(pid);
+            break;
+          }
+        }
+      }
+    }
+  }
+}
