@@ -32,6 +32,12 @@ public final class DenseAttention implements AttentionPolicy {
   /** Query row i (position pos0 + i) sees slots [0, before + i + 1). */
   static void attendRows(int layer, float[] q, int n, int pos0, int before, KvCache kv, float[] out,
                          AttentionContext ctx) {
+    attendRows(layer, q, 0, n, pos0, before, kv, out, ctx);
+  }
+
+  /** As above for rows row0 .. row0+n-1 of q and out (a sub-chunk of a prefill chunk). */
+  static void attendRows(int layer, float[] q, int row0, int n, int pos0, int before, KvCache kv, float[] out,
+                         AttentionContext ctx) {
     ModelConfig c = ctx.config();
     int heads = c.numHeads();
     ctx.pool().forRange(n * heads, (from, to) -> {
@@ -44,11 +50,11 @@ public final class DenseAttention implements AttentionPolicy {
           ctx.rope().angles(pos0 + i, cos, sin);
           lastRow = i;
         }
-        System.arraycopy(q, (i * heads + h) * c.headDim(), qr, 0, c.headDim());
+        System.arraycopy(q, ((row0 + i) * heads + h) * c.headDim(), qr, 0, c.headDim());
         ctx.rope().apply(qr, 0, 1, cos, sin);
         int end = before + i + 1;
         int start = c.slidingWindow() > 0 ? Math.max(0, end - c.slidingWindow()) : 0;
-        attendHead(layer, h, qr, start, end, kv, out, (i * heads + h) * c.headDim(), ctx);
+        attendHead(layer, h, qr, start, end, kv, out, ((row0 + i) * heads + h) * c.headDim(), ctx);
       }
     });
   }

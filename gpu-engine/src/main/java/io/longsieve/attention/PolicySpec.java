@@ -1,43 +1,163 @@
 package io.longsieve.attention;
 
+import io.longsieve.attention.PolicyCatalog.Slot;
 import java.io.Serializable;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
 
 /**
- * A request's attention policy by name, validated before any work starts so a misspelt policy
- * fails at submit time, not on an executor hours later.
+ * A request's attention policy: one policy per slot (prefill × KV compression × decode), validated
+ * before any work starts so a misspelt policy fails at submit time, not on an executor hours later.
  *
- * <p>Grammar: terms joined by {@code +}, each {@code name[:key=value,...]}. Today the engine knows
- * {@code dense}; the sparse policies register their names here as they land.
+ * <h2>Grammar</h2>
+ * <pre>
+ *   spec  := term ( '+' term )*
+ *   term  := [ slot '=' ] name [ ':' key '=' value ( ',' key '=' value )* ]
+ *   slot  := prefill | kv | decode
+ * </pre>
+ * Names and their slots: prefill {@code dense, tokenselect, tsa}; kv {@code none, selkv, snapkv,
+ * h2o, streaming}; decode {@code dense, tokenselect, quest, streaming}. Parameters and defaults are
+ * in {@link PolicyCatalog}. Names, keys and values are case-insensitive.
+ * <ul>
+ *   <li>A single term without a slot is a shorthand: {@code tokenselect} fills prefill and decode,
+ *       {@code streaming} fills kv and decode, {@code dense} is dense everywhere, any other name
+ *       fills its only slot.</li>
+ *   <li>Several terms go, in order, each into the earliest slot that accepts its name and comes
+ *       after the previous term's slot: {@code tsa + selkv:ratio=0.25 + tokenselect:k=2048} is
+ *       prefill tsa, kv selkv, decode tokenselect; {@code tokenselect + tokenselect:k=512} is
+ *       prefill then decode. A {@code slot=} prefix places a term explicitly.</li>
+ *   <li>Slots left empty are {@code dense} / {@code none} / {@code dense}.</li>
+ * </ul>
+ * {@link #canonical()} is {@code dense} when every slot is neutral, else the three terms in slot
+ * order with every parameter, e.g. {@code tsa:tau=0.005,... + none + tokenselect:sinks=128,...};
+ * it parses back to the same spec.
  */
-public record PolicySpec(String canonical) implements Serializable {
+public record PolicySpec(PolicyTerm prefill, PolicyTerm kv, PolicyTerm decode) implements Serializable {
 
   public static PolicySpec parse(String text) {
-    String t = text == null || text.isBlank() ? "dense" : text.trim().toLowerCase(java.util.Locale.ROOT);
-    if (!t.equals("dense")) {
-      throw new IllegalArgumentException("unknown attention policy '" + text + "'; known: dense");
+    String t = text == null || text.isBlank() ? "dense" : text.trim().toLowerCase(Locale.ROOT);
+    String[] parts = t.split("\\+", -1);
+    PolicyTerm[] slots = new PolicyTerm[3];
+    if (parts.length == 1 && !hasSlotLabel(parts[0])) {
+      PolicyTerm term = PolicyTerm.parse(parts[0]);
+      if (term.name().equals("tokenselect")) {
+        slots[0] = term;
+        slots[2] = term;
+      } else if (term.name().equals("streaming")) {
+        slots[1] = term;
+        slots[2] = term;
+      } else if (!term.name().equals("dense")) {
+        slots[PolicyCatalog.get(term.name()).slots().iterator().next().ordinal()] = term;
+      }
+    } else {
+      int next = 0;
+      for (String part : parts) {
+        if (part.isBlank()) throw new IllegalArgumentException("empty term in policy '" + text + "'");
+        Slot slot = null;
+        String body = part.trim();
+        if (hasSlotLabel(body)) {
+          int eq = body.indexOf('=');
+          slot = slotNamed(body.substring(0, eq).trim(), text);
+          body = body.substring(eq + 1);
+        }
+        PolicyTerm term = PolicyTerm.parse(body);
+        var accepts = PolicyCatalog.get(term.name()).slots();
+        if (slot == null) {
+          for (Slot s : Slot.values()) {
+            if (s.ordinal() >= next && accepts.contains(s) && slots[s.ordinal()] == null) {
+              slot = s;
+              break;
+            }
+          }
+          if (slot == null) {
+            throw new IllegalArgumentException("policy '" + text + "': no slot left for '" + term.name()
+                + "' (it fits " + labels(accepts) + "; terms go in the order prefill + kv + decode)");
+          }
+        } else if (!accepts.contains(slot)) {
+          throw new IllegalArgumentException("policy '" + term.name() + "' cannot be the " + slot.label
+              + " policy; " + slot.label + " policies: " + String.join(", ", PolicyCatalog.namesFor(slot)));
+        }
+        if (slots[slot.ordinal()] != null) {
+          throw new IllegalArgumentException("policy '" + text + "' gives the " + slot.label + " slot twice");
+        }
+        slots[slot.ordinal()] = term;
+        next = slot.ordinal() + 1;
+      }
     }
-    return new PolicySpec(t);
+    for (Slot s : Slot.values()) if (slots[s.ordinal()] == null) slots[s.ordinal()] = PolicyTerm.parse(s.neutral);
+    return new PolicySpec(slots[0], slots[1], slots[2]);
+  }
+
+  private static boolean hasSlotLabel(String term) {
+    int eq = term.indexOf('='), colon = term.indexOf(':');
+    return eq > 0 && (colon < 0 || eq < colon);
+  }
+
+  private static Slot slotNamed(String label, String text) {
+    for (Slot s : Slot.values()) if (s.label.equals(label)) return s;
+    throw new IllegalArgumentException("policy '" + text + "': unknown slot '" + label + "'; slots: prefill, kv, decode");
+  }
+
+  private static String labels(java.util.Set<Slot> slots) {
+    List<String> l = new ArrayList<>();
+    for (Slot s : slots) l.add(s.label);
+    return String.join("/", l);
   }
 
   /**
-   * The policy a run asks for, from the CLI's {@code --policy} (a whole spec) or its per-slot
-   * {@code --prefill}, {@code --kv} and {@code --decode} options (null where not given). The result
-   * is a string {@link #parse} accepts.
+   * The policy a run asks for, from the CLI's {@code --policy} (a whole spec) and its per-slot
+   * {@code --prefill}, {@code --kv} and {@code --decode} options (null where not given), which
+   * replace that slot of {@code --policy}: {@code --policy tokenselect --kv selkv} is TokenSelect
+   * prefill and decode over a SelKV-compressed cache. Returns the canonical string.
    */
   public static String compose(String policy, String prefill, String kv, String decode) {
-    boolean slots = prefill != null || kv != null || decode != null;
-    if (!slots) return parse(policy).canonical();
-    if (policy != null && !policy.isBlank() && !policy.equals("dense")) {
-      throw new IllegalArgumentException("give either --policy or --prefill/--kv/--decode, not both");
-    }
-    boolean allDense = (prefill == null || prefill.equals("dense")) && (kv == null || kv.equals("none"))
-        && (decode == null || decode.equals("dense"));
-    if (!allDense) throw new IllegalArgumentException("sparse policies are not available yet; known: dense");
-    return "dense";
+    PolicySpec base = parse(policy);
+    PolicyTerm p = prefill == null ? base.prefill : slotTerm(Slot.PREFILL, prefill);
+    PolicyTerm k = kv == null ? base.kv : slotTerm(Slot.KV, kv);
+    PolicyTerm d = decode == null ? base.decode : slotTerm(Slot.DECODE, decode);
+    return new PolicySpec(p, k, d).canonical();
   }
 
-  /** A fresh CPU policy object for one request. */
+  private static PolicyTerm slotTerm(Slot slot, String text) {
+    if (text.isBlank()) return PolicyTerm.parse(slot.neutral);
+    if (text.contains("+")) throw new IllegalArgumentException("--" + slot.label + " takes one policy, not '" + text + "'");
+    PolicyTerm t = PolicyTerm.parse(text);
+    if (!PolicyCatalog.get(t.name()).slots().contains(slot)) {
+      throw new IllegalArgumentException("'" + t.name() + "' is not a " + slot.label + " policy; " + slot.label
+          + " policies: " + String.join(", ", PolicyCatalog.namesFor(slot)));
+    }
+    return t;
+  }
+
+  /** True when every slot is neutral (dense prefill, no compression, dense decode). */
+  public boolean isDense() {
+    return prefill.name().equals("dense") && kv.name().equals("none") && decode.name().equals("dense");
+  }
+
+  /** Normalised text with every parameter; parses back to this spec. */
+  public String canonical() {
+    if (isDense()) return "dense";
+    return prefill.canonical() + " + " + kv.canonical() + " + " + decode.canonical();
+  }
+
+  @Override
+  public String toString() {
+    return canonical();
+  }
+
+  /** A fresh CPU policy object for one request, with no model folder (TSA's {@code layers=auto} uses its default). */
   public AttentionPolicy createCpu() {
-    return new DenseAttention();
+    return createCpu(null);
+  }
+
+  /**
+   * A fresh CPU policy object for one request.
+   *
+   * @param modelDir the checkpoint folder, where {@code layers=auto} finds the sparse-layer profile; may be null
+   */
+  public AttentionPolicy createCpu(Path modelDir) {
+    return new ComposedPolicy(this, modelDir);
   }
 }

@@ -1,14 +1,16 @@
 package io.longsieve.attention;
 
 /**
- * What a policy reports for a request; dense attention reports NaN/empty where nothing was selected.
+ * What a policy reports for a request (definitions in {@link SelectionStats}); every CPU policy,
+ * dense included, fills it. {@link #DENSE} stands for a policy that never ran.
  *
- * @param attendedTokensMean      mean over decode steps and layers of the tokens attended to
- * @param selectedFractionByLayer per layer, attended / available tokens averaged over the request
- * @param selectionCacheHitRate   hits / lookups, NaN without a Selection Cache
+ * @param attendedTokensMean      mean over decode steps, layers and query heads of the keys one decode
+ *                                query attended to; NaN without decode steps
+ * @param selectedFractionByLayer per layer, attended / causally visible (query, key) pairs, prefill and decode
+ * @param selectionCacheHitRate   hits / lookups of the TokenSelect Selection Cache, NaN where none ran
  * @param kvBytesAfter            KV bytes after compression; -1: no compression ran
- * @param sparseLayers            layers whose prefill attention was sparse
- * @param selectionMs             time spent choosing tokens
+ * @param sparseLayers            layers whose prefill attention was sparse at least once (Token Sparse Attention)
+ * @param selectionMs             time spent choosing tokens: scoring, top-k, KV compression and merging
  */
 public record PolicyStats(double attendedTokensMean, float[] selectedFractionByLayer, double selectionCacheHitRate,
                           long kvBytesAfter, int sparseLayers, double selectionMs) {

@@ -1,5 +1,6 @@
 package io.longsieve.cli;
 
+import io.longsieve.attention.PolicySpec;
 import io.longsieve.engine.Engine;
 import io.longsieve.engine.EngineSpec;
 import io.longsieve.engine.GenerationRequest;
@@ -44,8 +45,18 @@ public final class GenerateCommand implements Callable<Integer> {
   @Option(names = "--stop", description = "Stop string (repeatable).")
   List<String> stop;
 
-  @Option(names = "--policy", defaultValue = "dense", description = "Attention policy (default: ${DEFAULT-VALUE}).")
+  @Option(names = "--policy", defaultValue = "dense",
+      description = "Attention policy, e.g. tokenselect or 'tsa + selkv:ratio=0.25 + tokenselect:k=2048' (default: ${DEFAULT-VALUE}).")
   String policy;
+
+  @Option(names = "--prefill", description = "Prefill policy (dense, tokenselect, tsa), replacing that slot of --policy.")
+  String prefill;
+
+  @Option(names = "--kv", description = "KV compression (none, selkv, snapkv, h2o, streaming), replacing that slot of --policy.")
+  String kv;
+
+  @Option(names = "--decode", description = "Decode policy (dense, tokenselect, quest, streaming), replacing that slot of --policy.")
+  String decode;
 
   @Option(names = "--device", defaultValue = "auto", description = "auto, cpu or cuda (default: ${DEFAULT-VALUE}).")
   String device;
@@ -58,6 +69,7 @@ public final class GenerateCommand implements Callable<Integer> {
 
   @Override
   public Integer call() {
+    policy = PolicySpec.compose(policy, prefill, kv, decode);
     EngineSpec spec = EngineSpec.of(model).withDevice(device).withThreads(threads).withDefaultPolicy(policy);
     try (Engine engine = Engine.open(spec)) {
       GenerationRequest r = new GenerationRequest("cli", prompt, system, raw, maxNewTokens,
@@ -71,6 +83,10 @@ public final class GenerateCommand implements Callable<Integer> {
             res.finishReason().label(), s.inputTokens(), s.outputTokens(), s.ttftMs(), s.prefillMs(), s.decodeMs(),
             s.outputTokens() > 1 ? (s.outputTokens() - 1) / (s.decodeMs() / 1000) : 0.0, s.backend(), s.device(),
             s.policy());
+        System.err.printf("attended_tokens_mean=%.1f selected_fraction_by_layer=%s selection_cache_hit_rate=%.3f "
+                + "kv_bytes_before=%d kv_bytes_after=%d sparse_layers=%d selection_ms=%.1f attention_ms=%.1f%n",
+            s.attendedTokensMean(), java.util.Arrays.toString(s.selectedFractionByLayer()), s.selectionCacheHitRate(),
+            s.kvBytesBefore(), s.kvBytesAfter(), s.sparseLayers(), s.selectionMs(), s.attentionMs());
       }
     }
     return 0;

@@ -31,6 +31,14 @@ public final class CpuModel implements AutoCloseable {
   private final float[] gate;    // (chunk, hidden)
   private final float[] up;      // (chunk, hidden)
   private final float[] last;    // (dim) final-normed last position
+  private LayerObserver observer; // null: none (the normal case)
+  private float[] hIn;            // (chunk, dim) residual stream entering the layer, only while observed
+
+  /** Sees each layer's residual stream before and after it (drift profiling); rows 0 .. n-1 of (n, dim). */
+  @FunctionalInterface
+  public interface LayerObserver {
+    void layer(int layer, float[] hIn, float[] hOut, int n, int dim);
+  }
 
   public CpuModel(ModelConfig c, CpuWeights w, ThreadPool pool, int maxChunk) {
     this.c = c;
@@ -64,6 +72,12 @@ public final class CpuModel implements AutoCloseable {
     return actx;
   }
 
+  /** Installs (or with null removes) a layer observer; the forward pass is otherwise unchanged. */
+  public synchronized void setLayerObserver(LayerObserver o) {
+    observer = o;
+    hIn = o == null ? null : new float[maxChunk * c.hiddenSize()];
+  }
+
   public KvCache newCache(int capacity) {
     return new KvCache(c, rope, capacity);
   }
@@ -93,6 +107,7 @@ public final class CpuModel implements AutoCloseable {
 
     for (int l = 0; l < c.numLayers(); l++) {
       CpuWeights.Layer lw = w.layers()[l];
+      if (observer != null) System.arraycopy(x, 0, hIn, 0, n * dim);
       // attention block
       for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.attnNorm(), dim, eps);
       CpuOps.matmul(pool, q, xb, n, lw.wq(), lw.bq(), c.qDim(), dim);          // (n, qDim)
@@ -110,6 +125,7 @@ public final class CpuModel implements AutoCloseable {
       CpuOps.swiglu(gate, up, n * hidden);
       CpuOps.matmul(pool, proj, gate, n, lw.wDown(), null, dim, hidden);       // (n, dim)
       for (int i = 0; i < n * dim; i++) x[i] += proj[i];
+      if (observer != null) observer.layer(l, hIn, x, n, dim);
     }
   }
 

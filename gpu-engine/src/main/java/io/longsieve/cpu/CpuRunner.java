@@ -6,6 +6,7 @@ import io.longsieve.attention.PolicyStats;
 import io.longsieve.engine.ModelRunner;
 import io.longsieve.model.Checkpoint;
 import io.longsieve.model.ModelConfig;
+import java.nio.file.Path;
 
 /** The CPU reference backend: fp32 weights on the heap, {@link CpuModel} for the math. */
 public final class CpuRunner implements ModelRunner {
@@ -13,9 +14,15 @@ public final class CpuRunner implements ModelRunner {
   private final ModelConfig config;
   private final ThreadPool pool;
   private final CpuModel model;
+  private final Path modelDir; // where policies find per-model files (TSA's sparse-layer profile); may be null
 
   public CpuRunner(ModelConfig config, Checkpoint ck, int threads, int prefillChunk) {
+    this(config, ck, threads, prefillChunk, null);
+  }
+
+  public CpuRunner(ModelConfig config, Checkpoint ck, int threads, int prefillChunk, Path modelDir) {
     this.config = config;
+    this.modelDir = modelDir;
     this.pool = new ThreadPool(threads);
     this.model = new CpuModel(config, CpuWeights.load(ck, config), pool, prefillChunk);
   }
@@ -41,7 +48,7 @@ public final class CpuRunner implements ModelRunner {
 
   @Override
   public Sequence open(int capacity, String policy) {
-    return new CpuSequence(model.newCache(capacity), PolicySpec.parse(policy).createCpu());
+    return new CpuSequence(model.newCache(capacity), PolicySpec.parse(policy).createCpu(modelDir));
   }
 
   @Override
@@ -54,7 +61,9 @@ public final class CpuRunner implements ModelRunner {
     private final KvCache kv;
     private final AttentionPolicy policy;
     private final TimedPolicy timed;
+    private final int[] one = new int[1]; // the decode step's token
     private long kvBefore;
+    private long kvAfter;
 
     CpuSequence(KvCache kv, AttentionPolicy policy) {
       this.kv = kv;
@@ -69,11 +78,13 @@ public final class CpuRunner implements ModelRunner {
       long t = System.nanoTime();
       policy.afterPrefill(kv, model.attentionContext());
       timed.nanos += System.nanoTime() - t;
+      kvAfter = kv.bf16Bytes();
     }
 
     @Override
     public void decode(int token, int pos, float[] logits) {
-      model.forward(new int[] {token}, 0, 1, pos, kv, timed, true, logits);
+      one[0] = token;
+      model.forward(one, 0, 1, pos, kv, timed, true, logits);
     }
 
     @Override
@@ -84,6 +95,11 @@ public final class CpuRunner implements ModelRunner {
     @Override
     public long kvBytes() {
       return kv.bf16Bytes();
+    }
+
+    @Override
+    public long kvBytesAfterCompression() {
+      return kvAfter;
     }
 
     @Override

@@ -35,7 +35,7 @@ final class Backends {
       LOG.info("device auto: using cpu (" + why + ")");
     }
     try (Checkpoint ck = Checkpoint.open(model.dir())) {
-      return new CpuRunner(model.config(), ck, spec.threads(), spec.prefillChunk());
+      return new CpuRunner(model.config(), ck, spec.threads(), spec.prefillChunk(), model.dir());
     }
   }
 }

@@ -14,14 +14,17 @@ import java.io.Serializable;
  * @param backend                "cpu" or "cuda"
  * @param device                 e.g. "cpu:16 threads" or "cuda:0 NVIDIA H200"
  * @param policy                 the attention policy in canonical form, parameters included
- * @param attendedTokensMean     mean over decode steps and layers of the tokens attended to
- * @param selectedFractionByLayer per layer, mean attended / available tokens over the request
+ * @param attendedTokensMean     mean over decode steps, layers and query heads of the keys one decode query
+ *                               attended to (dense: the cache length); NaN without decode steps
+ * @param selectedFractionByLayer per layer, attended / causally visible (query, key) pairs summed over heads,
+ *                               prefill and decode together (dense: 1.0)
  * @param selectionCacheHitRate  Selection Cache hits / lookups; NaN where no cache ran
  * @param kvBytesBefore          KV cache bytes after prefill, before compression
- * @param kvBytesAfter           KV cache bytes after compression
+ * @param kvBytesAfter           KV cache bytes right after compression, before decode adds tokens (equal to
+ *                               kvBytesBefore when no compression ran)
  * @param sparseLayers           layers whose prefill attention was sparse
- * @param selectionMs            time spent choosing tokens (scoring, top-k)
- * @param attentionMs            time spent in attention itself
+ * @param selectionMs            time spent choosing tokens (scoring, top-k, KV compression, merging)
+ * @param attentionMs            time in the attention hooks minus selectionMs
  */
 public record GenerationStats(
     int inputTokens,

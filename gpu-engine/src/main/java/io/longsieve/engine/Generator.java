@@ -51,6 +51,7 @@ public final class Generator {
       seq.prefill(prompt, logits);
       prefillMs = ms(System.nanoTime() - t0);
       long kvBefore = seq.kvBytesBeforeCompression();
+      long kvAfter = seq.kvBytesAfterCompression();
       long td = System.nanoTime();
       while (produced < r.maxNewTokens()) {
         if (produced > 0) {
@@ -89,7 +90,7 @@ public final class Generator {
       double attentionMs = seq.attentionMs();
       GenerationStats stats = new GenerationStats(prompt.length, produced, ttftMs, prefillMs, decodeMs, totalMs,
           runner.backend(), runner.device(), seq.policy(), ps.attendedTokensMean(), ps.selectedFractionByLayer(),
-          ps.selectionCacheHitRate(), kvBefore, seq.kvBytes(), ps.sparseLayers(), ps.selectionMs(),
+          ps.selectionCacheHitRate(), kvBefore, kvAfter, ps.sparseLayers(), ps.selectionMs(),
           Math.max(0, attentionMs - ps.selectionMs()));
       return new GenerationResult(r.id(), text, ids, finish, stats);
     }

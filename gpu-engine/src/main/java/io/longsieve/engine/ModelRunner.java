@@ -40,6 +40,11 @@ public interface ModelRunner extends AutoCloseable {
     /** KV cache bytes now. */
     long kvBytes();
 
+    /** KV cache bytes right after the policy's compression (equal to before when none ran), before decode grows it. */
+    default long kvBytesAfterCompression() {
+      return kvBytes();
+    }
+
     /** Attention time in ms so far (selection included). */
     double attentionMs();
 

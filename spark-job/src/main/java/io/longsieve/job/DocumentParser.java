@@ -1,6 +1,8 @@
 package io.longsieve.job;
 
+import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.util.ArrayList;
@@ -31,7 +33,10 @@ import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
 final class DocumentParser {
   private DocumentParser() {}
 
-  private static final ObjectMapper JSON = new ObjectMapper();
+  /** Strict: text after the object and a field given twice are errors, not silently dropped. */
+  private static final ObjectMapper JSON = new ObjectMapper()
+      .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
+      .enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
 
   /** A reason a row is bad; becomes the row's error text. */
   private static final class BadInput extends Exception {

@@ -1,18 +1,13 @@
 package io.longsieve.job;
 
-import static org.apache.spark.sql.functions.broadcast;
-import static org.apache.spark.sql.functions.coalesce;
 import static org.apache.spark.sql.functions.col;
 import static org.apache.spark.sql.functions.concat;
 import static org.apache.spark.sql.functions.count;
 import static org.apache.spark.sql.functions.expr;
 import static org.apache.spark.sql.functions.first;
 import static org.apache.spark.sql.functions.lit;
-import static org.apache.spark.sql.functions.min;
-import static org.apache.spark.sql.functions.monotonically_increasing_id;
 import static org.apache.spark.sql.functions.row_number;
 import static org.apache.spark.sql.functions.struct;
-import static org.apache.spark.sql.functions.sum;
 import static org.apache.spark.sql.functions.to_json;
 import static org.apache.spark.sql.functions.trim;
 import static org.apache.spark.sql.functions.when;
@@ -20,10 +15,16 @@ import static org.apache.spark.sql.functions.when;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.Locale;
-import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.LocatedFileStatus;
+import org.apache.hadoop.fs.RemoteIterator;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.api.java.function.MapFunction;
 import org.apache.spark.sql.Column;
@@ -37,8 +38,8 @@ import org.apache.spark.sql.expressions.WindowSpec;
 /**
  * Reads the input into {@link JobSchemas#PARSED} rows, one per input line (JSONL) or row (Parquet),
  * with bad rows marked bad_input and the later rows of a repeated doc_id marked duplicate_id. The
- * executors read and parse the data; the driver only plans (and collects one small count per input
- * block to number the lines).
+ * executors read and parse the data; the driver only plans (and, for files large enough to be split,
+ * collects one small count per block to number the lines).
  *
  * <p>JSONL is read with Spark's text source, which keeps the raw bytes, so invalid UTF-8 is detected
  * ({@code is_valid_utf8}) instead of silently replaced. Blank lines are skipped (they are not rows),
@@ -69,9 +70,14 @@ public final class InputReader {
       if (!fs.exists(p)) throw new IllegalArgumentException("input " + input + " does not exist");
       Path file = p;
       if (fs.getFileStatus(p).isDirectory()) {
-        FileStatus[] files = fs.listStatus(p, f -> !f.getName().startsWith(".") && !f.getName().startsWith("_"));
-        file = Arrays.stream(files).filter(FileStatus::isFile).map(FileStatus::getPath).sorted().findFirst()
-            .orElseThrow(() -> new IllegalArgumentException("input folder " + input + " holds no data files"));
+        file = null;
+        Path root = fs.makeQualified(p);
+        RemoteIterator<LocatedFileStatus> files = fs.listFiles(root, true); // partitioned tables nest their files
+        while (files.hasNext()) {
+          Path f = files.next().getPath();
+          if (!hidden(root, f) && (file == null || f.compareTo(file) < 0)) file = f;
+        }
+        if (file == null) throw new IllegalArgumentException("input folder " + input + " holds no data files");
       }
       String name = file.getName().toLowerCase(Locale.ROOT);
       if (name.endsWith(".parquet")) return Format.PARQUET;
@@ -86,27 +92,67 @@ public final class InputReader {
     }
   }
 
-  /** {@link JobSchemas#LINE} rows of a JSONL file or folder, numbered per file from 1. */
+  /** Spark skips files and folders whose names start with "_" or "." (_SUCCESS, .crc files). */
+  private static boolean hidden(Path root, Path file) {
+    for (Path f = file; f != null && !f.equals(root); f = f.getParent()) {
+      if (f.getName().startsWith("_") || f.getName().startsWith(".")) return true;
+    }
+    return false;
+  }
+
+  /**
+   * {@link JobSchemas#LINE} rows of a JSONL file or folder, numbered per file from 1. A task reads
+   * each of its blocks (file splits) in order, so a line's number is its position in its block plus
+   * the lines of the file's earlier blocks. Those counts take one extra pass over the input, needed
+   * only when some file is large enough to be split.
+   */
   static Dataset<Row> jsonlLines(SparkSession spark, String input) {
     Dataset<Row> raw = spark.read().format("text").load(input).select(
         col("value"),
         expr("is_valid_utf8(value)").as("valid_utf8"),
         col("_metadata.file_name").as("file_name"),
         col("_metadata.file_path").as("file_path"),
-        col("_metadata.file_block_start").as("block_start"),
-        monotonically_increasing_id().as("seq"));
-    // A block (file split) is read in order by one task, so its lines have consecutive seq values.
-    // Line = lines in the file's earlier blocks + position in the block: one small row per block.
-    WindowSpec earlier = Window.partitionBy("file_path").orderBy("block_start")
-        .rowsBetween(Window.unboundedPreceding(), -1);
-    Dataset<Row> blocks = raw.groupBy("file_path", "block_start")
-        .agg(count(lit(1)).as("n"), min("seq").as("first_seq"))
-        .withColumn("lines_before", coalesce(sum("n").over(earlier), lit(0L)))
-        .select("file_path", "block_start", "first_seq", "lines_before");
-    return raw.join(broadcast(blocks), new String[] {"file_path", "block_start"})
-        .withColumn("line", col("lines_before").plus(col("seq")).minus(col("first_seq")).plus(1))
-        .filter(trim(col("value")).notEqual(""))
-        .select("value", "valid_utf8", "file_name", "file_path", "line");
+        col("_metadata.file_block_start").as("block_start"));
+    Map<String, Long> linesBefore = mayBeSplit(spark, input) ? linesBeforeEachBlock(raw) : Map.of();
+    return raw.mapPartitions(new LineNumberer(linesBefore), Encoders.row(JobSchemas.LINE))
+        .filter(trim(col("value")).notEqual(""));
+  }
+
+  /** Lines in the earlier blocks of the same file, keyed by {@link LineNumberer#blockKey}; one small row per block. */
+  private static Map<String, Long> linesBeforeEachBlock(Dataset<Row> raw) {
+    List<Row> blocks = new ArrayList<>(raw.groupBy("file_path", "block_start").agg(count(lit(1)).as("n"))
+        .collectAsList());
+    blocks.sort(Comparator.comparing((Row b) -> b.getString(0)).thenComparingLong(b -> b.getLong(1)));
+    Map<String, Long> before = new HashMap<>();
+    String file = null;
+    long sum = 0;
+    for (Row b : blocks) {
+      if (!b.getString(0).equals(file)) {
+        file = b.getString(0);
+        sum = 0;
+      }
+      before.put(LineNumberer.blockKey(file, b.getLong(1)), sum);
+      sum += b.getLong(2);
+    }
+    return before;
+  }
+
+  /**
+   * Whether Spark may split some input file into several blocks: a file no larger than both
+   * spark.sql.files.maxPartitionBytes and openCostInBytes is always read whole.
+   */
+  private static boolean mayBeSplit(SparkSession spark, String input) {
+    long whole = Math.min(spark.sessionState().conf().filesMaxPartitionBytes(),
+        spark.sessionState().conf().filesOpenCostInBytes());
+    try {
+      Path p = new Path(input);
+      FileSystem fs = p.getFileSystem(spark.sparkContext().hadoopConfiguration());
+      RemoteIterator<LocatedFileStatus> files = fs.listFiles(p, true);
+      while (files.hasNext()) if (files.next().getLen() > whole) return true;
+      return false;
+    } catch (IOException e) {
+      return true; // counting is always correct, only slower
+    }
   }
 
   /**

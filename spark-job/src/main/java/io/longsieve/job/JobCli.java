@@ -1,6 +1,7 @@
 package io.longsieve.job;
 
 import io.longsieve.cli.GenerateCommand;
+import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 
@@ -15,7 +16,7 @@ import picocli.CommandLine.Command;
         GenerateCommand.class,
     },
     description = "LongSieve: long-document LLM inference as a Spark batch job.")
-public final class JobCli implements Runnable {
+public final class JobCli implements Callable<Integer> {
 
   public static void main(String[] args) {
     quietSparkLogging();
@@ -23,12 +24,16 @@ public final class JobCli implements Runnable {
   }
 
   public static CommandLine commandLine() {
-    return new CommandLine(new JobCli());
+    CommandLine cl = new CommandLine(new JobCli());
+    RunCommand.addKeyList(cl.getSubcommands().get("run"));
+    return cl;
   }
 
+  /** No subcommand: show the usage and fail, so a script with a typo does not pass silently. */
   @Override
-  public void run() {
+  public Integer call() {
     commandLine().usage(System.err);
+    return 2;
   }
 
   /**

@@ -106,6 +106,18 @@ public final class JobSchemas {
       "selected_fraction_by_layer", "selection_cache_hit_rate", "kv_bytes_before", "kv_bytes_after",
       "sparse_layers", "selection_ms", "attention_ms");
 
+  /** Schema of DIR/outputs as written (Spark moves run_id, the partition column, last on reading). */
+  public static final StructType OUTPUTS = project(RESULT, OUTPUT_COLUMNS);
+
+  /** Schema of DIR/stats as written (Spark moves run_id, the partition column, last on reading). */
+  public static final StructType STATS = project(RESULT, STATS_COLUMNS);
+
+  private static StructType project(StructType from, List<String> columns) {
+    StructType t = new StructType();
+    for (String c : columns) t = t.add(from.apply(c));
+    return t;
+  }
+
   /** An array column's value for a Row built in Java: Spark's row encoder wants a Scala Seq. */
   static <T> scala.collection.immutable.Seq<T> seq(List<T> list) {
     return scala.jdk.javaapi.CollectionConverters.asScala(list).toSeq();

@@ -35,6 +35,8 @@ import org.apache.spark.sql.SparkSession;
 public final class LongSieveJob {
   private LongSieveJob() {}
 
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(LongSieveJob.class);
+
   /**
    * Runs the job in {@code spark}.
    *
@@ -47,6 +49,7 @@ public final class LongSieveJob {
     refuseUsedRunId(fs, o);
     Resume.cleanStale(fs, o.output(), o.runId());
     InputReader.Format format = InputReader.format(spark, o.input());
+    LOG.info("run {}: reading {} ({})", o.runId(), o.input(), format);
     Dataset<Row> parsed = InputReader.read(spark, o.input());
     Resume.Todo todo = Resume.apply(spark, fs, o, parsed);
 
@@ -58,6 +61,8 @@ public final class LongSieveJob {
     List<String> sliceDirs = new ArrayList<>();
     try (ProgressListener progress = ProgressListener.attach(spark.sparkContext(), metrics, stage.plan().documents(),
         stage.plan().totalCost(), o.production().progressIntervalSeconds())) {
+      LOG.info("run {}: generating {} documents on {} partitions in {} commit slices", o.runId(),
+          stage.plan().documents(), stage.plan().numPartitions(), stage.slices());
       for (int s = 0; s < stage.slices(); s++) {
         spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": generate slice " + (s + 1) + "/" + stage.slices());
         Path dir = new Path(staging, "slice=" + s);

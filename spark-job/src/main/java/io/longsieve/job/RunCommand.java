@@ -13,6 +13,7 @@ import java.util.Properties;
 import java.util.concurrent.Callable;
 import org.apache.spark.SparkConf;
 import org.apache.spark.sql.SparkSession;
+import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
@@ -24,13 +25,8 @@ import scala.Tuple2;
  * spark.longsieve.* in Spark's configuration (spark-submit) and --conf, then the named flags.
  */
 @Command(name = "run", mixinStandardHelpOptions = true, sortOptions = false,
-    description = "Run a model over a JSONL or Parquet file of documents; write outputs, stats and a manifest.",
-    footer = {"", "Every option is also a key for --conf and --conf-file:", "%n${longsieve.keys}"})
+    description = "Run a model over a JSONL or Parquet file of documents; write outputs, stats and a manifest.")
 public final class RunCommand implements Callable<Integer> {
-
-  static {
-    System.setProperty("longsieve.keys", RunOptions.knownKeys());
-  }
 
   /** Exit code for a refused configuration (picocli uses 2 for usage errors too). */
   public static final int CONFIG_ERROR = 2;
@@ -108,6 +104,12 @@ public final class RunCommand implements Callable<Integer> {
     }
   }
 
+  /** Lists every spark.longsieve.* key under the usage text, so --help documents the config too. */
+  static void addKeyList(CommandLine run) {
+    run.getCommandSpec().usageMessage().footer("", "Every option is also a key for --conf and --conf-file:",
+        RunOptions.knownKeys());
+  }
+
   /** Every layer merged, later over earlier. */
   Map<String, String> settings() {
     Map<String, String> m = new LinkedHashMap<>();
@@ -165,6 +167,10 @@ public final class RunCommand implements Callable<Integer> {
 
   private static SparkSession session(RunOptions o) {
     SparkSession.Builder b = SparkSession.builder().appName("longsieve " + o.runId()).master(o.master());
+    if (o.master().startsWith("local") && !o.sparkConf().containsKey("spark.sql.shuffle.partitions")) {
+      // Spark's 200 is sized for clusters; in one JVM it only adds tasks and files
+      b.config("spark.sql.shuffle.partitions", Integer.toString(Math.max(2, Runtime.getRuntime().availableProcessors())));
+    }
     for (Map.Entry<String, String> e : o.sparkConf().entrySet()) b.config(e.getKey(), e.getValue());
     return b.getOrCreate();
   }

@@ -162,9 +162,12 @@ public record RunOptions(
     return o;
   }
 
-  /** The spec each executor opens its engine from. */
+  /**
+   * The spec each executor opens its engine from. Every request names the run's policy, so the
+   * engine's default stays dense: runs that differ only in policy share one engine per JVM.
+   */
   public EngineSpec engineSpec() {
-    return new EngineSpec(model, device, -1, threads, prefillChunk, maxContext, 0.9, policy);
+    return new EngineSpec(model, device, -1, threads, prefillChunk, maxContext, 0.9, "dense");
   }
 
   /** These options as settings (spark.longsieve.* keys and spark.master), for the run manifest. */

@@ -43,6 +43,20 @@ class DocumentParserTest {
   }
 
   @Test
+  void textAfterTheObjectIsMalformed() {
+    Row r = parse("{\"doc_id\":\"d1\",\"task\":\"summary\",\"text\":\"x\"} {\"doc_id\":\"d2\"}");
+    assertEquals(JobSchemas.BAD_INPUT, status(r));
+    assertTrue(error(r).startsWith("malformed JSON at docs.jsonl:7: Trailing token"), error(r));
+  }
+
+  @Test
+  void aFieldGivenTwiceIsMalformed() {
+    Row r = parse("{\"doc_id\":\"d1\",\"task\":\"summary\",\"text\":\"x\",\"text\":\"y\"}");
+    assertEquals(JobSchemas.BAD_INPUT, status(r));
+    assertTrue(error(r).startsWith("malformed JSON at docs.jsonl:7: Duplicate field 'text'"), error(r));
+  }
+
+  @Test
   void aJsonValueThatIsNotAnObjectIsBadInput() {
     Row r = parse("[1, 2, 3]");
     assertEquals(JobSchemas.BAD_INPUT, status(r));

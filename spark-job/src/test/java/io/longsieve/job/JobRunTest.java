@@ -132,6 +132,9 @@ class JobRunTest {
     List<String> columns = Arrays.asList(stats.columns());
     assertTrue(columns.containsAll(JobSchemas.STATS_COLUMNS), columns.toString());
     assertEquals(new ArrayType(DataTypes.FloatType, true), stats.schema().apply("selected_fraction_by_layer").dataType());
+    for (String c : JobSchemas.STATS_COLUMNS) {
+      assertEquals(JobSchemas.STATS.apply(c).dataType().typeName(), stats.schema().apply(c).dataType().typeName(), c);
+    }
     assertEquals(7, stats.count());
     Row s1 = stats.where(col("doc_id").equalTo("s1").and(col("status").equalTo("ok"))).first();
     assertEquals("cpu", s1.getAs("backend"));
@@ -168,17 +171,26 @@ class JobRunTest {
   }
 
   @Test
-  void aUsedRunIdIsRefusedAndANewOneAccumulates() {
+  void aUsedRunIdIsRefusedAndANewRunOfParquetInputWithAnotherPolicyAccumulates() {
     String[] again = cli("--input", dir.resolve("docs.jsonl").toString(), "--output", out.toString(),
         "--run-id", "e2e");
     assertEquals("2", again[0]);
     assertTrue(again[2].contains("run id 'e2e' was already used under"), again[2]);
 
-    Path small = JobTestSupport.jsonl(dir, "one.jsonl", JobTestSupport.json("z", "summary", "One more.", null));
-    String[] second = cli("--input", small.toString(), "--output", out.toString(), "--run-id", "e2e_2");
+    // the second run reads Parquet, so that path is covered end to end too
+    Path small = dir.resolve("one.parquet");
+    spark.read().json(JobTestSupport.jsonl(dir, "one.jsonl", JobTestSupport.json("z", "summary", "One more.", null))
+        .toString()).write().parquet(small.toString());
+    String[] second = cli("--input", small.toString(), "--output", out.toString(), "--run-id", "e2e_2",
+        "--policy", "tokenselect");
     assertEquals("0", second[0], second[2]);
+    Row z = table("outputs").where(col("run_id").equalTo("e2e_2")).first();
+    assertEquals("z", z.getAs("doc_id"));
+    assertEquals(JobSchemas.OK, z.getAs("status"));
     assertEquals(1, table("outputs").where(col("run_id").equalTo("e2e_2")).count());
     assertEquals(7, table("outputs").where(col("run_id").equalTo("e2e")).count(), "the first run is untouched");
-    assertEquals(1, ExecutorEngine.openings(), "the second run reuses the engine of the same spec");
+    String policy = table("stats").where(col("run_id").equalTo("e2e_2")).first().getAs("policy");
+    assertTrue(policy.contains("tokenselect"), policy);
+    assertEquals(1, ExecutorEngine.openings(), "the second run, another policy, reuses the engine");
   }
 }

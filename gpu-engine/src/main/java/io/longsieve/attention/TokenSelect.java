@@ -1,0 +1,285 @@
+package io.longsieve.attention;
+
+import io.longsieve.cpu.CpuOps;
+import io.longsieve.cpu.KvCache;
+import io.longsieve.model.ModelConfig;
+import java.util.Arrays;
+
+/**
+ * TokenSelect: dynamic token-level KV selection for decode and chunked prefill (arXiv 2411.02886;
+ * behaviour of the official code, research/algorithms.md §1). Per layer and per call (one decode
+ * token, or one prefill sub-chunk of {@code chunk} tokens):
+ * <ol>
+ *   <li>while sinks + k + window ≥ cached tokens N: dense attention, no selection;</li>
+ *   <li>fingerprint: the call's queries rotated to positions window, window+1, … and averaged;</li>
+ *   <li>every candidate slot in [sinks, N − local) is scored per query head against its pre-RoPE
+ *       key, s = q·k (no 1/√d unless {@code scale=sqrt}), KV head h / group ({@code gqa=div}) or
+ *       the official h % nKv ({@code gqa=mod});</li>
+ *   <li>softmax per head over the candidates, summed over heads in fp32 (soft vote): one vote per
+ *       layer ({@code heads=layer}, official) or one per KV head over its group
+ *       ({@code heads=kvhead}); optional max-pool ({@code pool}, the official padding, so an even
+ *       kernel shifts by one);</li>
+ *   <li>top-k (ties to the lower slot), ascending; attend to sinks ++ top-k ++ local where local is
+ *       the last max(window, call length) slots; RoPE by list index ({@code positions=compact},
+ *       official) or by original position;</li>
+ *   <li>Selection Cache ({@code cache=on}): per layer, when the cosine of this fingerprint with the
+ *       last scored one is ≥ threshold, reuse the last top-k (sinks and window recomputed).</li>
+ * </ol>
+ * Buffers grow to the largest context seen and are reused; nothing is allocated per token.
+ */
+final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode {
+
+  private final SelectionStats stats;
+  private final ModelConfig c;
+  private final int sinks, k, window, chunk, pool;
+  private final double kFrac, threshold;
+  private final boolean perKvHead, gqaMod, compact, cacheOn;
+  private final float voteScale;
+  private final int heads, kvHeads, d, group, lists;
+  private final ListAttention.RopeTable table;
+
+  private final float[] qf;          // (heads * headDim) fingerprint of this call
+  private final float[][] cachedQf;  // (layer) → (heads * headDim) fingerprint the cached top-k was scored with
+  private final int[][] cachedTop;   // (layer) → (lists, cachedCount) selected candidate slots
+  private final int[] cachedCount;   // (layer) top-k per list in the cache; 0: empty
+  private float[] probs = new float[0];   // (heads, candidates) per-head softmax of the vote logits
+  private float[] votes = new float[0];   // (lists, candidates) summed votes
+  private float[] pooled = new float[0];  // (candidates) max-pooled votes of one list
+  private long[] work = new long[0];      // (candidates) top-k scratch
+  private int[] top = new int[0];         // (lists, k) selected slots of this call
+  private int[] list = new int[0];        // (lists, listLen) slots attended: sinks ++ top ++ local
+  private float[] keyBuf = new float[0];  // (kvHeads, listLen, headDim) keys rotated at list index
+
+  TokenSelect(PolicyTerm t, SelectionStats stats, AttentionContext ctx) {
+    this.stats = stats;
+    this.c = ctx.config();
+    sinks = t.intParam("sinks");
+    k = t.intParam("k");
+    kFrac = t.doubleParam("k_frac");
+    window = t.intParam("window");
+    chunk = Math.max(1, t.intParam("chunk"));
+    perKvHead = t.text("heads").equals("kvhead");
+    gqaMod = t.text("gqa").equals("mod");
+    pool = t.intParam("pool");
+    compact = t.text("positions").equals("compact");
+    voteScale = t.text("scale").equals("sqrt") ? ctx.scale() : 1f;
+    cacheOn = t.text("cache").equals("on");
+    threshold = t.doubleParam("threshold");
+    heads = c.numHeads();
+    kvHeads = c.numKvHeads();
+    d = c.headDim();
+    group = c.group();
+    lists = perKvHead ? kvHeads : 1;
+    table = new ListAttention.RopeTable(ctx.rope());
+    qf = new float[heads * d];
+    cachedQf = new float[c.numLayers()][heads * d];
+    cachedTop = new int[c.numLayers()][0];
+    cachedCount = new int[c.numLayers()];
+  }
+
+  @Override
+  public void prefill(int layer, float[] q, int n, int pos0, KvCache kv, float[] out, AttentionContext ctx) {
+    int before = kv.length(layer) - n;
+    for (int s = 0; s < n; s += chunk) {
+      int m = Math.min(chunk, n - s);
+      block(layer, q, s, m, pos0 + s, before + s + m, kv, out, ctx, false);
+    }
+  }
+
+  @Override
+  public void decode(int layer, float[] q, int pos, KvCache kv, float[] out, AttentionContext ctx) {
+    block(layer, q, 0, 1, pos, kv.length(layer), kv, out, ctx, true);
+  }
+
+  @Override
+  public void reset() {
+    Arrays.fill(cachedCount, 0);
+  }
+
+  /** Scoring KV head of query head h: the official modulo mapping or the standard h / group. */
+  int scoringKvHead(int h) {
+    return gqaMod ? h % kvHeads : h / group;
+  }
+
+  /** Rows row0 .. row0+m-1 of q (positions pos0 ..) whose last row sees slots [0, end). */
+  private void block(int layer, float[] q, int row0, int m, int pos0, int end, KvCache kv, float[] out,
+                     AttentionContext ctx, boolean decode) {
+    int local = Math.max(window, m);
+    int kk = kFrac > 0 ? (int) Math.max(1, Math.round(kFrac * end)) : k;
+    if ((long) sinks + kk + local >= end) {
+      DenseAttention.attendRows(layer, q, row0, m, pos0, end - m, kv, out, ctx);
+      record(layer, m, pos0 + m, end, end, decode);
+      return;
+    }
+    long t0 = System.nanoTime();
+    int cands = end - local - sinks;
+    int count = select(layer, q, row0, m, cands, kk, kv, ctx);
+    int listLen = sinks + count + local;
+    buildLists(count, listLen, end, local);
+    stats.selectionNanos += System.nanoTime() - t0;
+    attendLists(layer, q, row0, m, pos0, listLen, kv, out, ctx);
+    record(layer, m, pos0 + m, end, listLen, decode);
+  }
+
+  /** Counts the block's work; the context is the sequence so far (context ≥ end once the cache was compressed). */
+  private void record(int layer, int m, int context, int end, int listLen, boolean decode) {
+    if (decode) {
+      stats.decode(layer, (double) listLen * heads, context, heads);
+    } else {
+      stats.prefill(layer, SelectionStats.densePairs(m, listLen - m, heads), SelectionStats.densePairs(m, end - m, heads));
+    }
+  }
+
+  /** Fills top (lists, count) with selected candidate slots; returns count per list. */
+  private int select(int layer, float[] q, int row0, int m, int cands, int kk, KvCache kv, AttentionContext ctx) {
+    fingerprint(q, row0, m);
+    if (cacheOn) {
+      stats.cacheLookups++;
+      int cc = cachedCount[layer];
+      if (cc > 0 && cosine(qf, cachedQf[layer]) >= threshold) {
+        stats.cacheHits++;
+        ensureTop(cc);
+        System.arraycopy(cachedTop[layer], 0, top, 0, lists * cc);
+        return cc;
+      }
+    }
+    score(layer, cands, kv, ctx);
+    int count = Math.min(kk, cands);
+    ensureTop(count);
+    if (work.length < cands) work = new long[cands];
+    for (int g = 0; g < lists; g++) {
+      float[] v = votes;
+      int off = g * cands, n = cands;
+      if (pool > 1) {
+        n = maxPool(votes, off, cands, pool);
+        v = pooled;
+        off = 0;
+      }
+      int got = TopK.select(v, off, n, Math.min(count, n), work, top, g * count, sinks);
+      for (int i = got; i < count; i++) top[g * count + i] = top[g * count + got - 1]; // never for pool ≤ 2
+    }
+    if (cacheOn) {
+      System.arraycopy(qf, 0, cachedQf[layer], 0, qf.length);
+      if (cachedTop[layer].length < lists * count) cachedTop[layer] = new int[lists * count];
+      System.arraycopy(top, 0, cachedTop[layer], 0, lists * count);
+      cachedCount[layer] = count;
+    }
+    return count;
+  }
+
+  /** qf = mean over the m rows of each query head rotated to position window + i (QUERY_ROTATE). */
+  void fingerprint(float[] q, int row0, int m) {
+    table.ensure(window + m);
+    Arrays.fill(qf, 0f);
+    float[] row = DenseAttention.scratch(d); // caller thread only
+    for (int i = 0; i < m; i++) {
+      for (int h = 0; h < heads; h++) {
+        System.arraycopy(q, ((row0 + i) * heads + h) * d, row, 0, d);
+        table.rotate(row, 0, window + i);
+        for (int j = 0; j < d; j++) qf[h * d + j] += row[j];
+      }
+    }
+    float inv = 1f / m;
+    for (int j = 0; j < qf.length; j++) qf[j] *= inv;
+  }
+
+  /** probs[h, c] = softmax_c(voteScale · qf_h · K[sinks + c]); votes[g, c] = Σ_h probs[h, c] over list g's heads. */
+  private void score(int layer, int cands, KvCache kv, AttentionContext ctx) {
+    if (probs.length < heads * cands) probs = new float[heads * cands];
+    if (votes.length < lists * cands) votes = new float[lists * cands];
+    float[] keys = kv.keys[layer];
+    int kvDim = kv.kvDim;
+    ctx.pool().forRange(heads, (from, to) -> {
+      for (int h = from; h < to; h++) {
+        int ko = scoringKvHead(h) * d, po = h * cands;
+        for (int cIdx = 0; cIdx < cands; cIdx++) {
+          probs[po + cIdx] = voteScale * CpuOps.dot(qf, h * d, keys, (sinks + cIdx) * kvDim + ko, d);
+        }
+        CpuOps.softmax(probs, po, cands);
+      }
+    });
+    ctx.pool().forRange(cands, (from, to) -> {
+      for (int g = 0; g < lists; g++) Arrays.fill(votes, g * cands + from, g * cands + to, 0f);
+      for (int h = 0; h < heads; h++) { // head order fixed: sums are deterministic
+        int g = perKvHead ? scoringKvHead(h) : 0;
+        int vo = g * cands, po = h * cands;
+        for (int cIdx = from; cIdx < to; cIdx++) votes[vo + cIdx] += probs[po + cIdx];
+      }
+    });
+  }
+
+  /**
+   * pooled = max_pool1d(v[off .. off+n), kernel, stride 1, padding (kernel-1)/2) as torch computes it
+   * (padding is -inf); returns its length, n + 2·pad − kernel + 1 (one short for an even kernel).
+   */
+  int maxPool(float[] v, int off, int n, int kernel) {
+    int pad = (kernel - 1) / 2, len = n + 2 * pad - kernel + 1;
+    if (pooled.length < len) pooled = new float[Math.max(len, 1)];
+    for (int o = 0; o < len; o++) {
+      float mx = Float.NEGATIVE_INFINITY;
+      for (int j = o - pad; j < o - pad + kernel; j++) if (j >= 0 && j < n) mx = Math.max(mx, v[off + j]);
+      pooled[o] = mx;
+    }
+    return len;
+  }
+
+  private void ensureTop(int count) {
+    if (top.length < lists * count) top = new int[lists * count];
+  }
+
+  private void buildLists(int count, int listLen, int end, int local) {
+    if (list.length < lists * listLen) list = new int[lists * listLen];
+    for (int g = 0; g < lists; g++) {
+      int o = g * listLen;
+      for (int i = 0; i < sinks; i++) list[o + i] = i;
+      System.arraycopy(top, g * count, list, o + sinks, count);
+      for (int i = 0; i < local; i++) list[o + sinks + count + i] = end - local + i;
+    }
+  }
+
+  /** Row i sees the first listLen − m + i + 1 entries of its list (its own slot is the last of them). */
+  private void attendLists(int layer, float[] q, int row0, int m, int pos0, int listLen, KvCache kv, float[] out,
+                           AttentionContext ctx) {
+    if (compact) {
+      table.ensure(listLen);
+      if (keyBuf.length < kvHeads * listLen * d) keyBuf = new float[kvHeads * listLen * d];
+      ctx.pool().forRange(kvHeads, (from, to) -> {
+        for (int g = from; g < to; g++) {
+          ListAttention.gatherCompact(layer, g, list, (perKvHead ? g : 0) * listLen, listLen, kv, table, keyBuf,
+              g * listLen * d);
+        }
+      });
+    }
+    float scale = ctx.scale();
+    ctx.pool().forRange(m * heads, (from, to) -> {
+      float[] qr = new float[d];
+      float[] cos = new float[d / 2], sin = new float[d / 2];
+      for (int task = from; task < to; task++) {
+        int i = task / heads, h = task % heads, g = h / group;
+        int visible = listLen - m + i + 1;
+        System.arraycopy(q, ((row0 + i) * heads + h) * d, qr, 0, d);
+        int lo = (perKvHead ? g : 0) * listLen;
+        int oo = ((row0 + i) * heads + h) * d;
+        if (compact) {
+          table.rotate(qr, 0, visible - 1);
+          ListAttention.attend(layer, g, qr, 0, list, lo, visible, keyBuf, g * listLen * d, kv, out, oo, scale);
+        } else {
+          ctx.rope().angles(pos0 + i, cos, sin);
+          ctx.rope().apply(qr, 0, 1, cos, sin);
+          ListAttention.attend(layer, g, qr, 0, list, lo, visible, null, 0, kv, out, oo, scale);
+        }
+      }
+    });
+  }
+
+  static double cosine(float[] a, float[] b) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int i = 0; i < a.length; i++) {
+      ab += (double) a[i] * b[i];
+      aa += (double) a[i] * a[i];
+      bb += (double) b[i] * b[i];
+    }
+    if (aa == 0 || bb == 0) return 0;
+    return Math.max(-1, Math.min(1, ab / Math.sqrt(aa * bb)));
+  }
+}
