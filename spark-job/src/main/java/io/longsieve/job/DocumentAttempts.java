@@ -28,8 +28,10 @@ import org.apache.logging.log4j.Logger;
  *   <li>Anything else propagates to the caller (which writes an {@code engine_error} row).
  * </ul>
  *
- * <p>Test hook: {@code spark.longsieve.test.injectOomDocId=ID} makes every attempt of document ID
- * fail as if the GPU were out of memory, to exercise the retry and the {@code oom} row end to end.
+ * <p>Test hooks: {@code spark.longsieve.test.injectOomDocId=ID} makes every attempt of document ID
+ * fail as if the GPU were out of memory, to exercise the retry and the {@code oom} row end to end;
+ * {@code spark.longsieve.test.injectStickyCudaError=ID@FILE} makes the first attempt of ID (the one
+ * that creates FILE) fail with a sticky CUDA error, to exercise the executor exit and task retry.
  */
 public final class DocumentAttempts implements Serializable {
 
@@ -43,11 +45,31 @@ public final class DocumentAttempts implements Serializable {
   private final long timeoutNanos;     // per document; 0: none
   private final int prefillChunk;      // the engine's chunk, the retries divide it
   private final String injectOomDocId; // test hook; null: off
+  private final String stickyDocId;    // test hook; null: off
+  private final String stickyMarker;   // file whose creation marks the one injected sticky error
 
   public DocumentAttempts(long timeoutSeconds, int prefillChunk, String injectOomDocId) {
+    this(timeoutSeconds, prefillChunk, injectOomDocId, null);
+  }
+
+  public DocumentAttempts(long timeoutSeconds, int prefillChunk, String injectOomDocId, String injectSticky) {
     this.timeoutNanos = Math.max(0, timeoutSeconds) * 1_000_000_000L;
     this.prefillChunk = prefillChunk;
     this.injectOomDocId = injectOomDocId == null || injectOomDocId.isBlank() ? null : injectOomDocId;
+    int at = injectSticky == null ? -1 : injectSticky.indexOf('@');
+    this.stickyDocId = at > 0 ? injectSticky.substring(0, at) : null;
+    this.stickyMarker = at > 0 ? injectSticky.substring(at + 1) : null;
+  }
+
+  /** The sticky-error test hook: true once, for the attempt that manages to create the marker file. */
+  private boolean injectStickyNow(String docId) {
+    if (stickyDocId == null || !stickyDocId.equals(docId)) return false;
+    try {
+      java.nio.file.Files.createFile(java.nio.file.Path.of(stickyMarker));
+      return true;
+    } catch (java.io.IOException alreadyInjected) {
+      return false;
+    }
   }
 
   /** What went wrong, as far as the retry rules care. */
@@ -99,6 +121,10 @@ public final class DocumentAttempts implements Serializable {
       try {
         return RequestLimits.of(timeoutNanos, chunk).with(() -> {
           if (docId != null && docId.equals(injectOomDocId)) throw new InjectedOutOfMemoryException(docId, effective);
+          if (injectStickyNow(docId)) {
+            throw new IllegalStateException("injected CUDA_ERROR_ILLEGAL_ADDRESS for doc_id " + docId
+                + " (spark.longsieve.test.injectStickyCudaError)");
+          }
           return generate.get();
         });
       } catch (RuntimeException | OutOfMemoryError e) {

@@ -53,7 +53,8 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
 
   DocumentProcessor(RunOptions o, JobMetrics metrics) {
     this(o.engineSpec(), o.runId(), o.maxNewTokens(), o.policy(), o.truncate(),
-        new DocumentAttempts(o.production().docTimeoutSeconds(), o.prefillChunk(), o.production().injectOomDocId()),
+        new DocumentAttempts(o.production().docTimeoutSeconds(), o.prefillChunk(), o.production().injectOomDocId(),
+            o.production().injectStickyCudaError()),
         metrics, o.production().charsPerToken());
   }
 

@@ -32,7 +32,8 @@ public final class ExecutorEngine {
 
   /**
    * The engine for {@code spec} in this JVM, opened on first use. Inside a Spark task that was given
-   * a GPU (spark.task.resource.gpu.amount), the spec is bound to that GPU's address first.
+   * a GPU (spark.task.resource.gpu.amount), the spec is bound to that GPU first: Spark's address,
+   * remapped to a CUDA ordinal through CUDA_VISIBLE_DEVICES ({@link GpuBinding}).
    */
   public static Engine get(EngineSpec spec) {
     EngineSpec bound = bindToTaskGpu(spec);

@@ -18,6 +18,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.spark.ExecutorLostFailure;
 import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
 import org.apache.spark.scheduler.SparkListenerJobStart;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import org.apache.spark.sql.Row;
@@ -115,8 +116,34 @@ class LocalClusterJobTest {
         out.write('\n');
       }
     }
-    LongSieveJob.run(spark, options(input, "bad", Map.of("spark.longsieve.maxContext", "128",
-        "spark.longsieve.test.injectOomDocId", "d5", "spark.longsieve.partitions", "3")));
+    SparkListener removals = new SparkListener() {
+      @Override
+      public void onExecutorRemoved(SparkListenerExecutorRemoved removed) {
+        REMOVED.add(removed.reason());
+      }
+    };
+    spark.sparkContext().addSparkListener(removals);
+    try {
+      LongSieveJob.run(spark, options(input, "bad", Map.of("spark.longsieve.maxContext", "128",
+          "spark.longsieve.test.injectOomDocId", "d5", "spark.longsieve.partitions", "3",
+          "spark.longsieve.test.injectStickyCudaError", "d2@" + dir.resolve("sticky.marker"))));
+    } finally {
+      spark.sparkContext().removeSparkListener(removals);
+    }
+  }
+
+  /** Why executors were removed during the failures run. */
+  static final List<String> REMOVED = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+  @Test
+  void aStickyCudaErrorEndsTheExecutorWithCode45AndItsTaskIsRetriedElsewhere() throws IOException {
+    runFailures();
+    assertTrue(Files.exists(dir.resolve("sticky.marker")), "the sticky error was injected");
+    assertTrue(REMOVED.stream().anyMatch(r -> r.contains("exited with code " + DocumentAttempts.STICKY_CUDA_EXIT_CODE)),
+        "an executor exited with code 45: " + REMOVED);
+    Row d2 = spark.read().parquet(dir.resolve("out-bad").resolve("outputs").toString())
+        .where(col("doc_id").equalTo("d2")).select("status").first();
+    assertEquals("ok", d2.getString(0), "the retried task ran d2 on a fresh executor");
   }
 
   @Test
@@ -153,10 +180,14 @@ class LocalClusterJobTest {
         "unparseable JSON and invalid UTF-8 are bad_input rows with generated ids: " + byId);
   }
 
-  /** Kills one executor JVM (SIGKILL) when the first generation task of the job ends. */
+  /**
+   * Kills one executor JVM (SIGKILL) when the first task of the generation job's result stage ends,
+   * choosing an executor that is running another task of that stage at that moment.
+   */
   static final class ExecutorKiller extends SparkListener {
     final SparkSession spark;
-    final Set<Integer> generationStages = ConcurrentHashMap.newKeySet();
+    volatile int resultStage = -1;
+    final Map<Long, String> running = new ConcurrentHashMap<>(); // taskId → executorId, result stage only
     final AtomicLong killed = new AtomicLong();
     final AtomicInteger lostTasks = new AtomicInteger();
 
@@ -168,24 +199,28 @@ class LocalClusterJobTest {
     public void onJobStart(SparkListenerJobStart job) {
       String d = job.properties() == null ? null : job.properties().getProperty("spark.job.description");
       if (d != null && d.contains(": generate")) {
-        for (Object s : CollectionConverters.asJava(job.stageIds())) generationStages.add((Integer) s);
+        // the result stage is created after its parents, so it has the highest id
+        for (Object s : CollectionConverters.asJava(job.stageIds())) resultStage = Math.max(resultStage, (Integer) s);
       }
     }
 
     @Override
+    public void onTaskStart(org.apache.spark.scheduler.SparkListenerTaskStart start) {
+      if (start.stageId() == resultStage) running.put(start.taskInfo().taskId(), start.taskInfo().executorId());
+    }
+
+    @Override
     public void onTaskEnd(SparkListenerTaskEnd end) {
-      if (!generationStages.contains(end.stageId())) return;
+      if (end.stageId() != resultStage) return;
+      running.remove(end.taskInfo().taskId());
       if (end.reason() instanceof ExecutorLostFailure) lostTasks.incrementAndGet();
-      if (killed.get() == 0) {
-        // the executor that did not just finish is running a generation task right now
-        List<Long> pids = LocalCluster.executorPids(spark);
-        String finishedOn = end.taskInfo().executorId();
-        for (Long pid : pids) {
-          String cmd = LocalCluster.commandLine(pid);
-          if (!cmd.contains("--executor-id " + finishedOn + " ")) {
+      if (killed.get() != 0) return;
+      for (String executor : running.values()) {
+        for (Long pid : LocalCluster.executorPids(spark)) {
+          if (LocalCluster.commandLine(pid).contains("--executor-id " + executor + " ")) {
             ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
             killed.set(pid);
-            break;
+            return;
           }
         }
       }
