@@ -30,12 +30,19 @@ final class LocalCluster {
       if (!Files.exists(h.resolve("RELEASE"))) {
         Files.writeString(h.resolve("RELEASE"), "Spark for LongSieve tests: executors use the test class path\n");
       }
+      // each worker "has" one GPU, so that GPU scheduling and stage-level profiles run without one
+      Path gpus = h.resolve("fake-gpus.sh");
+      Files.writeString(gpus, "#!/bin/sh\necho '{\"name\": \"gpu\", \"addresses\": [\"0\"]}'\n");
+      gpus.toFile().setExecutable(true);
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
   }
 
-  /** A session on local-cluster[executors, 1 core, 1024 MB]; the executors run with this JVM's flags. */
+  /**
+   * A session on local-cluster[executors, 1 core, 1024 MB]; the executors run with this JVM's flags and
+   * each holds one pretend GPU (address "0", from a discovery script that just prints it).
+   */
   static SparkSession session(int executors) {
     prepareSparkHome();
     String flags = ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
@@ -53,6 +60,10 @@ final class LocalCluster {
         .config("spark.task.maxFailures", "4")
         // a lost executor is noticed from its closed connection at once; the heartbeat timeout is a backstop
         .config("spark.network.timeout", "60s")
+        // one (pretend) GPU per worker and executor; tasks claim a share only where a profile asks
+        .config("spark.worker.resource.gpu.amount", "1")
+        .config("spark.worker.resource.gpu.discoveryScript", System.getenv("SPARK_HOME") + "/fake-gpus.sh")
+        .config("spark.executor.resource.gpu.amount", "1")
         .getOrCreate();
   }
 

@@ -94,6 +94,38 @@ class LocalClusterJobTest {
     assertTrue(st.values().stream().allMatch("ok"::equals), st.toString());
   }
 
+  @Test
+  void onlyTheGenerationStageClaimsAGpuShareAndItsTasksBindTheAssignedGpu() {
+    Path input = documents("gpu.jsonl", 6, 20);
+    Map<Integer, Integer> profileOfStage = new ConcurrentHashMap<>();
+    SparkListener stages = new SparkListener() {
+      @Override
+      public void onStageSubmitted(org.apache.spark.scheduler.SparkListenerStageSubmitted s) {
+        profileOfStage.put(s.stageInfo().stageId(), s.stageInfo().resourceProfileId());
+      }
+    };
+    ExecutorKiller generation = new ExecutorKiller(spark); // used only to learn the generation stage's id
+    generation.killed.set(-1);
+    spark.sparkContext().addSparkListener(stages);
+    spark.sparkContext().addSparkListener(generation);
+    try {
+      // device auto: the task's GPU address is bound (GpuBinding), CUDA is unusable here, so the engine runs on CPU
+      LongSieveJob.run(spark, options(input, "gpu", Map.of("spark.longsieve.inferenceGpuAmount", "0.5",
+          "spark.longsieve.device", "auto", "spark.longsieve.partitions", "2")));
+    } finally {
+      spark.sparkContext().removeSparkListener(stages);
+      spark.sparkContext().removeSparkListener(generation);
+    }
+    Map<String, String> st = statuses("gpu");
+    assertEquals(6, st.size());
+    assertTrue(st.values().stream().allMatch("ok"::equals), st.toString());
+    int genProfile = profileOfStage.get(generation.resultStage);
+    assertTrue(genProfile != 0, "the generation stage runs under its task resource profile");
+    long others = profileOfStage.entrySet().stream().filter(e -> e.getKey() != generation.resultStage)
+        .filter(e -> e.getValue() != 0).count();
+    assertEquals(0, others, "every other stage keeps the default profile: " + profileOfStage);
+  }
+
   /** One run over an input with a row of every failure kind and an injected out-of-memory document. */
   static void runFailures() throws IOException {
     if (Files.exists(dir.resolve("out-bad"))) return;
