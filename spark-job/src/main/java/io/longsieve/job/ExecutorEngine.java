@@ -75,6 +75,7 @@ public final class ExecutorEngine {
     }
   }
 
+  /** The spec bound to the GPU Spark gave this task, if any (spark.task.resource.gpu.amount). */
   private static EngineSpec bindToTaskGpu(EngineSpec spec) {
     if (TaskContext.get() == null || spec.gpuOrdinal() >= 0 || spec.device().equals("cpu")) return spec;
     int ordinal = GpuBinding.forCurrentTask(); // Spark's address, remapped through CUDA_VISIBLE_DEVICES
