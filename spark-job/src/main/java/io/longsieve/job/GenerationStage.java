@@ -50,9 +50,10 @@ final class GenerationStage {
 
   /**
    * The stage's rows (JobSchemas.RESULT rows, one RDD partition per plan partition), the plan behind
-   * them, and how many commit slices the run writes them in.
+   * them, how many commit slices the run writes them in, and how many input rows it covers (repeated
+   * doc_ids included, which the plan counts once).
    */
-  record Stage(SparkSession spark, JavaRDD<Row> results, PartitionPlan plan, int slices) {
+  record Stage(SparkSession spark, JavaRDD<Row> results, PartitionPlan plan, int slices, long rows) {
 
     /** Partitions [from, to) of slice {@code s}: consecutive, so the heaviest go first. */
     int[] sliceRange(int s) {
@@ -138,7 +139,7 @@ final class GenerationStage {
     ResourceProfile profile = profile(o, spark.sparkContext().master());
     if (profile != null) results = results.withResources(profile);
     int slices = slices(o.production().slices(), plan.numPartitions(), jsc.defaultParallelism());
-    return new Stage(spark, results, plan, slices);
+    return new Stage(spark, results, plan, slices, costs.size());
   }
 
   /** The generation stage's task-only profile, or null when not asked for or not supported here. */

@@ -59,10 +59,10 @@ public final class LongSieveJob {
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": generate");
     Path staging = new Path(new Path(o.output(), "_staging"), o.runId());
     List<String> sliceDirs = new ArrayList<>();
-    try (ProgressListener progress = ProgressListener.attach(spark.sparkContext(), metrics, stage.plan().documents(),
+    try (ProgressListener progress = ProgressListener.attach(spark.sparkContext(), metrics, stage.rows(),
         stage.plan().totalCost(), o.production().progressIntervalSeconds())) {
       LOG.info("run {}: generating {} documents on {} partitions in {} commit slices", o.runId(),
-          stage.plan().documents(), stage.plan().numPartitions(), stage.slices());
+          stage.rows(), stage.plan().numPartitions(), stage.slices());
       for (int s = 0; s < stage.slices(); s++) {
         spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": generate slice " + (s + 1) + "/" + stage.slices());
         Path dir = new Path(staging, "slice=" + s);

@@ -35,7 +35,7 @@ class GenerationStageTest {
     assertEquals(1, GenerationStage.slices(0, 8, 64));
     assertEquals(8, GenerationStage.slices(20, 8, 2), "never more slices than partitions");
     GenerationStage.Stage stage = new GenerationStage.Stage(null, null,
-        PartitionPlan.pack(java.util.List.of(new PartitionPlan.DocCost("a", 1)), 10), 3);
+        PartitionPlan.pack(java.util.List.of(new PartitionPlan.DocCost("a", 1)), 10), 3, 1);
     assertArrayEquals(new int[] {0, 3}, stage.sliceRange(0));
     assertArrayEquals(new int[] {3, 6}, stage.sliceRange(1));
     assertArrayEquals(new int[] {6, 10}, stage.sliceRange(2));
