@@ -8,7 +8,7 @@ import picocli.CommandLine.Command;
  * bundle on a GPU host: {@code generate} (and, as they land, {@code bench}, {@code profile}).
  */
 @Command(name = "longsieve-engine", mixinStandardHelpOptions = true,
-    subcommands = {GenerateCommand.class, ProfileCommand.class},
+    subcommands = {GenerateCommand.class, ProfileCommand.class, EvalEngineCommand.class},
     description = "LongSieve engine commands (no Spark).")
 public final class EngineCli {
 

@@ -13,7 +13,9 @@ import picocli.CommandLine.Command;
     versionProvider = JobCli.Version.class,
     subcommands = {
         RunCommand.class,
+        io.longsieve.report.ReportCommand.class,
         GenerateCommand.class,
+        io.longsieve.eval.EvalCommand.class,
     },
     description = "LongSieve: long-document LLM inference as a Spark batch job.")
 public final class JobCli implements Callable<Integer> {

@@ -82,7 +82,8 @@ public final class JobSchemas {
       .add("ttft_ms", DoubleType, true)
       .add("prefill_ms", DoubleType, true)
       .add("decode_ms", DoubleType, true)
-      .add("total_ms", DoubleType, true)          // the row's whole time in the task, tokenizing included
+      .add("total_ms", DoubleType, true)          // the row's wall time in the task: token counting and any wait
+                                                  // for the engine (shared by the executor's tasks) included
       .add("executor_id", StringType, false)
       .add("partition_id", IntegerType, false)
       .add("attended_tokens_mean", DoubleType, true)

@@ -1,0 +1,17 @@
+package io.longsieve.eval;
+
+/**
+ * One document under one policy.
+ *
+ * @param policy           the policy string as given
+ * @param item             the document
+ * @param output           the generated text ("" on error)
+ * @param score            0..1 (see {@link Scoring}); 0 on error
+ * @param attendedFraction mean over layers of the engine's selected fraction: attended / causally visible
+ *                         (query, key) pairs, prefill and decode together; 1 for dense
+ * @param ms               wall time of the request
+ * @param inputTokens      prompt tokens after the chat template
+ * @param error            null, or why the document failed (e.g. prompt too long)
+ */
+public record DocResult(String policy, SuiteItem item, String output, double score, double attendedFraction, double ms,
+    int inputTokens, String error) {}

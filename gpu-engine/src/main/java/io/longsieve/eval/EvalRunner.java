@@ -1,0 +1,97 @@
+package io.longsieve.eval;
+
+import io.longsieve.attention.PolicySpec;
+import io.longsieve.engine.Engine;
+import io.longsieve.engine.GenerationRequest;
+import io.longsieve.engine.GenerationResult;
+import io.longsieve.engine.PromptTooLongException;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Consumer;
+
+/**
+ * Runs suite documents through an engine under several policies and aggregates the scores.
+ * Failure semantics: a document that fails (too long for the model's context, a policy error)
+ * scores 0 and is counted in n_errors with its message; the run goes on. Policies are validated
+ * with {@link PolicySpec#parse} before any document runs.
+ */
+public final class EvalRunner {
+
+  private final Engine engine;
+  private final TaskPrompts prompts;
+  private final int maxNewTokens;  // 0: per task
+
+  public EvalRunner(Engine engine, TaskPrompts prompts, int maxNewTokens) {
+    this.engine = engine;
+    this.prompts = prompts;
+    this.maxNewTokens = maxNewTokens;
+  }
+
+  /** Throws IllegalArgumentException naming the first policy that does not parse. */
+  public static void validate(List<String> policies) {
+    for (String p : policies) PolicySpec.parse(p);
+  }
+
+  public List<DocResult> run(List<SuiteItem> items, List<String> policies, Consumer<DocResult> progress) {
+    validate(policies);
+    List<DocResult> out = new ArrayList<>();
+    for (SuiteItem it : items) {
+      for (String p : policies) {
+        DocResult r = runOne(it, p);
+        out.add(r);
+        if (progress != null) progress.accept(r);
+      }
+    }
+    return out;
+  }
+
+  public DocResult runOne(SuiteItem it, String policy) {
+    GenerationRequest req = GenerationRequest.chat(it.docId(), prompts.userMessage(it),
+        maxNewTokens > 0 ? maxNewTokens : EvalSuite.maxNewTokens(it.kind()))
+        .withPolicy(policy);
+    long t0 = System.nanoTime();
+    try {
+      GenerationResult g = engine.generate(req);
+      double ms = (System.nanoTime() - t0) / 1e6;
+      return new DocResult(policy, it, g.text(), Scoring.score(it, g.text()), attended(g.stats().selectedFractionByLayer()),
+          ms, g.stats().inputTokens(), null);
+    } catch (PromptTooLongException | IllegalArgumentException e) {
+      return new DocResult(policy, it, "", 0.0, Double.NaN, (System.nanoTime() - t0) / 1e6, 0, e.getMessage());
+    }
+  }
+
+  static double attended(float[] byLayer) {
+    if (byLayer == null || byLayer.length == 0) return 1.0;
+    double s = 0;
+    for (float f : byLayer) s += f;
+    return s / byLayer.length;
+  }
+
+  /** One row per (task, length, policy), in first-seen order. */
+  public static List<EvalRow> aggregate(String runId, List<DocResult> results) {
+    Map<String, List<DocResult>> cells = new LinkedHashMap<>();
+    for (DocResult r : results) {
+      cells.computeIfAbsent(r.item().kind() + "\u0000" + r.item().length() + "\u0000" + r.policy(), k -> new ArrayList<>()).add(r);
+    }
+    List<EvalRow> rows = new ArrayList<>();
+    for (List<DocResult> c : cells.values()) {
+      double acc = 0, att = 0, ms = 0;
+      int nAtt = 0, errors = 0;
+      for (DocResult r : c) {
+        acc += r.score();
+        ms += r.ms();
+        if (!Double.isNaN(r.attendedFraction())) {
+          att += r.attendedFraction();
+          nAtt++;
+        }
+        if (r.error() != null) errors++;
+      }
+      DocResult f = c.get(0);
+      rows.add(new EvalRow(runId, f.item().kind(), f.item().length(), f.policy(), acc / c.size(),
+          nAtt == 0 ? Double.NaN : att / nAtt, ms / c.size(), c.size(), errors));
+    }
+    return rows;
+  }
+}

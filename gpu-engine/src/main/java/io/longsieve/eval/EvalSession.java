@@ -1,0 +1,56 @@
+package io.longsieve.eval;
+
+import io.longsieve.engine.Engine;
+import io.longsieve.engine.EngineSpec;
+import io.longsieve.model.Tokenizer;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * What both eval commands do before their outputs differ: validate the policies, build or read
+ * the suite (sized with the model's own tokenizer), run every document under every policy, and
+ * write suite.jsonl, docs.jsonl, results.jsonl and results.md under {@code <output>/eval/}.
+ */
+public final class EvalSession {
+  private EvalSession() {}
+
+  /** Result of a session: per-document results and the aggregated rows. */
+  public record Outcome(List<SuiteItem> suite, List<DocResult> docs, List<EvalRow> rows) {}
+
+  public static List<SuiteItem> suite(EvalOptions o, Tokenizer tok) {
+    if (o.suite != null) return SuiteJsonl.read(o.suite);
+    SuiteGenerator gen = new SuiteGenerator(SuiteText.load(), s -> tok.encode(s, false).length);
+    return EvalSuite.generate(gen, o.tasks, o.trainLength, o.lengths, o.perCell, o.seed);
+  }
+
+  public static Outcome run(EvalOptions o, PrintStream log) throws java.io.IOException {
+    List<String> policies = o.policyList();
+    EvalRunner.validate(policies);
+    Files.createDirectories(o.evalDir());
+    EngineSpec spec = EngineSpec.of(o.model).withDevice(o.device).withThreads(o.threads);
+    try (Engine engine = Engine.open(spec)) {
+      List<SuiteItem> suite = suite(o, engine.model().tokenizer());
+      SuiteJsonl.write(suite, o.evalDir().resolve("suite.jsonl"));
+      log.printf(Locale.ROOT, "eval: %d documents x %d policies on %s (%s)%n", suite.size(), policies.size(),
+          engine.backend(), engine.device());
+      if (o.writeSuiteOnly) return new Outcome(suite, List.of(), List.of());
+      EvalRunner runner = new EvalRunner(engine, TaskPrompts.standard(), o.maxNewTokens);
+      List<DocResult> docs = runner.run(suite, policies, r -> log.printf(Locale.ROOT,
+          "  %-28s %-60s score %.2f  attended %.2f  %6.0f ms%s%n", r.item().docId(), r.policy(), r.score(),
+          r.attendedFraction(), r.ms(), r.error() == null ? "" : "  ERROR " + r.error()));
+      List<EvalRow> rows = EvalRunner.aggregate(o.runId, docs);
+      write(o.evalDir(), docs, rows, engine.backend() + " " + engine.device(), o.model);
+      return new Outcome(suite, docs, rows);
+    }
+  }
+
+  public static void write(Path dir, List<DocResult> docs, List<EvalRow> rows, String where, Path model) throws java.io.IOException {
+    EvalReport.writeDocs(docs, dir.resolve("docs.jsonl"));
+    EvalReport.writeRows(rows, dir.resolve("results.jsonl"));
+    Files.writeString(dir.resolve("results.md"),
+        EvalReport.markdown(rows, "Accuracy (%) on " + model.getFileName() + ", " + where));
+  }
+}

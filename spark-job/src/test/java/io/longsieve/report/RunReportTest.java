@@ -1,0 +1,78 @@
+package io.longsieve.report;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.regex.Pattern;
+import org.apache.spark.sql.SparkSession;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import picocli.CommandLine;
+
+/** Reports over runs written in the job's layout: a 100,000-document run stays a small page of aggregates. */
+class RunReportTest {
+
+  static SparkSession spark;
+
+  @BeforeAll
+  static void start() {
+    spark = ReportFixture.spark();
+  }
+
+  @AfterAll
+  static void stop() {
+    spark.stop();
+  }
+
+  @Test
+  void hundredThousandDocumentsMakeASmallPageOfAggregates(@TempDir Path out) throws Exception {
+    ReportFixture.writeRun(spark, out, "20261129-080000-big", 100_000, 3_600_000);
+
+    long t0 = System.nanoTime();
+    Path file = RunReport.write(spark, out, "20261129-080000-big");
+    System.out.printf("report over 100,000 documents: %.1f s, %,d bytes%n", (System.nanoTime() - t0) / 1e9,
+        Files.size(file));
+
+    assertEquals(out.resolve("report/20261129-080000-big.html"), file);
+    String html = Files.readString(file);
+    assertTrue(Files.size(file) < 1_500_000, "page holds aggregates only, was " + Files.size(file) + " bytes");
+    assertTrue(html.contains(">100,000<"), "document count card");
+    assertTrue(html.contains(">27.8<"), "documents / s = 100,000 / 3,600 s");
+    long points = Pattern.compile("<circle ").matcher(html).results().count();
+    assertTrue(points > 0 && points <= 2 * RunAggregator.SCATTER_CAP, "scatter points capped, was " + points);
+    // user data is escaped, never interpreted
+    assertFalse(html.contains("<img src=x"));
+    assertTrue(html.contains("bad input &lt;img src=x onerror=alert(1)&gt; &amp; more"));
+    assertFalse(html.contains("<script"));
+    // errors are grouped: one row for the out-of-memory message with its count
+    long oom = 99_999 / 97 + 1; // ids 0, 97, 194, ... below 100,000
+    assertTrue(html.contains("<td class=\"n\">" + String.format("%,d", oom) + "</td>"), "OOM group count");
+    // four executors in the straggler view, the heatmap has one row per sparse policy
+    assertTrue(html.contains("data-chart=\"executor-busy\""));
+    assertTrue(html.contains(">tsa + tokenselect:k=2048<") && html.contains("data-chart=\"heatmap-layers\""));
+    assertTrue(html.contains("No eval results"));
+  }
+
+  @Test
+  void commandReportsTheNewestRunWithItsEval(@TempDir Path out) throws Exception {
+    ReportFixture.writeRun(spark, out, "20261129-070000-old", 50, 10_000);
+    ReportFixture.writeRun(spark, out, "20261129-090000-new", 60, 12_000);
+    ReportFixture.writeEval(spark, out, "20261129-090000-new");
+    Files.setLastModifiedTime(out.resolve("runs/20261129-070000-old.json"),
+        java.nio.file.attribute.FileTime.fromMillis(0));
+
+    int rc = new CommandLine(new ReportCommand()).execute("--output", out.toString());
+
+    assertEquals(0, rc);
+    assertFalse(Files.exists(out.resolve("report/20261129-070000-old.html")));
+    String html = Files.readString(out.resolve("report/20261129-090000-new.html"));
+    assertTrue(html.contains("LongSieve run 20261129-090000-new"));
+    assertTrue(html.contains("data-chart=\"eval-policy\"") && html.contains("data-chart=\"eval-heatmap\""));
+    assertTrue(html.contains(">12 s<"), "wall time from the manifest");
+  }
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# One device run: train, export, check and evaluate longsieve-needle, then pack the results into
+# $OUT (model.safetensors, bundle.tgz with the rest of the folder and the card, log.txt).
+# Run from the folder that holds tools/ and gpu-engine/src/main/resources (the repository root,
+# or a copy of these under build/). Wall time about 8 minutes; give the device call 540 s.
+set -u
+export PYTHONUNBUFFERED=1
+OUT="${OUT:-/tmp/needle-out}"
+mkdir -p "$OUT"
+timeout 505 python3 tools/train/train_needle.py --out /tmp/needle --train-seconds 320 --deadline-seconds 455 \
+  > "$OUT/log.txt" 2>&1
+echo "rc=$?" >> "$OUT/log.txt"
+D=/tmp/needle/longsieve-needle-7m
+python3 tools/train/write_card.py "$D" > /dev/null 2>> "$OUT/log.txt"
+cp "$D/model.safetensors" "$OUT/" 2>> "$OUT/log.txt"
+tar czf "$OUT/bundle.tgz" -C /tmp/needle --exclude model.safetensors longsieve-needle-7m
+ls -la "$OUT"
+tail -45 "$OUT/log.txt"

@@ -1,0 +1,649 @@
+#!/usr/bin/env python3
+"""Trains longsieve-needle: a small Llama-architecture model that finds facts in long documents.
+
+One run does everything, on one GPU host (torch, transformers, tokenizers, safetensors):
+  1. generates a tokenizer corpus from the suite generator (tools/train/suite.py) and trains a
+     byte-level BPE tokenizer (Llama 3 split regex, vocab --vocab including special tokens);
+  2. trains a Llama model (GQA, RoPE, RMSNorm, SwiGLU) in plain PyTorch on generated RULER-style
+     documents rendered with the model's own chat template; loss = mean CE over answer tokens +
+     0.5 x mean CE over the prompt tokens (training haystacks repeat 20% of their sentences, so
+     that the prompt loss rewards copying); bf16 autocast, AdamW, warm-up + cosine; length
+     curriculum 512 -> 1024 -> 2048 tokens; the step count is fixed from a short speed probe so
+     the run fits --train-seconds (or given with --steps), with a hard wall-clock stop;
+  3. exports a Hugging Face checkpoint (bf16 safetensors, config, generation config, tokenizer,
+     tokenizer_config with the chat template), checks that transformers loads it and reproduces
+     this script's logits and that apply_chat_template renders the training strings, writes
+     goldens.json (fp32 CPU eager transformers logits and greedy ids) for the Java parity test;
+  4. measures greedy accuracy per task at 1x, 2x, 4x and 8x the training length (dense attention).
+
+    python3 tools/train/train_needle.py --out /tmp/needle --train-seconds 330
+"""
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import chat_format as CF  # noqa: E402
+import suite as S  # noqa: E402
+
+T0 = time.time()
+
+
+def log(*a):
+    print(f"[{time.time() - T0:7.1f}s]", *a, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokenizer
+# ---------------------------------------------------------------------------------------------
+
+LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+def tokenizer_corpus(st, seed, n_items):
+    gen = S.Generator(st)
+    rng = random.Random(seed)
+    out = []
+    for i in range(n_items):
+        kind = S.pick_kind(rng)
+        it = gen.make(kind, seed * 100000 + i, rng.randint(200, 2000))
+        out.append(CF.render_prompt(S.user_message(st, it)) + it["reference"] + CF.END)
+    return out
+
+
+def train_tokenizer(corpus, vocab_total):
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_total - len(CF.SPECIAL_TOKENS), min_frequency=2,
+                                  show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=[])
+    tok.train_from_iterator(corpus, trainer=trainer)
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in CF.SPECIAL_TOKENS])
+    bos = tok.token_to_id(CF.BOS)
+    # raw prompts (add_special_tokens=True) get <s>; chat prompts carry it from the template
+    tok.post_processor = processors.Sequence([
+        processors.ByteLevel(trim_offsets=False),
+        processors.TemplateProcessing(single=f"{CF.BOS}:0 $A:0", pair=f"{CF.BOS}:0 $A:0 {CF.BOS}:1 $B:1",
+                                      special_tokens=[(CF.BOS, bos)]),
+    ])
+    return tok
+
+
+# ---------------------------------------------------------------------------------------------
+# Model (state_dict keys are Hugging Face LlamaForCausalLM's)
+# ---------------------------------------------------------------------------------------------
+
+def build_model_classes():
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class RMSNorm(nn.Module):
+        def __init__(self, dim, eps):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(dim))
+            self.eps = eps
+
+        def forward(self, x):
+            dt = x.dtype
+            x = x.float()
+            x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+            return self.weight * x.to(dt)
+
+    class Attn(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.h, self.kv, self.hd = c["heads"], c["kv_heads"], c["head_dim"]
+            self.q_proj = nn.Linear(c["dim"], self.h * self.hd, bias=False)
+            self.k_proj = nn.Linear(c["dim"], self.kv * self.hd, bias=False)
+            self.v_proj = nn.Linear(c["dim"], self.kv * self.hd, bias=False)
+            self.o_proj = nn.Linear(self.h * self.hd, c["dim"], bias=False)
+
+    class Mlp(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.gate_proj = nn.Linear(c["dim"], c["hidden"], bias=False)
+            self.up_proj = nn.Linear(c["dim"], c["hidden"], bias=False)
+            self.down_proj = nn.Linear(c["hidden"], c["dim"], bias=False)
+
+    class Layer(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.self_attn = Attn(c)
+            self.mlp = Mlp(c)
+            self.input_layernorm = RMSNorm(c["dim"], c["eps"])
+            self.post_attention_layernorm = RMSNorm(c["dim"], c["eps"])
+
+    def rotate_half(x):
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat((-x2, x1), dim=-1)
+
+    class Llama(nn.Module):
+        """Llama decoder; forward(ids, cache=None, pos0=0) -> logits (B, T, V). A cache is a list of
+        per-layer [k, v] (B, kv_heads, T, head_dim) after RoPE, extended in place."""
+
+        def __init__(self, c):
+            super().__init__()
+            self.c = c
+            self.model = nn.Module()
+            self.model.embed_tokens = nn.Embedding(c["vocab"], c["dim"])
+            self.model.layers = nn.ModuleList([Layer(c) for _ in range(c["layers"])])
+            self.model.norm = RMSNorm(c["dim"], c["eps"])
+            self.lm_head = nn.Linear(c["dim"], c["vocab"], bias=False)
+            hd = c["head_dim"]
+            inv = 1.0 / (c["theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+            self.register_buffer("inv_freq", inv.float(), persistent=False)
+
+        def rope(self, t0, t, device):
+            pos = torch.arange(t0, t0 + t, device=device, dtype=torch.float32)
+            f = torch.outer(pos, self.inv_freq.to(device))
+            emb = torch.cat((f, f), dim=-1)
+            return emb.cos(), emb.sin()  # (T, head_dim) f32
+
+        def forward(self, ids, cache=None, pos0=0):
+            B, T = ids.shape
+            c = self.c
+            x = self.model.embed_tokens(ids)
+            cos, sin = self.rope(pos0, T, ids.device)
+            rep = c["heads"] // c["kv_heads"]
+            for li, layer in enumerate(self.model.layers):
+                a = layer.self_attn
+                h = layer.input_layernorm(x)
+                q = a.q_proj(h).view(B, T, a.h, a.hd).transpose(1, 2)
+                k = a.k_proj(h).view(B, T, a.kv, a.hd).transpose(1, 2)
+                v = a.v_proj(h).view(B, T, a.kv, a.hd).transpose(1, 2)
+                q = (q * cos.to(q.dtype) + rotate_half(q) * sin.to(q.dtype))
+                k = (k * cos.to(k.dtype) + rotate_half(k) * sin.to(k.dtype))
+                if cache is not None:
+                    if len(cache) <= li:
+                        cache.append([k, v])
+                    else:
+                        cache[li][0] = torch.cat([cache[li][0], k], dim=2)
+                        cache[li][1] = torch.cat([cache[li][1], v], dim=2)
+                    k, v = cache[li]
+                kk = k.repeat_interleave(rep, dim=1)
+                vv = v.repeat_interleave(rep, dim=1)
+                causal = T > 1
+                if cache is not None and pos0 > 0 and T > 1:
+                    raise ValueError("chunked prefill is not supported")
+                o = F.scaled_dot_product_attention(q, kk, vv, is_causal=causal)
+                x = x + a.o_proj(o.transpose(1, 2).reshape(B, T, a.h * a.hd))
+                h = layer.post_attention_layernorm(x)
+                m = layer.mlp
+                x = x + m.down_proj(F.silu(m.gate_proj(h)) * m.up_proj(h))
+            return self.lm_head(self.model.norm(x))
+
+    return Llama
+
+
+def init_weights(model, seed, n_layers):
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("layernorm.weight") or name == "model.norm.weight":
+                p.fill_(1.0)
+            else:
+                std = 0.02 / math.sqrt(2 * n_layers) if name.endswith(("o_proj.weight", "down_proj.weight")) else 0.02
+                p.copy_(torch.randn(p.shape, generator=g) * std)
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+# ---------------------------------------------------------------------------------------------
+
+ANSWER_BUDGET = {"summary": 90, "vt": 40, "niah_multiquery": 60, "niah_multivalue": 50, "mdqa": 40}
+REPEAT = 0.2  # training haystacks: chance that a sentence repeats an earlier one
+PAD_CODE, CTX_CODE, ANS_CODE = 0, 1, 2
+
+
+def seq_len_for(step, total, max_len):
+    """Length curriculum by training progress; a hash of the step mixes the lengths."""
+    p = step / max(1, total)
+    r = random.Random(step * 2654435761 % (2 ** 32)).random()
+    if p < 0.08:
+        return max_len // 8
+    if p < 0.16:
+        return max_len // 4
+    if p < 0.3:
+        return max_len // 2 if r < 0.7 else max_len // 4
+    if r < 0.1:
+        return max_len // 4
+    if r < 0.3:
+        return max_len // 2
+    return max_len
+
+
+class RowMaker:
+    """Token rows for training: prompt ids + answer ids + <|end|>, with a code per token."""
+
+    def __init__(self, st, tok_json, seed):
+        from tokenizers import Tokenizer
+        self.st = st
+        self.tok = Tokenizer.from_str(tok_json)
+        self.end = self.tok.token_to_id(CF.END)
+        self.pad = self.tok.token_to_id(CF.PAD)
+        self.gen = S.Generator(st, count_tokens=lambda t: len(self.tok.encode(t, add_special_tokens=False).ids) + 6,
+                               repeat=REPEAT)
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.n = 0
+
+    def row(self, L):
+        import numpy as np
+        while True:
+            self.n += 1
+            kind = S.pick_kind(self.rng)
+            budget = ANSWER_BUDGET.get(kind, 30)
+            # lengths skewed towards the row length (less padding), down to 40% of it
+            target = int(L - budget - (0.6 * L - budget) * self.rng.random() ** 2)
+            it = self.gen.make(kind, self.seed * 10_000_000 + self.n, target)
+            p = self.tok.encode(CF.render_prompt(S.user_message(self.st, it)), add_special_tokens=False).ids
+            a = self.tok.encode(it["reference"], add_special_tokens=False).ids + [self.end]
+            if len(p) + len(a) > L:
+                continue
+            ids = np.full(L, self.pad, dtype=np.int64)
+            code = np.zeros(L, dtype=np.int8)
+            ids[:len(p)] = p
+            ids[len(p):len(p) + len(a)] = a
+            code[:len(p)] = CTX_CODE
+            code[len(p):len(p) + len(a)] = ANS_CODE
+            return ids, code
+
+    def batch(self, L, tokens_per_step):
+        import numpy as np
+        rows = [self.row(L) for _ in range(max(1, tokens_per_step // L))]
+        return np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows])
+
+
+def make_loader(st, tok_json, seed, total_steps, max_len, tokens_per_step, workers):
+    import torch
+    from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+    class Batches(IterableDataset):
+        def __iter__(self):
+            info = get_worker_info()
+            wid, n = (info.id, info.num_workers) if info else (0, 1)
+            maker = RowMaker(st, tok_json, seed * 1000 + wid)
+            b = wid
+            while True:
+                ids, code = maker.batch(seq_len_for(b, total_steps, max_len), tokens_per_step)
+                yield torch.from_numpy(ids), torch.from_numpy(code)
+                b += n
+
+    return DataLoader(Batches(), batch_size=None, num_workers=workers, prefetch_factor=6 if workers else None,
+                      pin_memory=True, persistent_workers=False)
+
+
+def loss_fn(logits, ids, code, ctx_weight):
+    import torch.nn.functional as F
+    lg = logits[:, :-1].float()
+    tgt = ids[:, 1:]
+    c = code[:, 1:]
+    ce = F.cross_entropy(lg.reshape(-1, lg.shape[-1]), tgt.reshape(-1), reduction="none").view_as(tgt)
+    ans = (c == ANS_CODE).float()
+    ctx = (c == CTX_CODE).float()
+    # per-row mean over answer tokens, then mean over rows: a 50-token summary weighs as much as a
+    # 3-token number
+    n_ans = ans.sum(1)
+    has = (n_ans > 0).float()
+    l_ans = (((ce * ans).sum(1) / n_ans.clamp(min=1)) * has).sum() / has.sum().clamp(min=1)
+    l_ctx = (ce * ctx).sum() / ctx.sum().clamp(min=1)
+    return l_ans + ctx_weight * l_ctx, l_ans, l_ctx
+
+
+# ---------------------------------------------------------------------------------------------
+# Export and checks
+# ---------------------------------------------------------------------------------------------
+
+def hf_tokenizer_class():
+    try:
+        from transformers import PreTrainedTokenizerFast
+        return PreTrainedTokenizerFast
+    except ImportError:  # transformers 5 keeps the alias, but be safe
+        from transformers import TokenizersBackend
+        return TokenizersBackend
+
+
+def export(model, mc, tok, out_dir, meta):
+    import torch
+    from safetensors.torch import save_file
+    from transformers import GenerationConfig, LlamaConfig
+    PreTrainedTokenizerFast = hf_tokenizer_class()
+    os.makedirs(out_dir, exist_ok=True)
+    bos, end, pad = (tok.token_to_id(t) for t in (CF.BOS, CF.END, CF.PAD))
+    rope = ({"rope_parameters": {"rope_type": "default", "rope_theta": float(mc["theta"])}}
+            if hasattr(LlamaConfig(), "rope_parameters") else {"rope_theta": float(mc["theta"])})
+    cfg = LlamaConfig(vocab_size=mc["vocab"], hidden_size=mc["dim"], intermediate_size=mc["hidden"],
+                      num_hidden_layers=mc["layers"], num_attention_heads=mc["heads"],
+                      num_key_value_heads=mc["kv_heads"], head_dim=mc["head_dim"],
+                      max_position_embeddings=mc["max_positions"], rms_norm_eps=mc["eps"],
+                      tie_word_embeddings=False, bos_token_id=bos, eos_token_id=end, pad_token_id=pad,
+                      hidden_act="silu", attention_bias=False, mlp_bias=False, **rope)
+    cfg.architectures = ["LlamaForCausalLM"]
+    cfg.save_pretrained(out_dir)
+    with open(os.path.join(out_dir, "config.json")) as f:
+        cj = json.load(f)
+    cj["rope_theta"] = float(mc["theta"])  # both spellings: older readers look for rope_theta
+    cj["dtype"] = "bfloat16"
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cj, f, indent=2, sort_keys=True)
+        f.write("\n")
+    GenerationConfig(bos_token_id=bos, eos_token_id=end, pad_token_id=pad, do_sample=False,
+                     max_new_tokens=128).save_pretrained(out_dir)
+    state = {k: v.detach().to(torch.bfloat16).contiguous().cpu() for k, v in model.state_dict().items()}
+    save_file(state, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=CF.BOS, eos_token=CF.END, pad_token=CF.PAD,
+                                 clean_up_tokenization_spaces=False)
+    hf.chat_template = CF.CHAT_TEMPLATE
+    hf.save_pretrained(out_dir)
+    # normalise: template inside tokenizer_config.json, no add_bos/eos keys, class named plainly
+    p = os.path.join(out_dir, "tokenizer_config.json")
+    with open(p, encoding="utf-8") as f:
+        tc = json.load(f)
+    jinja = os.path.join(out_dir, "chat_template.jinja")
+    if os.path.exists(jinja):
+        os.remove(jinja)
+    tc["chat_template"] = CF.CHAT_TEMPLATE
+    tc["tokenizer_class"] = "PreTrainedTokenizerFast"
+    tc["model_max_length"] = mc["max_positions"]
+    for k in ("add_bos_token", "add_eos_token"):
+        tc.pop(k, None)
+    with open(p, "w", encoding="utf-8") as f:
+        json.dump(tc, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    with open(os.path.join(out_dir, "training_meta.json"), "w") as f:
+        json.dump(meta, f, indent=2)
+        f.write("\n")
+
+
+def f32list(a):
+    import numpy as np
+    out = []
+    for v in np.asarray(a, dtype=np.float32).reshape(-1):
+        s = str(v)
+        if np.float32(float(s)) != v:
+            s = repr(float(v))
+        out.append(s)
+    return "[" + ", ".join(out) + "]"
+
+
+def margin(row):
+    import numpy as np
+    t = np.sort(row.astype(np.float64))[-2:]
+    return float(t[1] - t[0])
+
+
+def verify_and_goldens(out_dir, Llama, mc, st, checks, n_new=32):
+    """transformers loads the export; its fp32 logits match this script's model on the same bf16
+    weights; apply_chat_template renders the training string; goldens.json for the Java test."""
+    import numpy as np
+    import torch
+    from safetensors.torch import load_file
+    from transformers import LlamaForCausalLM
+    PreTrainedTokenizerFast = hf_tokenizer_class()
+    hf_tok = PreTrainedTokenizerFast.from_pretrained(out_dir)
+    hfm = LlamaForCausalLM.from_pretrained(out_dir, dtype=torch.float32, attn_implementation="eager").eval()
+    mine = Llama(mc).eval()
+    mine.load_state_dict({k: v.float() for k, v in load_file(os.path.join(out_dir, "model.safetensors")).items()})
+    gen = S.Generator(st, count_tokens=lambda t: len(hf_tok(t, add_special_tokens=False)["input_ids"]) + 6)
+    items = [gen.make("niah_single", 424242, 300, depth=0.4, doc_id="golden-needle"),
+             gen.make("mdqa", 434343, 600, depth=0.7, doc_id="golden-mdqa")]
+    cases = []
+    for it in items:
+        user = S.user_message(st, it)
+        rendered = hf_tok.apply_chat_template([{"role": "user", "content": user}], tokenize=False,
+                                              add_generation_prompt=True)
+        checks["chat_template_matches_training_" + it["doc_id"]] = rendered == CF.render_prompt(user)
+        ids = hf_tok(rendered, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            t = torch.tensor([ids])
+            a = hfm(t).logits[0].float().numpy()
+            b = mine(t)[0].float().numpy()
+        diff = float(np.max(np.abs(a - b)))
+        checks["max_abs_logit_diff_transformers_vs_training_code_" + it["doc_id"]] = diff
+        seq, margins, gids = list(ids), [], []
+        with torch.no_grad():
+            for _ in range(n_new):  # no-cache greedy: the plainest reference
+                row = hfm(torch.tensor([seq])).logits[0, -1].float().numpy()
+                nxt = int(row.argmax())
+                gids.append(nxt)
+                margins.append(margin(row))
+                seq.append(nxt)
+        cases.append({"id": it["doc_id"], "item": it, "user_message": user, "chat_prompt": rendered,
+                      "input_ids": ids, "n_prompt_tokens": len(ids), "logits_last": "@F32_%d@" % len(cases),
+                      "argmax_last": int(a[-1].argmax()), "margin_last": margin(a[-1]),
+                      "greedy_ids": gids, "greedy_text": hf_tok.decode(gids, skip_special_tokens=False),
+                      "greedy_margins": margins, "greedy_min_margin": min(margins)})
+        cases[-1]["_last"] = a[-1]
+    raws = [c.pop("_last") for c in cases]
+    gold = {"model": os.path.basename(out_dir.rstrip("/")), "generated_by": "tools/train/train_needle.py",
+            "settings": {"device": "cpu", "compute_dtype": "float32 (bf16 weights upcast)",
+                         "attn_implementation": "eager", "max_new_tokens": n_new, "stops_at_eos": False},
+            "eos_token_id": hf_tok.convert_tokens_to_ids(CF.END), "cases": cases}
+    text = json.dumps(gold, indent=1, ensure_ascii=False)
+    for i, r in enumerate(raws):
+        text = text.replace('"@F32_%d@"' % i, f32list(r))
+    with open(os.path.join(out_dir, "goldens.json"), "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    return cases
+
+
+def greedy_cached(model, ids, max_new, end_id, device):
+    import torch
+    cache = []
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        logits = model(torch.tensor([ids], device=device), cache=cache, pos0=0)
+        out, pos = [], len(ids)
+        nxt = int(logits[0, -1].argmax())
+        for _ in range(max_new):
+            if nxt == end_id:
+                break
+            out.append(nxt)
+            logits = model(torch.tensor([[nxt]], device=device), cache=cache, pos0=pos)
+            pos += 1
+            nxt = int(logits[0, -1].argmax())
+    return out
+
+
+def evaluate(model, tok, st, seq, device, per_cell, deadline, seed=777):
+    """Greedy dense accuracy per kind x length multiple."""
+    end_id = tok.token_to_id(CF.END)
+    gen = S.Generator(st, count_tokens=lambda t: len(tok.encode(t, add_special_tokens=False).ids) + 6)
+    res = {}
+    for mult in (1, 2, 4, 8):
+        for kind in S.KINDS:
+            scores = []
+            for i in range(per_cell):
+                if time.time() > deadline:
+                    break
+                depth = (i + 0.5) / per_cell
+                it = gen.make(kind, seed + 1000 * mult + i, seq * mult - ANSWER_BUDGET.get(kind, 30), depth=depth)
+                ids = tok.encode(CF.render_prompt(S.user_message(st, it)), add_special_tokens=False).ids
+                out = tok.decode(greedy_cached(model, ids, 120 if kind == "summary" else 64, end_id, device))
+                scores.append(S.score(kind, it["expected"], out, it["reference"]))
+                if i == 0 and mult <= 2:
+                    log(f"  eval {kind} x{mult}: expected {it['reference']!r} got {out!r}")
+            if scores:
+                res[f"{kind}@{mult}x"] = {"accuracy": sum(scores) / len(scores), "n": len(scores)}
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--name", default="longsieve-needle-7m")
+    ap.add_argument("--text", default=S.DEFAULT_TEXT)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--train-seconds", type=float, default=330)
+    ap.add_argument("--steps", type=int, default=0, help="fixed step count (0: from the speed probe)")
+    ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--tokens-per-step", type=int, default=65536)
+    ap.add_argument("--workers", type=int, default=14)
+    ap.add_argument("--vocab", type=int, default=4096)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--ctx-weight", type=float, default=0.5)
+    ap.add_argument("--eval-per-cell", type=int, default=8)
+    ap.add_argument("--deadline-seconds", type=float, default=500, help="stop evaluating after this much wall time")
+    ap.add_argument("--tokenizer-items", type=int, default=1500)
+    args = ap.parse_args()
+
+    import numpy as np
+    import torch
+    torch.manual_seed(args.seed)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    device = "cuda"
+    torch.backends.cuda.matmul.allow_tf32 = True
+    out_dir = os.path.join(args.out, args.name)
+    os.makedirs(out_dir, exist_ok=True)
+    st = S.SuiteText(args.text)
+    log("torch", torch.__version__, torch.cuda.get_device_name(0))
+
+    corpus = tokenizer_corpus(st, args.seed, args.tokenizer_items)
+    log(f"tokenizer corpus: {len(corpus)} docs, {sum(map(len, corpus))} chars")
+    tok = train_tokenizer(corpus, args.vocab)
+    tok_json = tok.to_str()
+    n_tok = tok.get_vocab_size(with_added_tokens=True)
+    ids_sample = tok.encode(corpus[0], add_special_tokens=False).ids
+    log(f"tokenizer: {n_tok} tokens; {len(corpus[0]) / len(ids_sample):.2f} chars/token")
+
+    mc = {"vocab": args.vocab, "dim": 256, "hidden": 768, "layers": 6, "heads": 4, "kv_heads": 2, "head_dim": 64,
+          "eps": 1e-5, "theta": 10000.0, "max_positions": 32768}
+    assert n_tok <= mc["vocab"]
+    Llama = build_model_classes()
+
+    # speed probe on a throw-away model: seconds per step at full length
+    probe = Llama(mc).to(device)
+    popt = torch.optim.AdamW(probe.parameters(), lr=1e-4, fused=True)
+    B = args.tokens_per_step // args.seq
+    x = torch.randint(0, n_tok, (B, args.seq), device=device)
+    c = torch.ones_like(x, dtype=torch.int8)
+    times = []
+    for i in range(8):
+        torch.cuda.synchronize()
+        t = time.time()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss, _, _ = loss_fn(probe(x), x, c, args.ctx_weight)
+        loss.backward()
+        popt.step()
+        popt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        times.append(time.time() - t)
+    gpu_step = float(np.median(times[3:]))
+    del probe, popt, x, c
+    torch.cuda.empty_cache()
+    # data speed: one process making a full-length batch
+    rm = RowMaker(st, tok_json, 999)
+    t = time.time()
+    rm.batch(args.seq, args.tokens_per_step // 4)
+    data_step = (time.time() - t) * 4 / max(1, args.workers) * 1.15
+    step_time = max(gpu_step, data_step)
+    total = args.steps or int(args.train_seconds / (step_time * 1.04))
+    log(f"probe: gpu {gpu_step * 1000:.1f} ms/step, data {data_step * 1000:.1f} ms/step with {args.workers} workers "
+        f"-> {total} steps")
+
+    torch.manual_seed(args.seed)
+    model = Llama(mc).to(device)
+    init_weights(model, args.seed, mc["layers"])
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"model: {n_params / 1e6:.2f}M parameters")
+    decay = [p for n, p in model.named_parameters() if p.ndim == 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=True)
+    warm = min(200, max(20, total // 20))
+
+    def lr_at(s):
+        if s < warm:
+            return args.lr * (s + 1) / warm
+        p = (s - warm) / max(1, total - warm)
+        return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, p))))
+
+    loader = make_loader(st, tok_json, args.seed, total, args.seq, args.tokens_per_step, args.workers)
+    t_train = time.time()
+    hist, step, wait = [], 0, 0.0
+    ema = None
+    it = iter(loader)
+    while step < total:
+        tw = time.time()
+        ids, code = next(it)
+        ids = ids.to(device, non_blocking=True)
+        code = code.to(device, non_blocking=True)
+        wait += time.time() - tw
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss, la, lc = loss_fn(model(ids), ids, code, args.ctx_weight)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        step += 1
+        if step % 25 == 0 or step == total:
+            la_v, lc_v = float(la.detach()), float(lc.detach())
+            ema = la_v if ema is None else 0.9 * ema + 0.1 * la_v
+            hist.append({"step": step, "seq": ids.shape[1], "answer_loss": la_v, "context_loss": lc_v,
+                         "lr": lr_at(step - 1), "elapsed": time.time() - t_train})
+            if step % 100 == 0 or step == total:
+                log(f"step {step}/{total} L={ids.shape[1]} answer {la_v:.4f} (ema {ema:.4f}) context {lc_v:.4f} "
+                    f"lr {lr_at(step - 1):.2e} data-wait {wait:.1f}s")
+        if time.time() - t_train > args.train_seconds * 1.15:
+            log(f"wall-clock stop at step {step} of {total}")
+            break
+    train_time = time.time() - t_train
+    del it, loader
+    log(f"trained {step} steps in {train_time:.1f}s (data wait {wait:.1f}s)")
+
+    meta = {"seed": args.seed, "steps": step, "planned_steps": total, "train_seconds": train_time,
+            "data_wait_seconds": wait, "final_answer_loss": hist[-1]["answer_loss"] if hist else None,
+            "final_answer_loss_ema": ema, "final_context_loss": hist[-1]["context_loss"] if hist else None,
+            "params": n_params, "model": mc, "args": vars(args), "tokens_per_step": args.tokens_per_step,
+            "probe_ms": {"gpu": gpu_step * 1000, "data": data_step * 1000}, "torch": torch.__version__,
+            "device": torch.cuda.get_device_name(0), "history": hist, "command": " ".join(sys.argv),
+            "repeat": REPEAT, "haystack_templates": len(st.haystack), "mix": S.training_mix()}
+    model.eval()
+    export(model, mc, tok, out_dir, meta)
+    log("exported", sorted(os.listdir(out_dir)))
+
+    checks = {}
+    try:
+        verify_and_goldens(out_dir, Llama, mc, st, checks)
+    except Exception as e:  # keep the model and the rest of the results
+        import traceback
+        traceback.print_exc()
+        checks["verify_error"] = repr(e)
+    log("checks", json.dumps(checks))
+    # evaluate the exported bf16 weights
+    from safetensors.torch import load_file
+    model.load_state_dict({k: v.float() for k, v in load_file(os.path.join(out_dir, "model.safetensors")).items()})
+    res = evaluate(model, tok, st, args.seq, device, args.eval_per_cell, T0 + args.deadline_seconds)
+    for k, v in res.items():
+        log(f"  {k}: {v['accuracy']:.3f} (n={v['n']})")
+    meta["checks"] = checks
+    meta["dense_eval_gpu"] = res
+    with open(os.path.join(out_dir, "training_meta.json"), "w") as f:
+        json.dump(meta, f, indent=2)
+        f.write("\n")
+    log("done")
+
+
+if __name__ == "__main__":
+    main()

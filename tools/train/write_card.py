@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Writes the model card (README.md) of a longsieve-needle export from its training_meta.json.
+
+    python3 tools/train/write_card.py models/longsieve-needle-7m [--log run-log.txt]
+
+Plain Python; run it wherever the exported folder is (the GPU host or here).
+"""
+
+import argparse
+import json
+import os
+
+KIND_NAMES = {"niah_single": "single needle", "niah_multikey": "multi-key needle", "niah_multivalue": "multi-value needle",
+              "niah_multiquery": "multi-query needle", "vt": "variable tracking", "mdqa": "multi-document QA",
+              "summary": "extractive summary"}
+
+
+def table(res):
+    mults = sorted({int(k.split("@")[1].rstrip("x")) for k in res})
+    lines = ["| task | " + " | ".join(f"{m}x" for m in mults) + " |", "|---" + "|---:" * len(mults) + "|"]
+    for kind, name in KIND_NAMES.items():
+        cells = []
+        for m in mults:
+            v = res.get(f"{kind}@{m}x")
+            cells.append("" if v is None else f"{100 * v['accuracy']:.0f} (n={v['n']})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model_dir")
+    args = ap.parse_args()
+    with open(os.path.join(args.model_dir, "training_meta.json")) as f:
+        m = json.load(f)
+    mc, a = m["model"], m["args"]
+    size = os.path.getsize(os.path.join(args.model_dir, "model.safetensors"))
+    checks = m.get("checks", {})
+    card = f"""# {a['name']}
+
+A small Llama-architecture model trained from scratch to find facts in long documents, for
+LongSieve's quality suite (issue 6) and demo. Trained on generated RULER-style documents only; it
+knows nothing else. Not a general language model.
+
+## Architecture
+LlamaForCausalLM: {mc['layers']} layers, hidden {mc['dim']}, SwiGLU intermediate {mc['hidden']},
+{mc['heads']} query heads / {mc['kv_heads']} KV heads (GQA, {mc['heads'] // mc['kv_heads']} query heads per KV head),
+head_dim {mc['head_dim']}, RoPE theta {mc['theta']:.0f}, RMSNorm eps {mc['eps']}, untied embeddings,
+vocabulary {mc['vocab']} (byte-level BPE, Llama 3 split regex, trained with `tokenizers` on the
+generated data). {m['params'] / 1e6:.2f}M parameters, bf16 safetensors ({size / 1e6:.1f} MB).
+max_position_embeddings is {mc['max_positions']} so that the suite can run 2x-8x the training
+length; the model was trained at {a['seq']} tokens only.
+
+## Chat format
+tokenizer_config.json's chat template renders one user turn as
+`<s><|user|>\\n{{message}}\\n<|assistant|>\\n`; the answer ends with `<|end|>` (eos). The user
+messages are the Spark job's prompts (spark-job `PromptBuilder`, the same strings as
+`suite-text.json` "prompts").
+
+## Data recipe
+Generated on the fly by `tools/train/suite.py` from `gpu-engine/src/main/resources/io/longsieve/eval/suite-text.json`
+(the Java suite reads the same file): haystacks of {m.get('haystack_templates', 24)}
+sentence templates over word lists (narrative, news, dialogue, lists, technical, travel, recipes...),
+in paragraphs; training haystacks repeat an earlier sentence with probability
+{m.get('repeat', 0.0)} so that the prompt loss rewards copying. Tasks (mix):
+single needle 20%, multi-key 15%, multi-value 10%, multi-query 10%, variable tracking 15%,
+multi-document QA 15%, extractive summary 15%; needles at uniformly random depths; prompt
+lengths from 40% to 100% of the row length. Length curriculum: 256 -> 512 -> 1024 -> {a['seq']} tokens.
+Loss: mean cross-entropy over the answer tokens (per document) + {a['ctx_weight']} x mean cross-entropy over the prompt.
+
+## Training
+- seed {a['seed']}; {m['steps']} steps (planned {m['planned_steps']}) of {a['tokens_per_step']} tokens; AdamW
+  (betas 0.9/0.95, weight decay 0.1), peak lr {a['lr']}, warm-up then cosine to 10%; bf16 autocast; grad clip 1.0
+- training time {m['train_seconds']:.0f} s on one {m['device']} (torch {m['torch']}), of which {m['data_wait_seconds']:.0f} s
+  waiting for data; the whole run (tokenizer, training, export, checks, eval) fit in one ~8-minute job
+- final answer loss {m['final_answer_loss']:.4f} (EMA {m['final_answer_loss_ema']:.4f}), prompt loss {m['final_context_loss']:.4f}
+- command: `{m['command']}`
+
+## Checks
+{chr(10).join(f'- {k}: {v}' for k, v in checks.items())}
+- goldens.json: transformers (fp32, eager, CPU) logits at the last prompt position and 32 greedy
+  tokens with margins for two suite prompts; `NeedleModelParityTest` holds the Java CPU engine to them.
+
+## Dense accuracy on the training code (GPU, bf16, greedy), % of documents
+{table(m.get('dense_eval_gpu', {}))}
+"""
+    with open(os.path.join(args.model_dir, "README.md"), "w") as f:
+        f.write(card)
+    print(card)
+
+
+if __name__ == "__main__":
+    main()
