@@ -89,7 +89,20 @@ public final class LongSieveJob {
     extra.put("slices", stage.slices());
     extra.put("estimated_cost", stage.plan().totalCost());
     RunManifest.write(spark, o, format, summary, extra);
+    writeReport(spark, o);
     return summary;
+  }
+
+  /** The HTML run report; a report that cannot be written costs a warning, never the run's outputs. */
+  private static void writeReport(SparkSession spark, RunOptions o) {
+    spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": report");
+    try {
+      LOG.info("run {}: report at {}", o.runId(), io.longsieve.report.RunReport.write(spark, o.output(), o.runId()));
+    } catch (IOException | RuntimeException e) {
+      LOG.warn("run {}: the HTML report could not be written: {}", o.runId(), e.toString());
+    } finally {
+      spark.sparkContext().setJobDescription(null);
+    }
   }
 
   private static Column[] columns(java.util.List<String> names) {
