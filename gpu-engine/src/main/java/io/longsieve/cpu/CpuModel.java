@@ -88,12 +88,14 @@ public final class CpuModel implements AutoCloseable {
    */
   public synchronized void forward(int[] tokens, int from, int to, int pos0, KvCache kv, AttentionPolicy policy,
                                    boolean decode, float[] logits) {
-    for (int s = from; s < to; s += maxChunk) {
-      int n = Math.min(maxChunk, to - s);
+    int step = io.longsieve.engine.RequestLimits.prefillChunk(maxChunk); // a caller may ask for smaller chunks
+    for (int s = from; s < to; s += step) {
+      io.longsieve.engine.RequestLimits.checkDeadline();
+      int n = Math.min(step, to - s);
       chunk(tokens, s, n, pos0 + (s - from), kv, policy, decode && n == 1);
     }
     int dim = c.hiddenSize();
-    int lastRow = (to - from - 1) % maxChunk;
+    int lastRow = (to - from - 1) % step;
     CpuOps.rmsNorm(last, 0, x, lastRow * dim, w.finalNorm(), dim, c.rmsNormEps());
     CpuOps.matmul(pool, logits, last, 1, w.lmHead(), null, c.vocabSize(), dim);
   }

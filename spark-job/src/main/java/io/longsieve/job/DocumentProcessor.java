@@ -22,11 +22,15 @@ import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
  * model run once per document.
  *
  * <p>Failure semantics: a row that arrives with a status (bad_input, duplicate_id) passes through
- * without touching the engine; a prompt over the context is too_long (or cut, with --truncate); any
- * other exception while generating one document becomes an engine_error row with the exception's
- * message, and the task goes on with the next document. Only a failure to open the engine (see
- * {@link ExecutorEngine}) or a JVM Error (out of memory) fails the task, for Spark to retry. Rows are
- * produced lazily, one document at a time, so a partition never holds all its outputs in memory.
+ * without touching the engine; a prompt over the context is too_long (or cut, with --truncate); out
+ * of memory is retried with smaller prefill chunks and then becomes an oom row, a document past the
+ * time limit a timeout row, and a sticky CUDA error ends the executor with exit code 45 so Spark
+ * retries the task elsewhere (all three: {@link DocumentAttempts}); any other exception while
+ * generating one document becomes an engine_error row with the exception's message, and the task
+ * goes on with the next document. Only a failure to open the engine (see {@link ExecutorEngine}) or
+ * another JVM Error fails the task, for Spark to retry. Rows are produced lazily, one document at a
+ * time, so a partition never holds all its outputs in memory. Each finished document adds to the
+ * {@link JobMetrics} accumulators (progress only; the rows are the record).
  */
 final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
 
@@ -35,17 +39,41 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   private final int maxNewTokens;
   private final String policy;
   private final boolean truncate;
+  private final DocumentAttempts attempts;
+  private final JobMetrics metrics; // null: no accumulators (tests)
+  private final CostModel cost;
+  private final double charsPerToken;
+  private static final int STATUS = JobSchemas.RESULT.fieldIndex("status");
+  private static final int IN_TOKENS = JobSchemas.RESULT.fieldIndex("input_tokens");
+  private static final int OUT_TOKENS = JobSchemas.RESULT.fieldIndex("output_tokens");
 
   DocumentProcessor(RunOptions o) {
-    this(o.engineSpec(), o.runId(), o.maxNewTokens(), o.policy(), o.truncate());
+    this(o, null);
+  }
+
+  DocumentProcessor(RunOptions o, JobMetrics metrics) {
+    this(o.engineSpec(), o.runId(), o.maxNewTokens(), o.policy(), o.truncate(),
+        new DocumentAttempts(o.production().docTimeoutSeconds(), o.prefillChunk(), o.production().injectOomDocId(),
+            o.production().injectStickyCudaError()),
+        metrics, o.production().charsPerToken());
   }
 
   DocumentProcessor(EngineSpec spec, String runId, int maxNewTokens, String policy, boolean truncate) {
+    this(spec, runId, maxNewTokens, policy, truncate, new DocumentAttempts(0, spec.prefillChunk(), null), null,
+        CostModel.DEFAULT_CHARS_PER_TOKEN);
+  }
+
+  private DocumentProcessor(EngineSpec spec, String runId, int maxNewTokens, String policy, boolean truncate,
+      DocumentAttempts attempts, JobMetrics metrics, double charsPerToken) {
     this.spec = spec;
     this.runId = runId;
     this.maxNewTokens = maxNewTokens;
     this.policy = policy;
     this.truncate = truncate;
+    this.attempts = attempts;
+    this.metrics = metrics;
+    this.cost = CostModel.defaults(policy);
+    this.charsPerToken = charsPerToken;
   }
 
   @Override
@@ -66,8 +94,21 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     };
   }
 
-  /** One document, start to finish. */
+  /** One document, start to finish, counted in the progress accumulators. */
   Row process(Row in, String executor, int partition) {
+    Row r = processOne(in, executor, partition);
+    if (metrics != null) {
+      Integer inTokens = (Integer) r.get(IN_TOKENS);
+      Integer outTokens = (Integer) r.get(OUT_TOKENS);
+      long size = in.getAs("size");
+      metrics.record(JobSchemas.OK.equals(r.get(STATUS)), inTokens == null ? 0 : inTokens,
+          outTokens == null ? 0 : outTokens, GenerationStage.estimatedCost(cost, size, maxNewTokens, charsPerToken,
+              in.getAs("status") != null));
+    }
+    return r;
+  }
+
+  private Row processOne(Row in, String executor, int partition) {
     long t0 = System.nanoTime();
     Out out = new Out(in);
     String status = in.getAs("status");
@@ -77,7 +118,12 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     out.device = engine.device();
     out.policy = policy;
     try {
-      generate(engine, in, out);
+      attempts.run(in.getAs("doc_id"), () -> {
+        generate(engine, in, out);
+        return null;
+      });
+    } catch (DocumentAttempts.Failed e) {
+      out.error(e.status(), e.getMessage());
     } catch (PromptTooLongException e) {
       out.error(JobSchemas.TOO_LONG, e.getMessage());
       out.inputTokens = e.tokens();

@@ -8,7 +8,6 @@ import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.logging.Logger;
 import org.apache.spark.TaskContext;
-import org.apache.spark.resource.ResourceInformation;
 
 /**
  * Holds this executor JVM's engines, one per {@link EngineSpec} (in practice one per run and GPU).
@@ -33,7 +32,8 @@ public final class ExecutorEngine {
 
   /**
    * The engine for {@code spec} in this JVM, opened on first use. Inside a Spark task that was given
-   * a GPU (spark.task.resource.gpu.amount), the spec is bound to that GPU's address first.
+   * a GPU (spark.task.resource.gpu.amount), the spec is bound to that GPU first: Spark's address,
+   * remapped to a CUDA ordinal through CUDA_VISIBLE_DEVICES ({@link GpuBinding}).
    */
   public static Engine get(EngineSpec spec) {
     EngineSpec bound = bindToTaskGpu(spec);
@@ -77,15 +77,8 @@ public final class ExecutorEngine {
 
   /** The spec bound to the GPU Spark gave this task, if any (spark.task.resource.gpu.amount). */
   private static EngineSpec bindToTaskGpu(EngineSpec spec) {
-    TaskContext tc = TaskContext.get();
-    if (tc == null || spec.gpuOrdinal() >= 0 || spec.device().equals("cpu")) return spec;
-    scala.Option<ResourceInformation> gpu = tc.resources().get("gpu");
-    if (gpu.isEmpty() || gpu.get().addresses().length == 0) return spec;
-    String address = gpu.get().addresses()[0];
-    try {
-      return spec.withGpuOrdinal(Integer.parseInt(address.trim()));
-    } catch (NumberFormatException e) {
-      throw new IllegalStateException("Spark assigned GPU address '" + address + "', not a CUDA ordinal", e);
-    }
+    if (TaskContext.get() == null || spec.gpuOrdinal() >= 0 || spec.device().equals("cpu")) return spec;
+    int ordinal = GpuBinding.forCurrentTask(); // Spark's address, remapped through CUDA_VISIBLE_DEVICES
+    return ordinal < 0 ? spec : spec.withGpuOrdinal(ordinal);
   }
 }

@@ -5,11 +5,14 @@ import static org.apache.spark.sql.functions.col;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.time.Instant;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SaveMode;
 import org.apache.spark.sql.SparkSession;
@@ -22,6 +25,12 @@ import org.apache.spark.sql.SparkSession;
  * {@code DIR/_staging/<run_id>} first, and both tables are projections of that copy (a cache could
  * be evicted or lost with an executor, and Spark would then silently generate again). The staging
  * copy is deleted at the end.
+ *
+ * <p>Documents are placed by estimated cost ({@link GenerationStage}) and written in commit slices:
+ * each slice is generated, then appended to stats and outputs, so a killed run keeps its finished
+ * slices and {@code --resume} ({@link Resume}) runs only the rest. Within a run a doc_id is written
+ * once: each partition's rows come from the one task attempt Spark's commit protocol lets commit,
+ * and a retried or speculative attempt of a partition computes exactly the same documents.
  */
 public final class LongSieveJob {
   private LongSieveJob() {}
@@ -38,32 +47,62 @@ public final class LongSieveJob {
     Instant start = Instant.now();
     FileSystem fs = fileSystem(spark, o.output());
     refuseUsedRunId(fs, o);
+    Resume.cleanStale(fs, o.output(), o.runId());
     InputReader.Format format = InputReader.format(spark, o.input());
     LOG.info("run {}: reading {} ({})", o.runId(), o.input(), format);
     Dataset<Row> parsed = InputReader.read(spark, o.input());
+    Resume.Todo todo = Resume.apply(spark, fs, o, parsed);
 
-    int partitions = o.partitions() > 0 ? o.partitions() : spark.sparkContext().defaultParallelism();
+    spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": plan partitions by cost");
+    JobMetrics metrics = JobMetrics.register(spark.sparkContext());
+    GenerationStage.Stage stage = GenerationStage.build(spark, todo.rows(), o, metrics);
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": generate");
-    Dataset<Row> results = parsed
-        .repartition(partitions)
-        .sortWithinPartitions(col("size").desc()) // long documents first, so they do not straggle the task
-        .mapPartitions(new DocumentProcessor(o), Encoders.row(JobSchemas.RESULT));
     Path staging = new Path(new Path(o.output(), "_staging"), o.runId());
-    LOG.info("run {}: generating on {} partitions", o.runId(), partitions);
-    results.write().mode(SaveMode.Overwrite).parquet(staging.toString());
-    LOG.info("run {}: writing outputs and stats", o.runId());
+    List<String> sliceDirs = new ArrayList<>();
+    try (ProgressListener progress = ProgressListener.attach(spark.sparkContext(), metrics, stage.rows(),
+        stage.plan().totalCost(), o.production().progressIntervalSeconds())) {
+      LOG.info("run {}: generating {} documents on {} partitions in {} commit slices", o.runId(),
+          stage.rows(), stage.plan().numPartitions(), stage.slices());
+      for (int s = 0; s < stage.slices(); s++) {
+        spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": generate slice " + (s + 1) + "/" + stage.slices());
+        Path dir = new Path(staging, "slice=" + s);
+        stage.slice(s).write().mode(SaveMode.Overwrite).parquet(dir.toString());
+        sliceDirs.add(dir.toString());
+        // stats first: a document in outputs always has its stats row, even if the driver dies here
+        spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": commit slice " + (s + 1) + "/" + stage.slices());
+        Dataset<Row> slice = spark.read().schema(JobSchemas.RESULT).parquet(dir.toString());
+        slice.select(columns(JobSchemas.STATS_COLUMNS)).write().mode(SaveMode.Append).partitionBy("run_id")
+            .parquet(new Path(o.output(), "stats").toString());
+        slice.select(columns(JobSchemas.OUTPUT_COLUMNS)).write().mode(SaveMode.Append).partitionBy("run_id")
+            .parquet(new Path(o.output(), "outputs").toString());
+      }
+    }
 
-    spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": write outputs and stats");
-    Dataset<Row> done = spark.read().schema(JobSchemas.RESULT).parquet(staging.toString());
-    done.select(columns(JobSchemas.OUTPUT_COLUMNS)).write().mode(SaveMode.Append).partitionBy("run_id")
-        .parquet(new Path(o.output(), "outputs").toString());
-    done.select(columns(JobSchemas.STATS_COLUMNS)).write().mode(SaveMode.Append).partitionBy("run_id")
-        .parquet(new Path(o.output(), "stats").toString());
+    spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": summary");
+    Dataset<Row> done = spark.read().schema(JobSchemas.RESULT).parquet(sliceDirs.toArray(new String[0]));
     RunSummary summary = RunSummary.of(o.runId(), done, start, Instant.now());
     spark.sparkContext().setJobDescription(null);
     delete(fs, staging);
-    RunManifest.write(spark, o, format, summary);
+    Map<String, Object> extra = new LinkedHashMap<>();
+    extra.put("resumed_from", todo.earlierRuns());
+    extra.put("partitions", stage.plan().numPartitions());
+    extra.put("slices", stage.slices());
+    extra.put("estimated_cost", stage.plan().totalCost());
+    RunManifest.write(spark, o, format, summary, extra);
+    writeReport(spark, o);
     return summary;
+  }
+
+  /** The HTML run report; a report that cannot be written costs a warning, never the run's outputs. */
+  private static void writeReport(SparkSession spark, RunOptions o) {
+    spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": report");
+    try {
+      LOG.info("run {}: report at {}", o.runId(), io.longsieve.report.RunReport.write(spark, o.output(), o.runId()));
+    } catch (IOException | RuntimeException e) {
+      LOG.warn("run {}: the HTML report could not be written: {}", o.runId(), e.toString());
+    } finally {
+      spark.sparkContext().setJobDescription(null);
+    }
   }
 
   private static Column[] columns(java.util.List<String> names) {

@@ -70,6 +70,9 @@ public final class RunCommand implements Callable<Integer> {
   @Option(names = "--truncate", description = "Keep the head and tail of documents over the context instead of too_long.")
   Boolean truncate;
 
+  @Option(names = "--resume", description = "Skip doc_ids that an earlier run under the same --output finished with status ok.")
+  Boolean resume;
+
   @Option(names = "--conf", paramLabel = "KEY=VALUE", description = "A spark.longsieve.* option or any Spark setting (repeatable).")
   List<String> conf;
 
@@ -138,6 +141,7 @@ public final class RunCommand implements Callable<Integer> {
     put(m, RunOptions.Key.MAX_NEW_TOKENS, maxNewTokens);
     put(m, RunOptions.Key.DEVICE, device);
     put(m, RunOptions.Key.TRUNCATE, truncate);
+    put(m, RunOptions.Key.RESUME, resume);
     if (policy != null || prefill != null || kv != null || decode != null) {
       // the flags replace whatever policy the files or --conf gave, as one choice
       m.put(RunOptions.Key.POLICY.conf(), policy);

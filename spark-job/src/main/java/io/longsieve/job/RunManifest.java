@@ -39,6 +39,12 @@ public final class RunManifest {
   }
 
   static Map<String, Object> content(SparkSession spark, RunOptions o, InputReader.Format format, RunSummary s) {
+    return content(spark, o, format, s, Map.of());
+  }
+
+  /** The manifest, with {@code extra} entries (e.g. resumed_from: the earlier runs a --resume run skipped against). */
+  static Map<String, Object> content(SparkSession spark, RunOptions o, InputReader.Format format, RunSummary s,
+      Map<String, Object> extra) {
     Map<String, Object> m = new LinkedHashMap<>();
     m.put("run_id", o.runId());
     m.put("input", o.input());
@@ -66,15 +72,20 @@ public final class RunManifest {
     m.put("versions", versions);
     m.put("spark_master", spark.sparkContext().master());
     m.put("spark_app_id", spark.sparkContext().applicationId());
+    m.putAll(extra);
     return m;
   }
 
   static void write(SparkSession spark, RunOptions o, InputReader.Format format, RunSummary s) {
+    write(spark, o, format, s, Map.of());
+  }
+
+  static void write(SparkSession spark, RunOptions o, InputReader.Format format, RunSummary s, Map<String, Object> extra) {
     Path p = path(o.output(), o.runId());
     try {
       FileSystem fs = p.getFileSystem(spark.sparkContext().hadoopConfiguration());
       try (OutputStream out = fs.create(p, false)) {
-        new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValue(out, content(spark, o, format, s));
+        new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValue(out, content(spark, o, format, s, extra));
       }
     } catch (IOException e) {
       throw new UncheckedIOException("cannot write the run manifest " + p + ": " + e.getMessage(), e);

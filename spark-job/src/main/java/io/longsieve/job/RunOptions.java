@@ -32,6 +32,7 @@ import java.util.regex.Pattern;
  * @param maxContext   longest prompt + output per document in tokens; 0 means the model's own limit
  * @param partitions   partitions of the generation stage; 0 means Spark's default parallelism
  * @param sparkConf    every other spark.* key, passed to the SparkSession as given
+ * @param production   resume, time limits, progress, stage-level GPU scheduling ({@link ProductionOptions})
  */
 public record RunOptions(
     String input,
@@ -47,7 +48,8 @@ public record RunOptions(
     int prefillChunk,
     int maxContext,
     int partitions,
-    Map<String, String> sparkConf) implements Serializable {
+    Map<String, String> sparkConf,
+    ProductionOptions production) implements Serializable {
 
   /** Characters a run id may use: it becomes a folder name and a partition value. */
   public static final Pattern RUN_ID = Pattern.compile("[A-Za-z0-9_-]{1,64}");
@@ -70,7 +72,17 @@ public record RunOptions(
     THREADS("threads", "0", "CPU threads per engine; 0 = all cores"),
     PREFILL_CHUNK("prefillChunk", "512", "prompt tokens per prefill chunk"),
     MAX_CONTEXT("maxContext", "0", "longest prompt + output in tokens; 0 = the model's limit"),
-    PARTITIONS("partitions", "0", "partitions of the generation stage; 0 = Spark's default parallelism");
+    PARTITIONS("partitions", "0", "partitions of the generation stage; 0 = task slots x 2, cost-balanced"),
+    RESUME("resume", "false", "skip doc_ids that an earlier run under the same output already finished with status ok"),
+    DOC_TIMEOUT("docTimeoutSeconds", "0", "per-document time limit in seconds (timeout row); 0 = none"),
+    PROGRESS_INTERVAL("progressIntervalSeconds", "30", "seconds between progress log lines on the driver; 0 = none"),
+    INFERENCE_GPU_AMOUNT("inferenceGpuAmount", "0",
+        "GPU share each generation task claims through stage-level scheduling (e.g. 0.25); 0 = use spark.task.resource.gpu.amount"),
+    CHARS_PER_TOKEN("charsPerToken", "4.0", "characters per token for the driver's cost estimate"),
+    SLICES("slices", "0", "commit slices of the generation stage (durable progress for --resume); 0 = one per wave of task slots"),
+    TEST_INJECT_OOM("test.injectOomDocId", null, "testing: fail this doc_id as if out of GPU memory on every attempt"),
+    TEST_INJECT_STICKY("test.injectStickyCudaError", null,
+        "testing: DOC_ID@MARKER_FILE, the first attempt of DOC_ID hits a sticky CUDA error (the executor exits with 45)");
 
     private final String name;
     private final String defaultValue;
@@ -99,6 +111,7 @@ public record RunOptions(
 
   public RunOptions {
     sparkConf = Map.copyOf(sparkConf);
+    if (production == null) production = ProductionOptions.DEFAULTS;
   }
 
   /**
@@ -143,7 +156,11 @@ public record RunOptions(
     RunOptions o = new RunOptions(input, output, model, master, runId,
         intAtLeast(values, Key.MAX_NEW_TOKENS, 1), policy, device, bool(values, Key.TRUNCATE),
         intAtLeast(values, Key.THREADS, 0), intAtLeast(values, Key.PREFILL_CHUNK, 1),
-        intAtLeast(values, Key.MAX_CONTEXT, 0), intAtLeast(values, Key.PARTITIONS, 0), spark);
+        intAtLeast(values, Key.MAX_CONTEXT, 0), intAtLeast(values, Key.PARTITIONS, 0), spark,
+        new ProductionOptions(bool(values, Key.RESUME), intAtLeast(values, Key.DOC_TIMEOUT, 0),
+            intAtLeast(values, Key.PROGRESS_INTERVAL, 0), fraction(values, Key.INFERENCE_GPU_AMOUNT),
+            positive(values, Key.CHARS_PER_TOKEN), intAtLeast(values, Key.SLICES, 0), value(values, Key.TEST_INJECT_OOM),
+            value(values, Key.TEST_INJECT_STICKY)));
     o.engineSpec(); // EngineSpec validates its own fields; fail here, on the driver, not on an executor
     return o;
   }
@@ -172,6 +189,16 @@ public record RunOptions(
     m.put(Key.PREFILL_CHUNK.conf(), Integer.toString(prefillChunk));
     m.put(Key.MAX_CONTEXT.conf(), Integer.toString(maxContext));
     m.put(Key.PARTITIONS.conf(), Integer.toString(partitions));
+    m.put(Key.RESUME.conf(), Boolean.toString(production.resume()));
+    m.put(Key.DOC_TIMEOUT.conf(), Integer.toString(production.docTimeoutSeconds()));
+    m.put(Key.PROGRESS_INTERVAL.conf(), Integer.toString(production.progressIntervalSeconds()));
+    m.put(Key.INFERENCE_GPU_AMOUNT.conf(), Double.toString(production.inferenceGpuAmount()));
+    m.put(Key.CHARS_PER_TOKEN.conf(), Double.toString(production.charsPerToken()));
+    m.put(Key.SLICES.conf(), Integer.toString(production.slices()));
+    if (production.injectOomDocId() != null) m.put(Key.TEST_INJECT_OOM.conf(), production.injectOomDocId());
+    if (production.injectStickyCudaError() != null) {
+      m.put(Key.TEST_INJECT_STICKY.conf(), production.injectStickyCudaError());
+    }
     return m;
   }
 
@@ -227,6 +254,30 @@ public record RunOptions(
     }
     if (n < min) throw new IllegalArgumentException(k.conf() + " must be >= " + min + ", not " + n);
     return n;
+  }
+
+  /** A GPU share for stage-level scheduling: 0 (off), a fraction up to 0.5, or a whole number. */
+  private static double fraction(Map<Key, String> values, Key k) {
+    double d = number(values, k);
+    if (d < 0 || (d > 0.5 && d != Math.rint(d))) {
+      throw new IllegalArgumentException(k.conf() + " must be 0, a fraction <= 0.5 or a whole number (Spark's rule), not " + d);
+    }
+    return d;
+  }
+
+  private static double positive(Map<Key, String> values, Key k) {
+    double d = number(values, k);
+    if (!(d > 0)) throw new IllegalArgumentException(k.conf() + " must be > 0, not " + d);
+    return d;
+  }
+
+  private static double number(Map<Key, String> values, Key k) {
+    String v = value(values, k);
+    try {
+      return Double.parseDouble(v);
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(k.conf() + " must be a number, not '" + v + "'");
+    }
   }
 
   private static boolean bool(Map<Key, String> values, Key k) {

@@ -1,0 +1,157 @@
+package io.longsieve.job;
+
+import io.longsieve.job.PartitionPlan.DocCost;
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import org.apache.logging.log4j.LogManager;
+import org.apache.logging.log4j.Logger;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.rdd.PartitionPruningRDD;
+import org.apache.spark.resource.ResourceProfile;
+import org.apache.spark.resource.ResourceProfileBuilder;
+import org.apache.spark.resource.TaskResourceRequests;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import scala.Tuple2;
+import scala.runtime.AbstractFunction1;
+
+/**
+ * Plans and builds the generation stage: documents placed by estimated cost, the heaviest partition
+ * first, long documents first inside each partition, one {@link DocumentProcessor} per partition.
+ *
+ * <p>Driver side: the (doc_id, size) pairs of the documents to run are collected (tens of bytes per
+ * document), priced with {@link CostModel}, packed with {@link PartitionPlan}, and the plan is
+ * broadcast to the {@link CostAwarePartitioner}. The plan is a pure function of the input, so a
+ * retried task (lost executor, speculative copy) gets exactly the same documents as the attempt it
+ * replaces; with Spark's output commit protocol (one committed attempt per partition) no doc_id can
+ * be written twice.
+ *
+ * <p>Durable progress: the partitions are written in consecutive slices, each its own Spark job
+ * and commit (stats, then outputs), so a run killed half-way keeps every finished slice and
+ * {@code --resume} skips those documents. The shuffle is shared: later slices reuse its map output.
+ *
+ * <p>GPUs: with {@code spark.longsieve.inferenceGpuAmount > 0} this stage alone carries a stage-level
+ * TaskResourceProfile (1 CPU + that share of a GPU per task), so the read and write stages keep every
+ * core while only generation tasks are limited to the executor's GPU. Spark supports a task-only
+ * profile with dynamic allocation off on standalone, YARN and Kubernetes, not in local[N] mode, where
+ * it is skipped with a log line.
+ */
+final class GenerationStage {
+  private GenerationStage() {}
+
+  private static final Logger LOG = LogManager.getLogger(GenerationStage.class);
+
+  /** Chat-template and instruction tokens around the document text, for the estimate. */
+  static final int TEMPLATE_TOKENS = 48;
+
+  /**
+   * The stage's rows (JobSchemas.RESULT rows, one RDD partition per plan partition), the plan behind
+   * them, how many commit slices the run writes them in, and how many input rows it covers (repeated
+   * doc_ids included, which the plan counts once).
+   */
+  record Stage(SparkSession spark, JavaRDD<Row> results, PartitionPlan plan, int slices, long rows) {
+
+    /** Partitions [from, to) of slice {@code s}: consecutive, so the heaviest go first. */
+    int[] sliceRange(int s) {
+      int n = plan.numPartitions();
+      return new int[] {(int) ((long) n * s / slices), (int) ((long) n * (s + 1) / slices)};
+    }
+
+    /** The rows of slice {@code s} as a DataFrame; its job computes only that slice's partitions. */
+    Dataset<Row> slice(int s) {
+      int[] r = sliceRange(s);
+      JavaRDD<Row> part = JavaRDD.fromRDD(PartitionPruningRDD.create(results.rdd(), new InRange(r[0], r[1])),
+          results.classTag());
+      return spark.createDataFrame(part, JobSchemas.RESULT);
+    }
+  }
+
+  /** Partition filter of a slice; serializable because it travels inside the pruned RDD. */
+  static final class InRange extends AbstractFunction1<Object, Object> implements Serializable {
+    private final int from;
+    private final int to;
+
+    InRange(int from, int to) {
+      this.from = from;
+      this.to = to;
+    }
+
+    @Override
+    public Object apply(Object partition) {
+      int p = (Integer) partition;
+      return p >= from && p < to;
+    }
+  }
+
+  /**
+   * Commit slices: {@code requested} if set, else one per wave of task slots (partitions / slots),
+   * so that a run killed half-way keeps the slices it finished; never more than the partitions.
+   */
+  static int slices(int requested, int partitions, int slots) {
+    int s = requested > 0 ? requested : partitions / Math.max(1, slots);
+    return Math.max(1, Math.min(s, partitions));
+  }
+
+  /** Sort key inside a partition: larger documents first, then by id, so the order is reproducible. */
+  record DocKey(String docId, long size) implements Serializable {
+    static final Comparator<DocKey> LONGEST_FIRST = (Comparator<DocKey> & Serializable) (a, b) -> {
+      int c = Long.compare(b.size, a.size);
+      return c != 0 ? c : compare(a.docId, b.docId);
+    };
+
+    private static int compare(String a, String b) {
+      if (a == null) return b == null ? 0 : -1;
+      return b == null ? 1 : a.compareTo(b);
+    }
+  }
+
+  /** A document's estimated cost; rows that arrive with a status never reach the engine and cost 1. */
+  static double estimatedCost(CostModel model, long size, int maxNewTokens, double charsPerToken, boolean hasStatus) {
+    if (hasStatus) return 1;
+    return model.cost(CostModel.estimateTokens(size, charsPerToken) + TEMPLATE_TOKENS, maxNewTokens);
+  }
+
+  static Stage build(SparkSession spark, Dataset<Row> todo, RunOptions o, JobMetrics metrics) {
+    JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+    CostModel model = CostModel.defaults(o.policy());
+    double cpt = o.production().charsPerToken();
+    List<DocCost> costs = new ArrayList<>();
+    for (Row r : todo.select("doc_id", "size", "status").collectAsList()) {
+      costs.add(new DocCost(r.getString(0), estimatedCost(model, r.getLong(1), o.maxNewTokens(), cpt, !r.isNullAt(2))));
+    }
+    int partitions = o.partitions() > 0 ? o.partitions()
+        : PartitionPlan.suggestPartitions(jsc.defaultParallelism(), 2, costs.size());
+    PartitionPlan plan = PartitionPlan.pack(costs, partitions);
+    LOG.info("{}; {} task slots, estimated finish {}x the lower bound", plan, jsc.defaultParallelism(),
+        String.format("%.3f", plan.simulateMakespan(jsc.defaultParallelism()) / Math.max(1e-9, plan.lowerBound(jsc.defaultParallelism()))));
+
+    CostAwarePartitioner partitioner = CostAwarePartitioner.of(jsc, plan);
+    JavaRDD<Row> ordered = todo.javaRDD()
+        .mapToPair(r -> new Tuple2<>(new DocKey(r.getAs("doc_id"), r.<Long>getAs("size")), r))
+        .repartitionAndSortWithinPartitions(partitioner, DocKey.LONGEST_FIRST)
+        .values();
+    DocumentProcessor processor = new DocumentProcessor(o, metrics);
+    JavaRDD<Row> results = ordered.mapPartitions(processor::call);
+    ResourceProfile profile = profile(o, spark.sparkContext().master());
+    if (profile != null) results = results.withResources(profile);
+    int slices = slices(o.production().slices(), plan.numPartitions(), jsc.defaultParallelism());
+    return new Stage(spark, results, plan, slices, costs.size());
+  }
+
+  /** The generation stage's task-only profile, or null when not asked for or not supported here. */
+  static ResourceProfile profile(RunOptions o, String master) {
+    double gpu = o.production().inferenceGpuAmount();
+    if (gpu <= 0) return null;
+    if (master.startsWith("local[") || master.equals("local")) {
+      LOG.warn("spark.longsieve.inferenceGpuAmount={} ignored: Spark supports stage-level task profiles on "
+          + "standalone, YARN and Kubernetes, not in {} mode", gpu, master);
+      return null;
+    }
+    TaskResourceRequests task = new TaskResourceRequests().cpus(1).resource(GpuBinding.GPU, gpu);
+    return new ResourceProfileBuilder().require(task).build();
+  }
+}

@@ -1,0 +1,31 @@
+package io.longsieve.job;
+
+import java.io.Serializable;
+
+/**
+ * The options that make a run schedulable every night on a cluster, part of {@link RunOptions}
+ * (keys spark.longsieve.*, listed with {@code longsieve run --help}).
+ *
+ * @param resume                  skip doc_ids an earlier run under the same output finished with status ok
+ * @param docTimeoutSeconds       per-document time limit; 0 = none
+ * @param progressIntervalSeconds seconds between the driver's progress lines; 0 = none
+ * @param inferenceGpuAmount      GPU share per generation task through a stage-level TaskResourceProfile;
+ *                                0 = no profile (spark.task.resource.gpu.amount applies to every stage)
+ * @param charsPerToken           characters per token in the driver's cost estimate
+ * @param slices                  commit slices of the generation stage; 0 = one per wave of task slots
+ * @param injectOomDocId          testing only: this doc_id fails as if out of GPU memory; null = off
+ * @param injectStickyCudaError   testing only: "DOC_ID@MARKER_FILE": the first attempt of DOC_ID (while
+ *                                MARKER_FILE does not exist; it is created) fails with a sticky CUDA error
+ */
+public record ProductionOptions(
+    boolean resume,
+    int docTimeoutSeconds,
+    int progressIntervalSeconds,
+    double inferenceGpuAmount,
+    double charsPerToken,
+    int slices,
+    String injectOomDocId,
+    String injectStickyCudaError) implements Serializable {
+
+  public static final ProductionOptions DEFAULTS = new ProductionOptions(false, 0, 30, 0, 4.0, 0, null, null);
+}
