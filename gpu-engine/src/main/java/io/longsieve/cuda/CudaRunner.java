@@ -121,6 +121,7 @@ public final class CudaRunner implements ModelRunner {
   private final class CudaSequence implements Sequence {
     private final PagedKvCache kv;
     private long kvBefore;
+    private double prefillAttentionMs;  // attention kernels of the prefill, timed with events
     private boolean lastOnDevice;  // the device token slot holds lastPicked
     private int lastPicked = -1;
 
@@ -131,9 +132,16 @@ public final class CudaRunner implements ModelRunner {
     @Override
     public void prefill(int[] tokens, float[] logits) {
       ctx.makeCurrent();
-      model.prefill(tokens, 0, kv);
+      try (CudaModel.Profile p = new CudaModel.Profile()) {
+        model.profile(p);
+        model.prefill(tokens, 0, kv);
+        model.profile(null);
+        model.readLogits(logits);
+        prefillAttentionMs += p.millis()[CudaModel.Profile.ATTENTION];
+      } finally {
+        model.profile(null);
+      }
       kvBefore = kv.bf16Bytes();
-      model.readLogits(logits);
       lastOnDevice = false;
     }
 
@@ -148,9 +156,17 @@ public final class CudaRunner implements ModelRunner {
     @Override
     public int prefillNext(int[] tokens, float[] logits, Sampler sampler) {
       ctx.makeCurrent();
-      model.prefill(tokens, 0, kv);
-      kvBefore = kv.bf16Bytes();
-      return pick(sampler);
+      try (CudaModel.Profile p = new CudaModel.Profile()) {
+        model.profile(p);
+        model.prefill(tokens, 0, kv);
+        model.profile(null);
+        int next = pick(sampler);  // synchronises: the events below are complete
+        prefillAttentionMs += p.millis()[CudaModel.Profile.ATTENTION];
+        kvBefore = kv.bf16Bytes();
+        return next;
+      } finally {
+        model.profile(null);
+      }
     }
 
     @Override
@@ -179,9 +195,14 @@ public final class CudaRunner implements ModelRunner {
       return kv.bf16Bytes();
     }
 
+    /**
+     * Attention time of the prefill (events around each layer's attention kernels). Decode steps
+     * are not timed: events around hundreds of microsecond-long launches per step would cost more
+     * host time than they measure; `bench` splits decode time by kernel instead.
+     */
     @Override
     public double attentionMs() {
-      return 0;  // not timed per request on the GPU (events would add work); the bench splits it
+      return prefillAttentionMs;
     }
 
     @Override
