@@ -60,7 +60,7 @@ public record RunOptions(
   public enum Key {
     INPUT("input", null, "JSONL or Parquet input file or folder (required)"),
     OUTPUT("output", null, "output root for outputs/, stats/, runs/ (required)"),
-    MODEL("model", null, "Hugging Face checkpoint folder (default: <longsieve.home>/examples/model)"),
+    MODEL("model", null, "Hugging Face checkpoint folder (default: <longsieve.home>/models/longsieve-needle-7m)"),
     RUN_ID("runId", null, "run id, [A-Za-z0-9_-]{1,64} (default: UTC time, e.g. 20261129T083000Z)"),
     MAX_NEW_TOKENS("maxNewTokens", "64", "most tokens generated per document"),
     POLICY("policy", null, "attention policy, e.g. dense (default: dense)"),
@@ -215,11 +215,14 @@ public record RunOptions(
     return DateTimeFormatter.ofPattern("yyyyMMdd'T'HHmmss'Z'").withZone(ZoneOffset.UTC).format(now);
   }
 
-  /** The bundled demo model: {@code <longsieve.home>/examples/model}, longsieve.home set by bin/longsieve. */
+  /**
+   * The bundled model, trained by the project to find facts in long documents:
+   * {@code <longsieve.home>/models/longsieve-needle-7m}, longsieve.home set by bin/longsieve.
+   */
   public static Path defaultModel() {
     String home = System.getProperty("longsieve.home");
     Path root = home == null || home.isBlank() ? Path.of("").toAbsolutePath() : Path.of(home);
-    return root.resolve("examples").resolve("model");
+    return root.resolve("models").resolve("longsieve-needle-7m");
   }
 
   /** One line per key: name, default, meaning. */
