@@ -2,7 +2,6 @@
 # Runs the fixture generators on a host that has PyTorch + transformers + tokenizers + safetensors
 # (the GPU host; everything runs on CPU) and packs the results into ONE tar file in $OUT:
 #   fixtures.tar: ./models/<name>/...  -> gpu-engine/src/test/resources/models/<name>/
-#                 ./sample/...         -> examples/model/
 # Also re-checks the goldens with the torch-free numpy reference (tools/verify_goldens_numpy.py).
 # Usage (repo root): OUT=/some/dir bash tools/gpu_host/make_fixtures.sh
 set -uo pipefail
@@ -16,8 +15,6 @@ python3 tools/make_tiny_checkpoints.py --out "$WORK/models" > "$OUT/make_tiny_ch
 tail -n 60 "$OUT/make_tiny_checkpoints.log"
 python3 tools/verify_goldens_numpy.py "$WORK"/models/*/ > "$OUT/verify_goldens_numpy.log" 2>&1 || rc=$((rc + 4))
 cat "$OUT/verify_goldens_numpy.log"
-python3 tools/make_sample_model.py --out "$WORK/sample" > "$OUT/make_sample_model.log" 2>&1 || rc=$((rc + 2))
-tail -n 30 "$OUT/make_sample_model.log"
 tar -cf "$OUT/fixtures.tar" -C "$WORK" .
 ls -la "$OUT"
 echo "make_fixtures rc=$rc"

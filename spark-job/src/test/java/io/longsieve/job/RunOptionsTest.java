@@ -33,7 +33,7 @@ class RunOptionsTest {
     assertEquals("dense", o.policy());
     assertEquals("auto", o.device());
     assertFalse(o.truncate());
-    assertTrue(o.model().endsWith("examples/model"), o.model());
+    assertTrue(o.model().endsWith("models/longsieve-needle-7m"), o.model());
     assertTrue(RunOptions.RUN_ID.matcher(o.runId()).matches());
   }
 
