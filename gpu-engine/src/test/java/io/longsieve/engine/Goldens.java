@@ -34,13 +34,13 @@ public record Goldens(List<Case> cases) {
         floats(c.path("logits_last")), ints(c.path("greedy_ids")), floats(c.path("greedy_margins")));
   }
 
-  static int[] ints(JsonNode a) {
+  public static int[] ints(JsonNode a) {
     int[] out = new int[a.size()];
     for (int i = 0; i < out.length; i++) out[i] = a.get(i).asInt();
     return out;
   }
 
-  static float[] floats(JsonNode a) {
+  public static float[] floats(JsonNode a) {
     float[] out = new float[a.size()];
     for (int i = 0; i < out.length; i++) out[i] = (float) a.get(i).asDouble();
     return out;

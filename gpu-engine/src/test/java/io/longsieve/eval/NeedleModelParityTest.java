@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.longsieve.engine.Goldens;
+import io.longsieve.engine.Sampler;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.longsieve.cpu.CpuRunner;
 import io.longsieve.engine.LoadedModel;
@@ -41,11 +43,11 @@ class NeedleModelParityTest {
         String rendered = model.chatTemplate().render(null, user);
         assertEquals(c.get("chat_prompt").asText(), rendered, id + ": Jinjava renders what apply_chat_template rendered");
         int[] ids = model.tokenizer().encode(rendered, false);
-        assertArrayEquals(ints(c.get("input_ids")), ids, id + ": token ids");
+        assertArrayEquals(Goldens.ints(c.get("input_ids")), ids, id + ": token ids");
 
         float[] logits = new float[vocab];
-        float[] want = floats(c.get("logits_last"));
-        int[] greedy = ints(c.get("greedy_ids"));
+        float[] want = Goldens.floats(c.get("logits_last"));
+        int[] greedy = Goldens.ints(c.get("greedy_ids"));
         double[] margins = doubles(c.get("greedy_margins"));
         try (ModelRunner.Sequence seq = runner.open(ids.length + greedy.length + 1, "dense")) {
           seq.prefill(ids, logits);
@@ -57,31 +59,13 @@ class NeedleModelParityTest {
           assertTrue(maxDiff <= 1e-4 * Math.max(1, scale) + 1e-4, id + ": last logits differ by " + maxDiff + " (max |logit| " + scale + ")");
           int pos = ids.length;
           for (int step = 0; step < greedy.length && margins[step] > 1e-3; step++) {
-            int next = argmax(logits);
+            int next = Sampler.argmax(logits, logits.length);
             assertEquals(greedy[step], next, id + ": greedy step " + step);
             seq.decode(next, pos++, logits);
           }
         }
       }
     }
-  }
-
-  static int argmax(float[] a) {
-    int best = 0;
-    for (int i = 1; i < a.length; i++) if (a[i] > a[best]) best = i;
-    return best;
-  }
-
-  static int[] ints(JsonNode a) {
-    int[] out = new int[a.size()];
-    for (int i = 0; i < out.length; i++) out[i] = a.get(i).asInt();
-    return out;
-  }
-
-  static float[] floats(JsonNode a) {
-    float[] out = new float[a.size()];
-    for (int i = 0; i < out.length; i++) out[i] = (float) a.get(i).asDouble();
-    return out;
   }
 
   static double[] doubles(JsonNode a) {
