@@ -1,6 +1,6 @@
 """Shared helpers for the tiny-checkpoint tools (corpus, tokenizer, model init, goldens).
 
-Used by make_tiny_checkpoints.py (test fixtures) and make_sample_model.py (bundled demo model).
+Used by make_tiny_checkpoints.py (the test fixtures).
 Everything is seeded; the checked-in artefacts are the canonical copies (BPE training and
 float kernels are deterministic on one machine, but we do not promise bit-identical output
 across library versions).
