@@ -81,7 +81,8 @@ final class PolicyCatalog {
         p("sinks", "4", Param.Kind.INT),
         p("window", "32", Param.Kind.INT),              // observation queries, also always kept
         p("alpha", "1.0", Param.Kind.DOUBLE),
-        c("merge", "values", "values|kv|off"));
+        c("merge", "values", "values|kv|off"),
+        p("pool", "1", Param.Kind.INT));                // > 1: avg-pool the score first (SnapKV-style); 1: the spec
     // SnapKV (FasterDecoding/SnapKV init_snapkv defaults): window 32, avg-pool 5, capacity 2048.
     add("snapkv", EnumSet.of(Slot.KV),
         p("window", "32", Param.Kind.INT),

@@ -22,12 +22,14 @@ import java.util.Arrays;
  *       prefill attention mass of the tokens t now stands for (proportional attention: with
  *       identical merged tokens and α = 1 attention is unchanged).</li>
  * </ol>
- * {@code merge=off} evicts without merging or bias (the selection alone).
+ * {@code merge=off} evicts without merging or bias (the selection alone). {@code pool > 1}
+ * avg-pools each head's score over neighbouring slots before step 3, as SnapKV pools its votes, so
+ * a kept token brings its neighbours (a multi-token fact survives whole); the spec's default is 1.
  */
 final class SelKv implements ComposedPolicy.Kv {
 
   private final double ratio, alpha;
-  private final int sinks, window;
+  private final int sinks, window, pool;
   private final String merge;
   private final ObservationWindow obs;
   private final int heads, kvHeads, d, group;
@@ -39,6 +41,7 @@ final class SelKv implements ComposedPolicy.Kv {
     alpha = t.doubleParam("alpha");
     sinks = t.intParam("sinks");
     window = Math.max(1, t.intParam("window"));
+    pool = Math.max(1, t.intParam("pool"));
     merge = t.text("merge");
     obs = new ObservationWindow(window, c);
     heads = c.numHeads();
@@ -68,7 +71,7 @@ final class SelKv implements ComposedPolicy.Kv {
     int[][] keep = new int[kvHeads][budget];
     float[] bias = merge.equals("off") ? null : kv.logitBias(layer);
     ctx.pool().forRange(kvHeads, (from, to) -> {
-      float[] vnorm = new float[n], score = new float[mid], sum = new float[mid];
+      float[] vnorm = new float[n], raw = new float[mid], score = pool > 1 ? new float[mid] : raw, sum = new float[mid];
       long[] work = new long[mid];
       int[] prop = new int[pick];
       boolean[] inUnion = new boolean[mid];
@@ -82,10 +85,9 @@ final class SelKv implements ComposedPolicy.Kv {
         Arrays.fill(sum, 0f);
         Arrays.fill(inUnion, false);
         for (int h = g * group; h < (g + 1) * group; h++) {
-          for (int j = 0; j < mid; j++) {
-            score[j] = attn[h * n + sinks + j] * vnorm[sinks + j];
-            sum[j] += score[j];
-          }
+          for (int j = 0; j < mid; j++) raw[j] = attn[h * n + sinks + j] * vnorm[sinks + j];
+          if (pool > 1) TokenSparseAttention.avgPool(raw, 0, mid, pool, score);
+          for (int j = 0; j < mid; j++) sum[j] += score[j];
           TopK.select(score, 0, mid, pick, work, prop, 0, 0);
           for (int i = 0; i < pick; i++) inUnion[prop[i]] = true;
         }

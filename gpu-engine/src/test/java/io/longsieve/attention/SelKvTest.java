@@ -41,11 +41,21 @@ class SelKvTest {
 
   @Test
   void keptTokensFollowTheScoreAndTheGqaUnion() {
+    checkSelection(1);
+  }
+
+  @Test
+  void pooledScoreKeepsTokensByTheirNeighbourhood() {
+    checkSelection(3);
+  }
+
+  /** The kept slots against the definition, the score avg-pooled over {@code pool} slots first. */
+  private static void checkSelection(int pool) {
     try (Fixture f = new Fixture(31)) {
       int n = 80, sinks = 3, w = 5, budget = 20, pick = budget - sinks - w, d = f.c.headDim();
       KvCache kv = f.cache(96, n);
       float[] q = f.rand(n * f.c.qDim());
-      SelKv s = policy(f, "ratio=0.25,sinks=3,window=5,merge=off");
+      SelKv s = policy(f, "ratio=0.25,sinks=3,window=5,merge=off,pool=" + pool);
       for (int l = 0; l < 2; l++) s.observe(l, q, n, 0, kv, f.ctx);
       double[][] a = windowAttention(f, kv, 0, q, w);
       float[][] valuesBefore = {kv.values[0].clone()};
@@ -55,12 +65,17 @@ class SelKvTest {
         double[] sum = new double[n];
         boolean[] union = new boolean[n];
         for (int h = g * f.c.group(); h < (g + 1) * f.c.group(); h++) {
-          float[] score = new float[n - sinks - w];
+          float[] raw = new float[n - sinks - w], score = new float[n - sinks - w];
           for (int j = sinks; j < n - w; j++) {
             double vn = 0;
             for (int e = 0; e < d; e++) vn += Math.abs(valuesBefore[0][j * f.c.kvDim() + g * d + e]);
-            score[j - sinks] = (float) (a[h][j] * vn);
-            sum[j] += score[j - sinks];
+            raw[j - sinks] = (float) (a[h][j] * vn);
+          }
+          for (int j = 0; j < raw.length; j++) {       // avg-pool, zero padding, divided by the kernel
+            float acc = 0;
+            for (int t = j - pool / 2; t < j - pool / 2 + pool; t++) if (t >= 0 && t < raw.length) acc += raw[t];
+            score[j] = pool == 1 ? raw[j] : acc / pool;
+            sum[sinks + j] += score[j];
           }
           for (int i : TopKTest.bruteForce(score, pick)) union[sinks + i] = true;
         }
