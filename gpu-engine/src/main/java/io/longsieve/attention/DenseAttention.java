@@ -41,8 +41,8 @@ public final class DenseAttention implements AttentionPolicy {
     ModelConfig c = ctx.config();
     int heads = c.numHeads();
     ctx.pool().forRange(n * heads, (from, to) -> {
-      float[] qr = new float[c.headDim()];
-      float[] cos = new float[c.headDim() / 2], sin = new float[c.headDim() / 2];
+      RotationScratch rs = RotationScratch.of(c.headDim());
+      float[] qr = rs.qr, cos = rs.cos, sin = rs.sin;
       int lastRow = -1;
       for (int task = from; task < to; task++) {
         int i = task / heads, h = task % heads;

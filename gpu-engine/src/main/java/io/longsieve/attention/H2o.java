@@ -54,7 +54,8 @@ final class H2o implements ComposedPolicy.Kv {
     float scale = ctx.scale();
     // one task per KV head: its query heads' rows accumulate into its own row of acc, no races
     ctx.pool().forRange(kvHeads, (from, to) -> {
-      float[] qr = new float[d], cos = new float[d / 2], sin = new float[d / 2], s = new float[end];
+      RotationScratch rs = RotationScratch.of(d);
+      float[] qr = rs.qr, cos = rs.cos, sin = rs.sin, s = new float[end];
       for (int g = from; g < to; g++) {
         for (int i = 0; i < n; i++) {
           ctx.rope().angles(pos0 + i, cos, sin);

@@ -57,7 +57,8 @@ final class ObservationWindow {
     float scale = ctx.scale();
     int kvDim = kv.kvDim, nKv = kv.nKvHeads();
     ctx.pool().forRange(heads, (from, to) -> {
-      float[] qr = new float[d], cos = new float[d / 2], sin = new float[d / 2], s = new float[n];
+      RotationScratch rs = RotationScratch.of(d);
+      float[] qr = rs.qr, cos = rs.cos, sin = rs.sin, s = new float[n];
       for (int h = from; h < to; h++) {
         int ao = h * n, kvh = h / group;
         Arrays.fill(attn, ao, ao + n, 0f);

@@ -65,7 +65,8 @@ final class Quest implements ComposedPolicy.Decode {
     float scale = ctx.scale();
     // selection, then attention, each split over heads; each head owns its rows of every buffer
     ctx.pool().forRange(heads, (from, to) -> {
-      float[] qr = new float[d], cos = new float[d / 2], sin = new float[d / 2];
+      RotationScratch rs = RotationScratch.of(d);
+      float[] qr = rs.qr, cos = rs.cos, sin = rs.sin;
       long[] w = new long[full];
       ctx.rope().angles(pos, cos, sin);
       for (int h = from; h < to; h++) {
@@ -87,7 +88,8 @@ final class Quest implements ComposedPolicy.Decode {
     });
     stats.selectionNanos += System.nanoTime() - t0;
     ctx.pool().forRange(heads, (from, to) -> {
-      float[] qr = new float[d], cos = new float[d / 2], sin = new float[d / 2];
+      RotationScratch rs = RotationScratch.of(d);
+      float[] qr = rs.qr, cos = rs.cos, sin = rs.sin;
       ctx.rope().angles(pos, cos, sin);
       for (int h = from; h < to; h++) {
         System.arraycopy(q, h * d, qr, 0, d);

@@ -89,7 +89,8 @@ final class StreamingLlm {
       }
       float scale = ctx.scale();
       ctx.pool().forRange(heads, (from, to) -> {
-        float[] qr = new float[d], cos = new float[d / 2], sin = new float[d / 2];
+        RotationScratch rs = RotationScratch.of(d);
+        float[] qr = rs.qr, cos = rs.cos, sin = rs.sin;
         for (int h = from; h < to; h++) {
           int g = h / group;
           System.arraycopy(q, h * d, qr, 0, d);

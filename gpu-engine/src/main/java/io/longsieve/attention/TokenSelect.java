@@ -252,8 +252,8 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     }
     float scale = ctx.scale();
     ctx.pool().forRange(m * heads, (from, to) -> {
-      float[] qr = new float[d];
-      float[] cos = new float[d / 2], sin = new float[d / 2];
+      RotationScratch rs = RotationScratch.of(d);
+      float[] qr = rs.qr, cos = rs.cos, sin = rs.sin;
       for (int task = from; task < to; task++) {
         int i = task / heads, h = task % heads, g = h / group;
         int visible = listLen - m + i + 1;

@@ -98,7 +98,8 @@ final class TokenSparseAttention implements ComposedPolicy.Prefill {
     float[] keys = kv.ropedKeys[layer];
     int kvDim = kv.kvDim, end = prefix + w;
     ctx.pool().forRange(heads, (from, to) -> {
-      float[] qr = new float[d], cos = new float[d / 2], sin = new float[d / 2];
+      RotationScratch rs = RotationScratch.of(d);
+      float[] qr = rs.qr, cos = rs.cos, sin = rs.sin;
       float[] s = new float[end];
       for (int h = from; h < to; h++) {
         int po = h * prefix, ko = (h / group) * d;
@@ -180,7 +181,8 @@ final class TokenSparseAttention implements ComposedPolicy.Prefill {
                       AttentionContext ctx) {
     float scale = ctx.scale();
     ctx.pool().forRange(heads, (from, to) -> {
-      float[] qr = new float[d], cos = new float[d / 2], sin = new float[d / 2];
+      RotationScratch rs = RotationScratch.of(d);
+      float[] qr = rs.qr, cos = rs.cos, sin = rs.sin;
       for (int h = from; h < to; h++) {
         int lo = h * len;
         for (int i = 0; i < n; i++) Arrays.fill(out, (i * heads + h) * d, (i * heads + h + 1) * d, 0f);
