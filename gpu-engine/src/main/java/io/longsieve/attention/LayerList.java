@@ -47,7 +47,7 @@ public final class LayerList {
   }
 
   /** The sparse-layer mask for a model of {@code numLayers}; modelDir may be null (no profile file). */
-  static boolean[] resolve(String value, int numLayers, Path modelDir) {
+  public static boolean[] resolve(String value, int numLayers, Path modelDir) {
     boolean[] mask = new boolean[numLayers];
     switch (value) {
       case "none":
@@ -89,7 +89,7 @@ public final class LayerList {
   }
 
   /** Compact text form of a mask: {@code 2-3/5}, or {@code none}. */
-  static String format(boolean[] mask) {
+  public static String format(boolean[] mask) {
     StringBuilder b = new StringBuilder();
     for (int l = 0; l < mask.length; l++) {
       if (!mask[l]) continue;

@@ -16,48 +16,48 @@ package io.longsieve.attention;
  *       first per layer is a cold miss); hits are those that reused the previous top-k.</li>
  * </ul>
  */
-final class SelectionStats {
+public final class SelectionStats {
 
   private final double[] attended;   // (layer) attended (query, key) pairs, summed over heads
   private final double[] available;  // (layer) pairs dense causal attention would attend
   private final boolean[] sparse;    // (layer) prefill of this layer was sparse at least once (TSA)
   private double decodeAttended;     // keys attended summed over decode steps × layers × heads
   private long decodeQueries;        // decode steps × layers × heads
-  long cacheLookups;
-  long cacheHits;
-  long selectionNanos;
-  long kvBytesAfter = -1;            // -1: no compression ran
+  public long cacheLookups;
+  public long cacheHits;
+  public long selectionNanos;
+  public long kvBytesAfter = -1;     // -1: no compression ran
 
-  SelectionStats(int layers) {
+  public SelectionStats(int layers) {
     attended = new double[layers];
     available = new double[layers];
     sparse = new boolean[layers];
   }
 
   /** Pairs for a block of prefill work: {@code keys} attended, {@code avail} visible. */
-  void prefill(int layer, double keys, double avail) {
+  public void prefill(int layer, double keys, double avail) {
     attended[layer] += keys;
     available[layer] += avail;
   }
 
   /** One decode step of one layer: {@code keys} summed over heads, of {@code avail} per head. */
-  void decode(int layer, double keys, double avail, int heads) {
+  public void decode(int layer, double keys, double avail, int heads) {
     attended[layer] += keys;
     available[layer] += avail * heads;
     decodeAttended += keys;
     decodeQueries += heads;
   }
 
-  void markSparse(int layer) {
+  public void markSparse(int layer) {
     sparse[layer] = true;
   }
 
   /** Causal dense pairs of n queries whose first sees before + 1 slots, times heads. */
-  static double densePairs(int n, int before, int heads) {
+  public static double densePairs(int n, int before, int heads) {
     return ((double) n * before + (double) n * (n + 1) / 2) * heads;
   }
 
-  PolicyStats snapshot() {
+  public PolicyStats snapshot() {
     float[] frac = new float[attended.length];
     for (int l = 0; l < frac.length; l++) frac[l] = available[l] > 0 ? (float) (attended[l] / available[l]) : Float.NaN;
     int nSparse = 0;

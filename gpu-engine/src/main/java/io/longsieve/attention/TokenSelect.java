@@ -23,7 +23,8 @@ import java.util.Arrays;
  *       the last max(window, call length) slots; RoPE by list index ({@code positions=compact},
  *       official) or by original position;</li>
  *   <li>Selection Cache ({@code cache=on}): per layer, when the cosine of this fingerprint with the
- *       last scored one is ≥ threshold, reuse the last top-k (sinks and window recomputed).</li>
+ *       last scored one is ≥ threshold and the top-k budget is unchanged, reuse the last top-k
+ *       (sinks and window recomputed).</li>
  * </ol>
  * Buffers grow to the largest context seen and are reused; nothing is allocated per token.
  */
@@ -133,18 +134,19 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
   /** Fills top (lists, count) with selected candidate slots; returns count per list. */
   private int select(int layer, float[] q, int row0, int m, int cands, int kk, KvCache kv, AttentionContext ctx) {
     fingerprint(q, row0, m);
+    int count = Math.min(kk, cands);
     if (cacheOn) {
       stats.cacheLookups++;
-      int cc = cachedCount[layer];
-      if (cc > 0 && cosine(qf, cachedQf[layer]) >= threshold) {
+      // a hit needs the same budget: with k_frac the budget grows with the context and forces a fresh
+      // selection (the GPU decides hits on the device and must know the list length without asking)
+      if (cachedCount[layer] == count && cosine(qf, cachedQf[layer]) >= threshold) {
         stats.cacheHits++;
-        ensureTop(cc);
-        System.arraycopy(cachedTop[layer], 0, top, 0, lists * cc);
-        return cc;
+        ensureTop(count);
+        System.arraycopy(cachedTop[layer], 0, top, 0, lists * count);
+        return count;
       }
     }
     score(layer, cands, kv, ctx);
-    int count = Math.min(kk, cands);
     ensureTop(count);
     if (work.length < cands) work = new long[cands];
     for (int g = 0; g < lists; g++) {

@@ -64,8 +64,29 @@ public final class Bench implements AutoCloseable {
     return rows;
   }
 
+  CudaContext ctx() {
+    return ctx;
+  }
+
+  Kernels kernels() {
+    return k;
+  }
+
+  CudaStream stream() {
+    return stream;
+  }
+
+  /** The device copy ceiling measured by {@link #copyCeiling} (GB/s, read + written), NaN before. */
+  double copyGbps() {
+    return copyGbps;
+  }
+
+  PrintStream log() {
+    return log;
+  }
+
   /** Records a row and logs it at once, so a run cut short still shows what it measured. */
-  private void add(Row r) {
+  void add(Row r) {
     rows.add(r);
     log.printf(Locale.ROOT, "  %s | %s | %s | ms %.4f | TFLOP/s %.1f | GB/s %.0f | of ceiling %.3f | peer ms %.4f%n", r.section(),
         r.name(), r.shape(), r.ms(), r.tflops(), r.gbps(), r.fraction(), r.peerMs());
@@ -194,7 +215,7 @@ public final class Bench implements AutoCloseable {
       Random r = new Random(1);
       int[] warm = new int[chunk];
       for (int i = 0; i < warm.length; i++) warm[i] = r.nextInt(c.vocabSize());
-      m.prefill(warm, 0, kv);  // warm-up: module load, first launches
+      m.prefill(warm, 0, kv, null);  // warm-up: module load, first launches
       m.sampleGreedy();
       m.readToken();
       for (int L : contexts) {
@@ -205,7 +226,7 @@ public final class Bench implements AutoCloseable {
         long t0 = System.nanoTime();
         try (CudaModel.Profile p = new CudaModel.Profile()) {
           m.profile(p);
-          m.prefill(ids, 0, kv);
+          m.prefill(ids, 0, kv, null);
           m.sampleGreedy();
           m.readToken();
           m.profile(null);
@@ -220,7 +241,7 @@ public final class Bench implements AutoCloseable {
         double[] stepMs = new double[decodeSteps];
         for (int s = 0; s < decodeSteps; s++) {
           long ts = System.nanoTime();
-          m.decode(0, true, pos++, kv);
+          m.decode(0, true, pos++, kv, null);
           m.sampleGreedy();
           m.readToken();
           stepMs[s] = (System.nanoTime() - ts) / 1e6;
@@ -231,7 +252,7 @@ public final class Bench implements AutoCloseable {
             w.bytes() / dms / 1e6, floorMs / dms, Double.NaN));
         try (CudaModel.Profile p = new CudaModel.Profile()) {
           m.profile(p);
-          m.decode(0, true, pos++, kv);
+          m.decode(0, true, pos++, kv, null);
           m.sampleGreedy();
           m.readToken();
           m.profile(null);

@@ -105,6 +105,11 @@ public final class CudaModel implements AutoCloseable {
     this.profile = p;
   }
 
+  /** The environment GPU attention policies are built with. */
+  public GpuEnv env(java.nio.file.Path modelDir) {
+    return new GpuEnv(c, ctx, k, ws, invFreq.ptr(), modelDir);
+  }
+
   /** Sizes the attention workspace for decoding up to {@code capacity} tokens, so steps never allocate. */
   public void reserveDecode(int capacity) {
     Kernels.SplitPlan p = Kernels.splitPlan(1, capacity, c.group(), c.numKvHeads(), ctx.smCount());
@@ -117,11 +122,11 @@ public final class CudaModel implements AutoCloseable {
    * Runs tokens through the model at positions pos0.., appending to the cache, in chunks of at
    * most maxChunk; leaves the logits of the last token on the device.
    */
-  public void prefill(int[] ids, int pos0, PagedKvCache kv) {
+  public void prefill(int[] ids, int pos0, PagedKvCache kv, GpuPolicy policy) {
     for (int s = 0; s < ids.length; s += maxChunk) {
       int n = Math.min(maxChunk, ids.length - s);
       k.stream().copyToDevice(tokens, 0, Pointer.to(ids).withByteOffset(s * 4L), n * 4L);
-      layers(n, pos0 + s, kv);
+      layers(n, pos0 + s, kv, policy, false);
       // the copy above reads host memory asynchronously: wait before the next chunk reuses it
       k.stream().synchronize();
     }
@@ -133,16 +138,17 @@ public final class CudaModel implements AutoCloseable {
   }
 
   /** One token at position pos whose id is already on the device (the last sampled one) or given. */
-  public void decode(int token, boolean tokenOnDevice, int pos, PagedKvCache kv) {
+  public void decode(int token, boolean tokenOnDevice, int pos, PagedKvCache kv, GpuPolicy policy) {
     if (!tokenOnDevice) {
       tokenHost[0] = token;
       k.stream().copyToDevice(tokens, 0, Pointer.to(tokenHost), 4);
     }
-    layers(1, pos, kv);
+    layers(1, pos, kv, policy, true);
     head(1);
   }
 
-  private void layers(int n, int pos0, PagedKvCache kv) {
+  /** The layers for n rows at positions pos0..; attention through the sequence's policy (dense when null). */
+  private void layers(int n, int pos0, PagedKvCache kv, GpuPolicy policy, boolean decoding) {
     int dim = c.hiddenSize(), hidden = c.intermediateSize(), qDim = c.qDim(), kvDim = c.kvDim();
     int stride = qDim + 2 * kvDim;
     k.embed(x.ptr(), w.embed.ptr(), tokens.ptr(), n, dim, c.vocabSize());
@@ -160,7 +166,13 @@ public final class CudaModel implements AutoCloseable {
       kv.advance(l, n);
       k.rope(q.ptr(), qkv.ptr(), stride, n, c.numHeads(), c.headDim(), invFreq.ptr(), null, pos0);
       mark(Profile.ATTENTION);
-      k.attention(att.ptr(), q.ptr(), view, n, c.numHeads(), before, c.slidingWindow(), scale, ws); // (n, qDim)
+      if (policy == null) {
+        k.attention(att.ptr(), q.ptr(), view, n, c.numHeads(), before, c.slidingWindow(), scale, ws); // (n, qDim)
+      } else {
+        LayerCall call = new LayerCall(l, n, pos0, before, qkv.ptr(), stride, q.ptr(), view, att.ptr());
+        if (decoding) policy.decode(call, kv);
+        else policy.prefill(call);
+      }
       mark(Profile.GEMM);
       k.matmul(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo().ptr(), null, n, dim, qDim);  // x += att · woᵀ
       mark(Profile.OTHER);

@@ -32,15 +32,17 @@ public final class CudaRunner implements ModelRunner {
   private final CudaStream stream;
   private final CudaWeights weights;
   private final CudaModel model;
+  private final GpuEnv env;
 
   private CudaRunner(ModelConfig config, CudaContext ctx, KernelModule module, CudaStream stream, CudaWeights weights,
-                     CudaModel model) {
+                     CudaModel model, java.nio.file.Path modelDir) {
     this.config = config;
     this.ctx = ctx;
     this.module = module;
     this.stream = stream;
     this.weights = weights;
     this.model = model;
+    this.env = model.env(modelDir);
   }
 
   /** Looked up by reflection from {@link CudaAvailability#openRunner}. */
@@ -58,7 +60,7 @@ public final class CudaRunner implements ModelRunner {
       }
       int chunk = Math.max(spec.prefillChunk(), MIN_GPU_CHUNK);
       CudaModel model = new CudaModel(c, ctx, new Kernels(module, stream), weights, chunk);
-      return new CudaRunner(c, ctx, module, stream, weights, model);
+      return new CudaRunner(c, ctx, module, stream, weights, model, loaded.dir());
     } catch (RuntimeException | Error e) {
       if (weights != null) weights.close();
       if (stream != null) stream.close();
@@ -94,14 +96,20 @@ public final class CudaRunner implements ModelRunner {
   @Override
   public Sequence open(int capacity, String policy) {
     PolicySpec p = PolicySpec.parse(policy);
-    if (!p.canonical().equals("dense")) {
-      throw new IllegalArgumentException("the CUDA backend runs dense attention only so far, not '" + policy
-          + "'; use --device cpu (or make it the engine's default policy, which device auto then runs on cpu)");
+    String why = GpuPolicy.unsupportedReason(p);
+    if (why != null) {
+      throw new IllegalArgumentException("the CUDA backend does not run " + why + "; use --device cpu (or make it the"
+          + " engine's default policy, which device auto then runs on cpu)");
     }
     ctx.makeCurrent();
     PagedKvCache kv = new PagedKvCache(ctx, config, capacity);
-    model.reserveDecode(kv.capacity);
-    return new CudaSequence(kv);
+    try {
+      model.reserveDecode(kv.capacity);
+      return new CudaSequence(kv, GpuPolicy.open(p, env));
+    } catch (RuntimeException | Error e) {
+      kv.close();
+      throw e;
+    }
   }
 
   @Override
@@ -120,13 +128,15 @@ public final class CudaRunner implements ModelRunner {
 
   private final class CudaSequence implements Sequence {
     private final PagedKvCache kv;
+    private final GpuPolicy policy;
     private long kvBefore;
     private double prefillAttentionMs;  // attention kernels of the prefill, timed with events
     private boolean lastOnDevice;  // the device token slot holds lastPicked
     private int lastPicked = -1;
 
-    CudaSequence(PagedKvCache kv) {
+    CudaSequence(PagedKvCache kv, GpuPolicy policy) {
       this.kv = kv;
+      this.policy = policy;
     }
 
     @Override
@@ -134,21 +144,22 @@ public final class CudaRunner implements ModelRunner {
       ctx.makeCurrent();
       try (CudaModel.Profile p = new CudaModel.Profile()) {
         model.profile(p);
-        model.prefill(tokens, 0, kv);
+        model.prefill(tokens, 0, kv, policy);
         model.profile(null);
+        kvBefore = kv.bf16Bytes();
+        policy.afterPrefill(kv);
         model.readLogits(logits);
         prefillAttentionMs += p.millis()[CudaModel.Profile.ATTENTION];
       } finally {
         model.profile(null);
       }
-      kvBefore = kv.bf16Bytes();
       lastOnDevice = false;
     }
 
     @Override
     public void decode(int token, int pos, float[] logits) {
       ctx.makeCurrent();
-      model.decode(token, false, pos, kv);
+      model.decode(token, false, pos, kv, policy);
       model.readLogits(logits);
       lastOnDevice = false;
     }
@@ -158,11 +169,12 @@ public final class CudaRunner implements ModelRunner {
       ctx.makeCurrent();
       try (CudaModel.Profile p = new CudaModel.Profile()) {
         model.profile(p);
-        model.prefill(tokens, 0, kv);
+        model.prefill(tokens, 0, kv, policy);
         model.profile(null);
+        kvBefore = kv.bf16Bytes();
+        policy.afterPrefill(kv);
         int next = pick(sampler);  // synchronises: the events below are complete
         prefillAttentionMs += p.millis()[CudaModel.Profile.ATTENTION];
-        kvBefore = kv.bf16Bytes();
         return next;
       } finally {
         model.profile(null);
@@ -172,7 +184,7 @@ public final class CudaRunner implements ModelRunner {
     @Override
     public int decodeNext(int token, int pos, float[] logits, Sampler sampler) {
       ctx.makeCurrent();
-      model.decode(token, lastOnDevice && token == lastPicked, pos, kv);
+      model.decode(token, lastOnDevice && token == lastPicked, pos, kv, policy);
       return pick(sampler);
     }
 
@@ -207,18 +219,20 @@ public final class CudaRunner implements ModelRunner {
 
     @Override
     public PolicyStats policyStats() {
-      return PolicyStats.DENSE;
+      ctx.makeCurrent();
+      return policy.stats();
     }
 
     @Override
     public String policy() {
-      return "dense";
+      return policy.describe();
     }
 
     @Override
     public void close() {
       ctx.makeCurrent();
       stream.synchronize();
+      policy.close();
       kv.close();
     }
   }

@@ -32,6 +32,15 @@ public final class Kernels {
     return l.stream();
   }
 
+  /** The launcher, shared by the other kernel families' wrappers (ListKernels, ...). */
+  Launcher launcher() {
+    return l;
+  }
+
+  public int smCount() {
+    return smCount;
+  }
+
   /** x (n, dim) f32 = table (vocab, dim) bf16 rows of tokens (n) int. */
   public void embed(CUdeviceptr x, CUdeviceptr table, CUdeviceptr tokens, int n, int dim, int vocab) {
     l.launch("embed_rows", n, 1, 1, 256, 0, x, table, tokens, dim, vocab);
@@ -201,10 +210,16 @@ public final class Kernels {
 
   /**
    * One layer's view of the paged cache: kPre, kRope and v each (pages, nKv, pageSize, headDim)
-   * bf16, pageTable (pages) int mapping logical to physical pages.
+   * bf16, pageTable (pages) int mapping logical to physical pages, bias (slots, nKv) f32 additive
+   * logit bias per slot and KV head (KV compression's merges), null while no policy set one.
    */
   public record KvView(CUdeviceptr kPre, CUdeviceptr kRope, CUdeviceptr v, CUdeviceptr pageTable, int nKv, int headDim,
-                       int pageSize) {}
+                       int pageSize, CUdeviceptr bias) {
+    public KvView(CUdeviceptr kPre, CUdeviceptr kRope, CUdeviceptr v, CUdeviceptr pageTable, int nKv, int headDim,
+                  int pageSize) {
+      this(kPre, kRope, v, pageTable, nKv, headDim, pageSize, null);
+    }
+  }
 
   /** Scratch device memory that grows on demand (growth allocates, so it happens outside steady state). */
   public static final class Workspace implements AutoCloseable {

@@ -24,6 +24,8 @@ public final class PagedKvCache implements AutoCloseable {
   private final DeviceBuffer v;      // (layer, page, nKv, pageSize, headDim) bf16
   private final DeviceBuffer pageTable; // (pages) int, logical → physical page of every layer
   private final int[] length;        // (layer) slots in use
+  private final CudaContext ctx;
+  private DeviceBuffer bias;         // (layer, capacity, nKv) f32 logit bias, null until a policy asks (KV compression)
 
   public PagedKvCache(CudaContext ctx, ModelConfig c, int capacity) {
     this.layers = c.numLayers();
@@ -34,6 +36,7 @@ public final class PagedKvCache implements AutoCloseable {
     this.capacity = pages * pageSize;
     this.layerBytes = (long) pages * nKv * pageSize * headDim * 2;
     this.length = new int[layers];
+    this.ctx = ctx;
     DeviceBuffer a = null, b = null, d = null, t = null;
     try {
       a = ctx.alloc(layerBytes * layers, "KV cache keys before RoPE");
@@ -61,7 +64,28 @@ public final class PagedKvCache implements AutoCloseable {
 
   public Kernels.KvView layer(int l) {
     long off = l * layerBytes;
-    return new Kernels.KvView(kPre.at(off), kRope.at(off), v.at(off), pageTable.ptr(), nKv, headDim, pageSize);
+    return new Kernels.KvView(kPre.at(off), kRope.at(off), v.at(off), pageTable.ptr(), nKv, headDim, pageSize,
+        bias == null ? null : bias.at((long) l * capacity * nKv * 4));
+  }
+
+  /**
+   * Allocates the per-slot logit bias (zeros) on first use; from then on every layer's view
+   * carries it and the decode kernels add it to their logits.
+   */
+  public void ensureBias() {
+    if (bias != null) return;
+    bias = ctx.alloc((long) layers * capacity * nKv * 4, "KV logit bias");
+    bias.fill32(0);
+  }
+
+  public boolean hasBias() {
+    return bias != null;
+  }
+
+  /** Sets a layer's length after a policy compacted it on the device. */
+  public void setLength(int layer, int n) {
+    if (n < 0 || n > capacity) throw new IllegalArgumentException("length " + n + " outside [0, " + capacity + "]");
+    length[layer] = n;
   }
 
   public int length(int layer) {
@@ -78,11 +102,11 @@ public final class PagedKvCache implements AutoCloseable {
     java.util.Arrays.fill(length, 0);
   }
 
-  /** Bytes of keys and values in use, bf16, one copy of the keys (as cpu/KvCache.bf16Bytes). */
+  /** Bytes of keys and values in use, bf16, one copy of the keys, plus f32 logit biases (as cpu/KvCache.bf16Bytes). */
   public long bf16Bytes() {
     long slots = 0;
     for (int n : length) slots += n;
-    return slots * nKv * headDim * 2L * 2L;
+    return slots * nKv * headDim * 2L * 2L + (bias == null ? 0 : slots * nKv * 4L);
   }
 
   @Override
@@ -91,5 +115,6 @@ public final class PagedKvCache implements AutoCloseable {
     kRope.close();
     v.close();
     pageTable.close();
+    if (bias != null) bias.close();
   }
 }

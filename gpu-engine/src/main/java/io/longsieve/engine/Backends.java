@@ -3,6 +3,7 @@ package io.longsieve.engine;
 import io.longsieve.attention.PolicySpec;
 import io.longsieve.cpu.CpuRunner;
 import io.longsieve.cuda.CudaAvailability;
+import io.longsieve.cuda.GpuPolicy;
 import io.longsieve.model.Checkpoint;
 import java.nio.file.Path;
 import java.util.logging.Logger;
@@ -28,10 +29,9 @@ final class Backends {
 
   private static ModelRunner openRunner(EngineSpec spec, LoadedModel model) {
     String device = spec.device();
-    boolean dense = PolicySpec.parse(spec.defaultPolicy()).canonical().equals("dense");
-    if (device.equals("auto") && !dense) {
-      // the CUDA backend runs dense attention only so far (sparse kernels are the next step)
-      LOG.info("device auto: using cpu (policy '" + spec.defaultPolicy() + "' is not on the CUDA backend yet)");
+    String notOnGpu = GpuPolicy.unsupportedReason(PolicySpec.parse(spec.defaultPolicy()));
+    if (device.equals("auto") && notOnGpu != null) {
+      LOG.info("device auto: using cpu (the CUDA backend does not run " + notOnGpu + ")");
       device = "cpu";
     }
     if (device.equals("cuda") || device.equals("auto")) {

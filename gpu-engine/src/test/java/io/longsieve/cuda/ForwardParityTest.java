@@ -122,14 +122,14 @@ class ForwardParityTest {
            PagedKvCache kv = new PagedKvCache(gpu.ctx, c, 320)) {
         KvCache ckv = cpu.newCache(320);
         float[] gl = new float[c.vocabSize()], cl = new float[c.vocabSize()];
-        model.prefill(ids, 0, kv);
+        model.prefill(ids, 0, kv, null);
         model.readLogits(gl);
         cpu.forward(ids, 0, ids.length, 0, ckv, new DenseAttention(), false, cl);
         Gpu.assertClose(gl, cl, LOGIT_TOLERANCE, "logits after 4 chunks of <= 96");
         StringBuilder errors = new StringBuilder(String.format(" prefill %.4f |", Gpu.relErr(gl, cl)));
         for (int s = 0; s < 10; s++) {
           int t = Sampler.argmax(cl, c.vocabSize());
-          model.decode(t, false, ids.length + s, kv);
+          model.decode(t, false, ids.length + s, kv, null);
           model.readLogits(gl);
           cpu.forward(new int[] {t}, 0, 1, ids.length + s, ckv, new DenseAttention(), true, cl);
           errors.append(String.format(" %.4f", Gpu.relErr(gl, cl)));
