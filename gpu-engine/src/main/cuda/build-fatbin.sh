@@ -28,18 +28,21 @@ if [[ -z "$NVCC" || ! -x "$NVCC" ]]; then
   exit 2
 fi
 mkdir -p "$OUT_DIR"
-VERSION="$("$NVCC" --version | tail -1)"
+# LONGSIEVE_DEV_ARCH=90 builds SASS for that one architecture only (a quick compile check while writing kernels;
+# never for a bundle): the stamp records it, so the next normal build compiles everything again.
+DEV_ARCH="${LONGSIEVE_DEV_ARCH:-}"
+VERSION="$("$NVCC" --version | tail -1)${DEV_ARCH:+ dev-sm_$DEV_ARCH}"
 if [[ -f "$OUT" && "$(cat "$OUT.nvcc" 2>/dev/null)" == "$VERSION" \
       && -z "$(find "$SRC" \( -name '*.cu' -o -name '*.cuh' -o -name '*.sh' \) -newer "$OUT" -print -quit)" ]]; then
   exit 0  # up to date, and built by this nvcc
 fi
 echo "build-fatbin: $VERSION -> $OUT" >&2
-"$NVCC" -fatbin -O3 -std=c++17 --threads 0 \
-  -gencode arch=compute_80,code=sm_80 \
-  -gencode arch=compute_86,code=sm_86 \
-  -gencode arch=compute_89,code=sm_89 \
-  -gencode arch=compute_90,code=sm_90 \
-  -gencode arch=compute_80,code=compute_80 \
-  "$SRC/longsieve.cu" -o "$OUT.tmp"
+if [[ -n "$DEV_ARCH" ]]; then
+  GENCODE=(-gencode "arch=compute_$DEV_ARCH,code=sm_$DEV_ARCH")
+else
+  GENCODE=(-gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86 -gencode arch=compute_89,code=sm_89
+           -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80)
+fi
+"$NVCC" -fatbin -O3 -std=c++17 --threads 0 "${GENCODE[@]}" "$SRC/longsieve.cu" -o "$OUT.tmp"
 mv "$OUT.tmp" "$OUT"
 echo "$VERSION" >"$OUT.nvcc"
