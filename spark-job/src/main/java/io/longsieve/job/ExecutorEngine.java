@@ -29,6 +29,7 @@ public final class ExecutorEngine {
   private static final Map<EngineSpec, Engine> ENGINES = new LinkedHashMap<>(); // guarded by LOCK
   private static final AtomicInteger OPENINGS = new AtomicInteger();
   private static boolean hookInstalled; // guarded by LOCK
+  private static volatile int executorGpu = -1; // the executor's GPU ordinal from LongSievePlugin; -1: none
 
   /**
    * The engine for {@code spec} in this JVM, opened on first use. Inside a Spark task that was given
@@ -75,10 +76,19 @@ public final class ExecutorEngine {
     }
   }
 
-  /** The spec bound to the GPU Spark gave this task, if any (spark.task.resource.gpu.amount). */
-  private static EngineSpec bindToTaskGpu(EngineSpec spec) {
-    if (TaskContext.get() == null || spec.gpuOrdinal() >= 0 || spec.device().equals("cpu")) return spec;
-    int ordinal = GpuBinding.forCurrentTask(); // Spark's address, remapped through CUDA_VISIBLE_DEVICES
+  /** Records the executor's own GPU (LongSievePlugin), used when a task carries no GPU address. */
+  static void bindExecutorGpu(int ordinal) {
+    executorGpu = ordinal;
+  }
+
+  /**
+   * The spec bound to the GPU Spark gave this task (spark.task.resource.gpu.amount), else to the
+   * executor's GPU when LongSievePlugin recorded one.
+   */
+  static EngineSpec bindToTaskGpu(EngineSpec spec) {
+    if (spec.gpuOrdinal() >= 0 || spec.device().equals("cpu")) return spec;
+    int ordinal = TaskContext.get() == null ? -1 : GpuBinding.forCurrentTask(); // remapped through CUDA_VISIBLE_DEVICES
+    if (ordinal < 0) ordinal = executorGpu;
     return ordinal < 0 ? spec : spec.withGpuOrdinal(ordinal);
   }
 }
