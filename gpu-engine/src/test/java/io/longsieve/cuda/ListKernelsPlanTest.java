@@ -73,6 +73,16 @@ class ListKernelsPlanTest {
     assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 1, 32, true, null, null));
   }
 
+  @ParameterizedTest
+  @CsvSource({"2688", "2689", "32768", "131072"})
+  void benchListsAreSortedDistinctSlotsOfTheContext(int context) {
+    int[] l = ListAttentionBench.list(new java.util.Random(context), context);
+    assertEquals(ListAttentionBench.LIST, l.length);
+    assertEquals(0, l[0]);
+    assertEquals(context - 1, l[l.length - 1], "the window ends at the last slot");
+    for (int i = 1; i < l.length; i++) assertTrue(l[i] > l[i - 1], "strictly ascending at " + i);
+  }
+
   private static Kernels.KvView view(int nKv, int d) {
     return new Kernels.KvView(null, null, null, null, nKv, d, Kernels.PAGE_SIZE);
   }
