@@ -169,19 +169,22 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS)
   }
   // reduce the KPP key slots of each head through shared memory
   const size_t base = ((size_t)row * nHeads + h0) * splits + split;
-  for (int g = 0; g < H; g++) {
-    __syncthreads();
 #pragma unroll
-    for (int j = 0; j < 8; j++) red[kslot * D + d0 + j] = acc[g][j];
-    __syncthreads();
-    for (int d = tid; d < D; d += LC_THREADS) {
-      float s = 0.f;
-      for (int r = 0; r < KPP; r++) s += red[r * D + d];
-      partO[(base + (size_t)g * splits) * D + d] = s;
-    }
-    if (tid == 0) {
-      partML[(base + (size_t)g * splits) * 2] = stat[g][0];
-      partML[(base + (size_t)g * splits) * 2 + 1] = stat[g][1];
+  for (int g = 0; g < LC_HEADS; g++) {
+    if (g < H) {  // H is block-uniform: the barriers below are reached by every thread or none
+      __syncthreads();
+#pragma unroll
+      for (int j = 0; j < 8; j++) red[kslot * D + d0 + j] = acc[g][j];
+      __syncthreads();
+      for (int d = tid; d < D; d += LC_THREADS) {
+        float s = 0.f;
+        for (int r = 0; r < KPP; r++) s += red[r * D + d];
+        partO[(base + (size_t)g * splits) * D + d] = s;
+      }
+      if (tid == 0) {
+        partML[(base + (size_t)g * splits) * 2] = stat[g][0];
+        partML[(base + (size_t)g * splits) * 2 + 1] = stat[g][1];
+      }
     }
   }
 }

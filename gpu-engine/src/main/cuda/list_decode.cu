@@ -4,14 +4,18 @@
 // The block first stages its split's slot offsets and biases in shared memory, so each cp.async of
 // a tile depends on shared memory only; warp w takes the split's 16-entry tiles w, w + 4, ... with its
 // own double buffer and online softmax. Compact keys are rotated in shared memory (bf16 -> f32 ->
-// bf16) before the ldmatrix loads. Output in attn_split's partial format for attn_combine.
+// bf16) before the ldmatrix loads. Output in attn_split's partial format; with counters (n, nKv) int
+// (zero between launches) the last block of each (row, KV head) to finish also merges the splits
+// into out, as attn_combine would, and resets its counter: one launch instead of two. With counters
+// null the caller runs attn_combine.
 #include "common.cuh"
 
 #define LD_TK 16  // entries per tile (ListKernels.TC_TILE)
 #define LD_WARPS 4
 
 template <int D>
-__device__ __forceinline__ void list_decode(float* __restrict__ partO, float* __restrict__ partML,
+__device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restrict__ counters,
+                                            float* __restrict__ partO, float* __restrict__ partML,
                                             const bf16* __restrict__ Q, const bf16* __restrict__ K,
                                             const bf16* __restrict__ V, const int* __restrict__ pageTable,
                                             const int* __restrict__ lists, const float* __restrict__ bias,
@@ -213,19 +217,47 @@ __device__ __forceinline__ void list_decode(float* __restrict__ partO, float* __
       partML[at * 2 + 1] = L;
     }
   }
+
+  if (counters == nullptr) return;
+  // last block of this (row, KV head) merges every split's partials (threadFenceReduction pattern)
+  __shared__ int isLast;
+  __threadfence();  // this block's partials are visible device-wide before it is counted
+  __syncthreads();
+  if (tid == 0) isLast = atomicAdd(counters + (size_t)row * nKv + kvh, 1) == splits - 1;
+  __syncthreads();
+  if (!isLast) return;
+  __threadfence();
+  const size_t first = ((size_t)row * nHeads + kvh * G) * splits;
+  for (int idx = tid; idx < G * D; idx += LD_WARPS * 32) {
+    int r = idx / D, d = idx % D;
+    const size_t at = first + (size_t)r * splits;
+    float M = -INFINITY;
+    for (int sp = 0; sp < splits; sp++) M = fmaxf(M, __ldcg(partML + (at + sp) * 2));
+    float l = 0.f, acc = 0.f;
+    for (int sp = 0; sp < splits; sp++) {
+      float ms = __ldcg(partML + (at + sp) * 2);
+      if (ms != -INFINITY) {
+        float f = __expf(ms - M);
+        l += __ldcg(partML + (at + sp) * 2 + 1) * f;
+        acc += __ldcg(partO + (at + sp) * D + d) * f;
+      }
+    }
+    out[((size_t)row * nHeads + kvh * G + r) * D + d] = f2bf(l > 0.f ? acc * (1.f / l) : 0.f);
+  }
+  if (tid == 0) counters[(size_t)row * nKv + kvh] = 0;  // ready for the next launch
 }
 
 extern "C" __global__ void __launch_bounds__(LD_WARPS * 32)
-    list_decode_d64(float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
-                    const int* lists, const float* bias, const float* cosT, const float* sinT, int nHeads, int nKv,
+    list_decode_d64(bf16* out, int* counters, float* partO, float* partML, const bf16* Q, const bf16* K,
+                    const bf16* V, const int* pageTable, const int* lists, const float* bias, const float* cosT, const float* sinT, int nHeads, int nKv,
                     int pageSize, int listLen, int n, int perHead, int compact, int chunk, float scale) {
-  list_decode<64>(partO, partML, Q, K, V, pageTable, lists, bias, cosT, sinT, nHeads, nKv, pageSize, listLen, n,
-                  perHead, compact, chunk, scale);
+  list_decode<64>(out, counters, partO, partML, Q, K, V, pageTable, lists, bias, cosT, sinT, nHeads, nKv, pageSize,
+                  listLen, n, perHead, compact, chunk, scale);
 }
 extern "C" __global__ void __launch_bounds__(LD_WARPS * 32)
-    list_decode_d128(float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
-                     const int* lists, const float* bias, const float* cosT, const float* sinT, int nHeads, int nKv,
+    list_decode_d128(bf16* out, int* counters, float* partO, float* partML, const bf16* Q, const bf16* K,
+                     const bf16* V, const int* pageTable, const int* lists, const float* bias, const float* cosT, const float* sinT, int nHeads, int nKv,
                      int pageSize, int listLen, int n, int perHead, int compact, int chunk, float scale) {
-  list_decode<128>(partO, partML, Q, K, V, pageTable, lists, bias, cosT, sinT, nHeads, nKv, pageSize, listLen, n,
-                   perHead, compact, chunk, scale);
+  list_decode<128>(out, counters, partO, partML, Q, K, V, pageTable, lists, bias, cosT, sinT, nHeads, nKv, pageSize,
+                   listLen, n, perHead, compact, chunk, scale);
 }

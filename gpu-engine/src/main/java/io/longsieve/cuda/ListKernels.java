@@ -41,10 +41,14 @@ public final class ListKernels implements AutoCloseable {
   private final Launcher l;
   private final Kernels.Workspace partials; // partO (n, nHeads, splits, d) f32 + partML (n, nHeads, splits, 2) f32
   private final Kernels.Workspace gathered; // K, V (pages, nKv, 64, d) bf16 + page table (pages) int, identity
+  private final CudaContext ctx;
+  private DeviceBuffer counters;            // (n, nKv) int on device, zero between launches (fused combine)
+  private boolean fusedCombine = true;
 
   /** Launches through k.launcher(); scratch is allocated from ctx on demand. */
   public ListKernels(Kernels k, CudaContext ctx) {
     this.k = k;
+    this.ctx = ctx;
     this.l = k.launcher();
     this.partials = new Kernels.Workspace(ctx);
     this.gathered = new Kernels.Workspace(ctx);
@@ -85,9 +89,11 @@ public final class ListKernels implements AutoCloseable {
     DeviceBuffer w = partials.ensure((partO + partMl) * 4);
     CUdeviceptr o = w.ptr(), ml = w.at(partO * 4);
     if (p.path() == Path.TC_DECODE) {
+      CUdeviceptr count = fusedCombine ? counters(n * nKv) : null;
       l.launch(d == 64 ? "list_decode_d64" : "list_decode_d128", nKv, p.splits(), n, TC_WARPS * 32,
-          tcSmem(d, p.chunk()), o, ml, q, keys, kv.v(), kv.pageTable(), lists, kv.bias(), ropeCos, ropeSin, nHeads,
-          nKv, kv.pageSize(), listLen, n, perHead, isCompact, p.chunk(), scale);
+          tcSmem(d, p.chunk()), out, count, o, ml, q, keys, kv.v(), kv.pageTable(), lists, kv.bias(), ropeCos, ropeSin,
+          nHeads, nKv, kv.pageSize(), listLen, n, perHead, isCompact, p.chunk(), scale);
+      if (fusedCombine) return;  // the kernel's last block per (row, KV head) merged the splits
     } else {
       l.launch("list_split_core", nKv * p.headBlocks(), p.splits(), n, CORE_THREADS,
           coreSmem(Math.min(group, CORE_HEADS), p.chunk()), o, ml, q, keys, kv.v(), kv.pageTable(), lists, kv.bias(),
@@ -95,6 +101,28 @@ public final class ListKernels implements AutoCloseable {
           scale);
     }
     l.launch("attn_combine", nHeads, n, 1, Math.max(32, Math.min(d, 256)), 0, out, o, ml, nHeads, p.splits(), d);
+  }
+
+  /**
+   * Whether the tensor-core decode kernel merges its splits itself (last block per row and KV head,
+   * default) or leaves it to attn_combine; the parity test runs both.
+   */
+  void fusedCombine(boolean on) {
+    fusedCombine = on;
+  }
+
+  /** The fused combine's arrival counters: grows (synchronising) and zeroes new memory. */
+  private CUdeviceptr counters(int count) {
+    if (counters == null || counters.bytes() < count * 4L) {
+      ctx.synchronize();
+      if (counters != null) counters.close();
+      counters = null;
+      DeviceBuffer c = ctx.alloc(Math.max(count, 4096) * 4L, "list attention counters");
+      c.fill32(0);
+      ctx.synchronize();
+      counters = c;
+    }
+    return counters.ptr();
   }
 
   /** Rows of one page the gather kernel's block copies (block = GATHER_ROWS * d / 8 threads, 8 elements each). */
@@ -164,6 +192,8 @@ public final class ListKernels implements AutoCloseable {
 
   @Override
   public void close() {
+    if (counters != null) counters.close();
+    counters = null;
     partials.close();
     gathered.close();
   }

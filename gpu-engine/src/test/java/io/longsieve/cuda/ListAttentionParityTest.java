@@ -126,13 +126,20 @@ class ListAttentionParityTest {
     float[] ref = ListAttentionRef.attend(s.cpu(), s.rope(), q, lists, nLists, listLen, n, heads, compact, scale);
 
     DeviceBuffer cos = gpu.alloc((long) listLen * d / 2 * 4), sin = gpu.alloc((long) listLen * d / 2 * 4);
-    DeviceBuffer out = gpu.poisoned((long) n * heads * d * 2, true);
+    DeviceBuffer qDev = gpu.bf16(q), listDev = gpu.ints(lists);
+    ListKernels.Path path = ListKernels.plan(n, listLen, d, heads / kvHeads, kvHeads, bias, gpu.k.smCount()).path();
     try (ListKernels lk = new ListKernels(gpu.k, gpu.ctx)) {
       lk.ropeTable(cos.ptr(), sin.ptr(), s.invFreq().ptr(), listLen, d / 2);
-      lk.attend(out.ptr(), gpu.bf16(q).ptr(), s.view(), gpu.ints(lists).ptr(), nLists, listLen, n, heads, compact,
-          cos.ptr(), sin.ptr(), scale);
-      assertClose(gpu.readBf16(out, n * heads * d), ref, TOL,
-          ListKernels.plan(n, listLen, d, heads / kvHeads, kvHeads, bias, gpu.k.smCount()).path() + " list attention");
+      // the tensor-core decode kernel merges its splits itself, or leaves it to attn_combine: both must agree;
+      // the fused one runs twice (its arrival counters must be back at zero after a call)
+      boolean[] fused = path == ListKernels.Path.TC_DECODE ? new boolean[] {true, true, false} : new boolean[] {true};
+      for (boolean f : fused) {
+        lk.fusedCombine(f);
+        DeviceBuffer out = gpu.poisoned((long) n * heads * d * 2, true);
+        lk.attend(out.ptr(), qDev.ptr(), s.view(), listDev.ptr(), nLists, listLen, n, heads, compact, cos.ptr(),
+            sin.ptr(), scale);
+        assertClose(gpu.readBf16(out, n * heads * d), ref, TOL, path + (f ? " fused" : "") + " list attention");
+      }
     }
   }
 
