@@ -6,8 +6,9 @@
 // own double buffer and online softmax. Compact keys are rotated in shared memory (bf16 -> f32 ->
 // bf16) before the ldmatrix loads. Output in attn_split's partial format; with counters (n, nKv) int
 // (zero between launches) the last block of each (row, KV head) to finish also merges the splits
-// into out, as attn_combine would, and resets its counter: one launch instead of two. With counters
-// null the caller runs attn_combine.
+// into out, as attn_combine would, and resets its counter: one launch instead of two. It needs
+// (G, splits) x 2 floats of the K/V buffers' shared memory; with counters null the caller runs
+// attn_combine instead.
 #include "common.cuh"
 
 #define LD_TK 16  // entries per tile (ListKernels.TC_TILE)
@@ -227,22 +228,62 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
   __syncthreads();
   if (!isLast) return;
   __threadfence();
+  // (head r, split sp) of this KV head's partials sits at first + r * splits + sp
   const size_t first = ((size_t)row * nHeads + kvh * G) * splits;
-  for (int idx = tid; idx < G * D; idx += LD_WARPS * 32) {
-    int r = idx / D, d = idx % D;
-    const size_t at = first + (size_t)r * splits;
+  float* cW = reinterpret_cast<float*>(sKV);  // (G, splits) split maxima, then merge weights
+  float* cL = cW + G * splits;                // (G, splits) split sums; the caller checked both fit
+  for (int i = tid; i < G * splits; i += LD_WARPS * 32) {
+    cW[i] = __ldcg(partML + (first + i) * 2);
+    cL[i] = __ldcg(partML + (first + i) * 2 + 1);
+  }
+  __syncthreads();
+  // a warp per head: the overall max and sum, then each split's weight exp(m - M) / sum (0 for empty
+  // splits). Every lane reads and rewrites only its own splits: no hazard inside the warp.
+  for (int r = warp; r < G; r += LD_WARPS) {
+    float* w = cW + r * splits;
+    const float* ls = cL + r * splits;
     float M = -INFINITY;
-    for (int sp = 0; sp < splits; sp++) M = fmaxf(M, __ldcg(partML + (at + sp) * 2));
-    float l = 0.f, acc = 0.f;
-    for (int sp = 0; sp < splits; sp++) {
-      float ms = __ldcg(partML + (at + sp) * 2);
-      if (ms != -INFINITY) {
-        float f = __expf(ms - M);
-        l += __ldcg(partML + (at + sp) * 2 + 1) * f;
-        acc += __ldcg(partO + (at + sp) * D + d) * f;
+    for (int sp = lane; sp < splits; sp += 32) M = fmaxf(M, w[sp]);
+    M = warp_max(M);
+    float L = 0.f;
+    for (int sp = lane; sp < splits; sp += 32)
+      if (w[sp] != -INFINITY) L += ls[sp] * __expf(w[sp] - M);
+    L = warp_sum(L);
+    const float inv = L > 0.f ? 1.f / L : 0.f;
+    for (int sp = lane; sp < splits; sp += 32) w[sp] = w[sp] == -INFINITY ? 0.f : __expf(w[sp] - M) * inv;
+  }
+  __syncthreads();
+  // four consecutive dims per work item; eight splits' loads in flight at a time (one block merges
+  // G * D * splits floats from L2, so the loads must overlap)
+  for (int idx = tid; idx < G * D / 4; idx += LD_WARPS * 32) {
+    const int r = idx / (D / 4), d = (idx % (D / 4)) * 4;
+    const float* w = cW + r * splits;
+    const float* po = partO + (first + (size_t)r * splits) * D + d;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    int sp = 0;
+    for (; sp + 8 <= splits; sp += 8) {
+      float4 v[8];
+#pragma unroll
+      for (int u = 0; u < 8; u++) v[u] = __ldcg(reinterpret_cast<const float4*>(po + (size_t)(sp + u) * D));
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        const float wu = w[sp + u];
+        acc.x = fmaf(wu, v[u].x, acc.x);
+        acc.y = fmaf(wu, v[u].y, acc.y);
+        acc.z = fmaf(wu, v[u].z, acc.z);
+        acc.w = fmaf(wu, v[u].w, acc.w);
       }
     }
-    out[((size_t)row * nHeads + kvh * G + r) * D + d] = f2bf(l > 0.f ? acc * (1.f / l) : 0.f);
+    for (; sp < splits; sp++) {
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(po + (size_t)sp * D));
+      const float wu = w[sp];
+      acc.x = fmaf(wu, v.x, acc.x);
+      acc.y = fmaf(wu, v.y, acc.y);
+      acc.z = fmaf(wu, v.z, acc.z);
+      acc.w = fmaf(wu, v.w, acc.w);
+    }
+    *reinterpret_cast<uint2*>(out + ((size_t)row * nHeads + kvh * G + r) * D + d) =
+        make_uint2(pack_bf16(acc.x, acc.y), pack_bf16(acc.z, acc.w));
   }
   if (tid == 0) counters[(size_t)row * nKv + kvh] = 0;  // ready for the next launch
 }

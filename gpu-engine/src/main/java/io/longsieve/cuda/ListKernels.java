@@ -89,11 +89,12 @@ public final class ListKernels implements AutoCloseable {
     DeviceBuffer w = partials.ensure((partO + partMl) * 4);
     CUdeviceptr o = w.ptr(), ml = w.at(partO * 4);
     if (p.path() == Path.TC_DECODE) {
-      CUdeviceptr count = fusedCombine ? counters(n * nKv) : null;
+      boolean fused = fusedCombine && fusedFits(d, group, p.splits());
+      CUdeviceptr count = fused ? counters(n * nKv) : null;
       l.launch(d == 64 ? "list_decode_d64" : "list_decode_d128", nKv, p.splits(), n, TC_WARPS * 32,
           tcSmem(d, p.chunk()), out, count, o, ml, q, keys, kv.v(), kv.pageTable(), lists, kv.bias(), ropeCos, ropeSin,
           nHeads, nKv, kv.pageSize(), listLen, n, perHead, isCompact, p.chunk(), scale);
-      if (fusedCombine) return;  // the kernel's last block per (row, KV head) merged the splits
+      if (fused) return;  // the kernel's last block per (row, KV head) merged the splits
     } else {
       l.launch("list_split_core", nKv * p.headBlocks(), p.splits(), n, CORE_THREADS,
           coreSmem(Math.min(group, CORE_HEADS), p.chunk()), o, ml, q, keys, kv.v(), kv.pageTable(), lists, kv.bias(),
@@ -182,7 +183,17 @@ public final class ListKernels implements AutoCloseable {
   /** Shared memory of the tensor-core decode kernel: queries, staged offsets + biases, per-warp K/V double buffers. */
   static int tcSmem(int d, int chunk) {
     int ld = d + 8;
-    return 16 * ld * 2 + chunk * (8 + 4) + TC_WARPS * 2 * 2 * TC_TILE * ld * 2;
+    return 16 * ld * 2 + chunk * (8 + 4) + tcKvBytes(d);
+  }
+
+  /** The K/V double buffers of the tensor-core decode kernel's warps (the merges reuse them). */
+  static int tcKvBytes(int d) {
+    return TC_WARPS * 2 * 2 * TC_TILE * (d + 8) * 2;
+  }
+
+  /** Whether the fused merge's (group, splits) maxima and sums fit the K/V buffers. */
+  static boolean fusedFits(int d, int group, int splits) {
+    return (long) group * splits * 2 * 4 <= tcKvBytes(d);
   }
 
   /** Shared memory of the CUDA-core kernel: scores, reduction scratch, staged offsets + biases. */

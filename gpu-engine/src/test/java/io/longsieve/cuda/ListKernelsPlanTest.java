@@ -28,8 +28,9 @@ class ListKernelsPlanTest {
       assertTrue(p.chunk() <= ListKernels.TC_CHUNK_MAX);
       assertTrue(ListKernels.tcSmem(d, p.chunk()) <= SMEM_LIMIT, "tensor-core smem " + ListKernels.tcSmem(d, p.chunk()));
       // the warps' merge reuses the K/V buffers: (warps, 16, d) f32 + (warps, 16) max and sum
-      int kvBytes = ListKernels.TC_WARPS * 2 * 2 * ListKernels.TC_TILE * (d + 8) * 2;
+      int kvBytes = ListKernels.tcKvBytes(d);
       assertTrue(ListKernels.TC_WARPS * 16 * (d + 2) * 4 <= kvBytes, "merge fits the K/V buffers");
+      if (n == 1 && listLen <= 131072) assertTrue(ListKernels.fusedFits(d, group, p.splits()), "decode merges in one launch");
     } else {
       int heads = Math.min(group, ListKernels.CORE_HEADS);
       assertEquals((group + 7) / 8, p.headBlocks());
