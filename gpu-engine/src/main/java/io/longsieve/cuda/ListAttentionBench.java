@@ -75,6 +75,19 @@ public final class ListAttentionBench {
           b.add(new Bench.Row("list", "list decode " + name + " L=" + L, shape, ms, Double.NaN, listBytes / ms / 1e6,
               listBytes / ms / 1e6 / b.copyGbps(), Double.NaN));
         }
+        // tuning sweep of the split (the default aims at ListKernels.TC_BLOCKS_PER_SM blocks per multiprocessor)
+        for (int bps : new int[] {1, 2}) {
+          lk.blocksPerSm(bps);
+          Runnable call = () -> lk.attend(out.ptr(), q.ptr(), v, lists.ptr(), 1, LIST, 1, heads, false, cos.ptr(),
+              sin.ptr(), scale);
+          call.run();
+          double ms = b.medianMs(call, 3, 15, 20);
+          ListKernels.Plan p = ListKernels.plan(1, LIST, d, heads / nKv, nKv, false, k.smCount(), bps);
+          b.add(new Bench.Row("list", "list decode original L=" + L + " split for " + bps + " blocks/SM",
+              shape + ", " + p.splits() + " splits of " + p.chunk(), ms, Double.NaN, listBytes / ms / 1e6,
+              listBytes / ms / 1e6 / b.copyGbps(), Double.NaN));
+        }
+        lk.blocksPerSm(ListKernels.TC_BLOCKS_PER_SM);
         // the issue's target: >= 25x at 128K; the ratio is in the fraction column
         b.add(new Bench.Row("list", "list vs dense @" + (L / 1024) + "K (fraction column = speedup)",
             "dense " + fmt(dense) + " ms / list " + fmt(best) + " ms", best, Double.NaN, Double.NaN, dense / best,

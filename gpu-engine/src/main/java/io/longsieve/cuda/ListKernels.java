@@ -29,6 +29,8 @@ public final class ListKernels implements AutoCloseable {
   /** Entries per tile of a warp in the tensor-core decode kernel, and warps per block. */
   static final int TC_TILE = 16;
   static final int TC_WARPS = 4;
+  /** Blocks per multiprocessor the tensor-core decode split aims at (about 3 are resident at d = 128). */
+  static final int TC_BLOCKS_PER_SM = 4;
   /** Largest split of the tensor-core decode kernel (its slot offsets and biases are staged in shared memory). */
   static final int TC_CHUNK_MAX = 1024;
 
@@ -44,6 +46,7 @@ public final class ListKernels implements AutoCloseable {
   private final CudaContext ctx;
   private DeviceBuffer counters;            // (n, nKv) int on device, zero between launches (fused combine)
   private boolean fusedCombine = true;
+  private int blocksPerSm = TC_BLOCKS_PER_SM;
 
   /** Launches through k.launcher(); scratch is allocated from ctx on demand. */
   public ListKernels(Kernels k, CudaContext ctx) {
@@ -73,7 +76,7 @@ public final class ListKernels implements AutoCloseable {
     int perHead = nLists == 1 ? 0 : 1;
     int isCompact = compact ? 1 : 0;
     CUdeviceptr keys = compact ? kv.kPre() : kv.kRope();
-    Plan p = plan(n, listLen, d, group, nKv, kv.bias() != null, k.smCount());
+    Plan p = plan(n, listLen, d, group, nKv, kv.bias() != null, k.smCount(), blocksPerSm);
     if (p.path() == Path.GATHER_PREFILL) {
       int pages = (listLen + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE;
       long kvElems = (long) pages * nKv * Kernels.PAGE_SIZE * d;
@@ -162,14 +165,24 @@ public final class ListKernels implements AutoCloseable {
     }
   }
 
+  /** For the bench's tuning sweep: blocks per multiprocessor the tensor-core decode split aims at. */
+  void blocksPerSm(int b) {
+    if (b < 1) throw new IllegalArgumentException("blocks per multiprocessor " + b);
+    blocksPerSm = b;
+  }
+
   /** Chooses the path and the split of the list over blocks (host-side only; unit-tested without a GPU). */
   static Plan plan(int n, int listLen, int d, int group, int nKv, boolean bias, int sms) {
+    return plan(n, listLen, d, group, nKv, bias, sms, TC_BLOCKS_PER_SM);
+  }
+
+  static Plan plan(int n, int listLen, int d, int group, int nKv, boolean bias, int sms, int blocksPerSm) {
     boolean tensorCores = (d == 64 || d == 128) && group <= 16;
     if (tensorCores && n > DECODE_ROWS_MAX && !bias) return new Plan(Path.GATHER_PREFILL, 0, 0, 1);
     if (tensorCores) {
-      // about four blocks per multiprocessor; a split is a whole number of the block's 4 x 16-entry tiles
+      // about blocksPerSm blocks per multiprocessor; a split is a whole number of the block's 4 x 16-entry tiles
       int step = TC_TILE * TC_WARPS;
-      int target = Math.max(1, (4 * sms + nKv * n - 1) / (nKv * n));
+      int target = Math.max(1, (blocksPerSm * sms + nKv * n - 1) / (nKv * n));
       int chunk = (int) Math.min(TC_CHUNK_MAX, Math.max(step, ((long) (listLen + target - 1) / target + step - 1) / step * step));
       return new Plan(Path.TC_DECODE, chunk, (listLen + chunk - 1) / chunk, 1);
     }
