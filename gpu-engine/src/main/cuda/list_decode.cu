@@ -14,7 +14,7 @@
 #define LD_TK 16  // entries per tile (ListKernels.TC_TILE)
 #define LD_WARPS 4
 
-template <int D>
+template <int D, bool COMPACT>
 __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restrict__ counters,
                                             float* __restrict__ partO, float* __restrict__ partML,
                                             const bf16* __restrict__ Q, const bf16* __restrict__ K,
@@ -22,7 +22,7 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
                                             const int* __restrict__ lists, const float* __restrict__ bias,
                                             const float* __restrict__ cosT, const float* __restrict__ sinT,
                                             int nHeads, int nKv, int pageSize, int listLen, int n, int perHead,
-                                            int compact, int chunk, float scale) {
+                                            int chunk, float scale) {
   constexpr int LD = D + 8, HALF = D / 2;
   constexpr float LOG2E = 1.4426950408889634f;
   extern __shared__ __align__(16) unsigned char ld_smem[];
@@ -84,20 +84,31 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
     const int buf = it & 1;
     if (t + LD_WARPS < nT) load(buf ^ 1, t + LD_WARPS);
     cp_async_commit();
+    // compact: RoPE at list position ks + i of rotate-half pairs (j, j + HALF). The table loads are
+    // issued before the wait, so their latency hides behind the tile's; all of them, unconditionally
+    // (rows past the split are zeros, rotated to zeros; positions clamp inside the table).
+    constexpr int RP = COMPACT ? LD_TK * HALF / 32 : 1;  // pairs per lane
+    float rc[RP], rs[RP];
+    if (COMPACT) {
+#pragma unroll
+      for (int u = 0; u < RP; u++) {
+        const int idx = lane + u * 32, r = idx / HALF, j = idx % HALF;
+        const size_t tab = (size_t)min(ks + t * LD_TK + r, listLen - 1) * HALF + j;
+        rc[u] = __ldg(cosT + tab);
+        rs[u] = __ldg(sinT + tab);
+      }
+    }
     cp_async_wait<1>();
     __syncwarp();
     bf16* k = mine + buf * 2 * LD_TK * LD;
     const bf16* v = k + LD_TK * LD;
-    if (compact) {  // RoPE at the list position ks + i, rotate-half pairs (j, j + HALF)
-      for (int idx = lane; idx < LD_TK * HALF; idx += 32) {
-        int r = idx / HALF, j = idx % HALF, i = t * LD_TK + r;
-        if (i < nk) {
-          size_t tab = (size_t)(ks + i) * HALF + j;
-          float c = __ldg(cosT + tab), s = __ldg(sinT + tab);
-          float x1 = bf2f(k[r * LD + j]), x2 = bf2f(k[r * LD + j + HALF]);
-          k[r * LD + j] = f2bf(x1 * c - x2 * s);
-          k[r * LD + j + HALF] = f2bf(x2 * c + x1 * s);
-        }
+    if (COMPACT) {
+#pragma unroll
+      for (int u = 0; u < RP; u++) {
+        const int idx = lane + u * 32, r = idx / HALF, j = idx % HALF;
+        const float x1 = bf2f(k[r * LD + j]), x2 = bf2f(k[r * LD + j + HALF]);
+        k[r * LD + j] = f2bf(x1 * rc[u] - x2 * rs[u]);
+        k[r * LD + j + HALF] = f2bf(x2 * rc[u] + x1 * rs[u]);
       }
       __syncwarp();
     }
@@ -288,17 +299,17 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
   if (tid == 0) counters[(size_t)row * nKv + kvh] = 0;  // ready for the next launch
 }
 
-extern "C" __global__ void __launch_bounds__(LD_WARPS * 32)
-    list_decode_d64(bf16* out, int* counters, float* partO, float* partML, const bf16* Q, const bf16* K,
-                    const bf16* V, const int* pageTable, const int* lists, const float* bias, const float* cosT, const float* sinT, int nHeads, int nKv,
-                    int pageSize, int listLen, int n, int perHead, int compact, int chunk, float scale) {
-  list_decode<64>(out, counters, partO, partML, Q, K, V, pageTable, lists, bias, cosT, sinT, nHeads, nKv, pageSize,
-                  listLen, n, perHead, compact, chunk, scale);
-}
-extern "C" __global__ void __launch_bounds__(LD_WARPS * 32)
-    list_decode_d128(bf16* out, int* counters, float* partO, float* partML, const bf16* Q, const bf16* K,
-                     const bf16* V, const int* pageTable, const int* lists, const float* bias, const float* cosT, const float* sinT, int nHeads, int nKv,
-                     int pageSize, int listLen, int n, int perHead, int compact, int chunk, float scale) {
-  list_decode<128>(out, counters, partO, partML, Q, K, V, pageTable, lists, bias, cosT, sinT, nHeads, nKv, pageSize,
-                   listLen, n, perHead, compact, chunk, scale);
-}
+// One kernel per head size and key kind: compact adds the table registers the original path does not need.
+// At least 3 blocks per multiprocessor: what the shared memory allows at D = 128, so registers must too.
+#define LIST_DECODE_KERNEL(NAME, D, COMPACT)                                                                     \
+  extern "C" __global__ void __launch_bounds__(LD_WARPS * 32, 3)                                                 \
+      NAME(bf16* out, int* counters, float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V,     \
+           const int* pageTable, const int* lists, const float* bias, const float* cosT, const float* sinT,        \
+           int nHeads, int nKv, int pageSize, int listLen, int n, int perHead, int chunk, float scale) {          \
+    list_decode<D, COMPACT>(out, counters, partO, partML, Q, K, V, pageTable, lists, bias, cosT, sinT, nHeads, nKv, \
+                            pageSize, listLen, n, perHead, chunk, scale);                                        \
+  }
+LIST_DECODE_KERNEL(list_decode_d64, 64, false)
+LIST_DECODE_KERNEL(list_decode_d128, 128, false)
+LIST_DECODE_KERNEL(list_decode_d64_compact, 64, true)
+LIST_DECODE_KERNEL(list_decode_d128_compact, 128, true)

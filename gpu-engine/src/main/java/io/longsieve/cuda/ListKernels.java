@@ -94,9 +94,9 @@ public final class ListKernels implements AutoCloseable {
     if (p.path() == Path.TC_DECODE) {
       boolean fused = fusedCombine && fusedFits(d, group, p.splits());
       CUdeviceptr count = fused ? counters(n * nKv) : null;
-      l.launch(d == 64 ? "list_decode_d64" : "list_decode_d128", nKv, p.splits(), n, TC_WARPS * 32,
+      l.launch("list_decode_d" + d + (compact ? "_compact" : ""), nKv, p.splits(), n, TC_WARPS * 32,
           tcSmem(d, p.chunk()), out, count, o, ml, q, keys, kv.v(), kv.pageTable(), lists, kv.bias(), ropeCos, ropeSin,
-          nHeads, nKv, kv.pageSize(), listLen, n, perHead, isCompact, p.chunk(), scale);
+          nHeads, nKv, kv.pageSize(), listLen, n, perHead, p.chunk(), scale);
       if (fused) return;  // the kernel's last block per (row, KV head) merged the splits
     } else {
       l.launch("list_split_core", nKv * p.headBlocks(), p.splits(), n, CORE_THREADS,
