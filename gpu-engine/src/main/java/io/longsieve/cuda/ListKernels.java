@@ -4,7 +4,7 @@ import jcuda.driver.CUdeviceptr;
 
 /**
  * Attention over lists of cache slots on the GPU, the kernel every selection policy ends in (CPU
- * twin: attention/ListAttention; kernels in list_attention.cu).
+ * twin: attention/ListAttention; kernels in list_attention.cu and list_decode.cu).
  *
  * <p>Failure semantics: shapes it does not take (head size not a power of two in [8, 256], more
  * than 16 query heads per KV head, n < 1 or n > listLen, nLists neither 1 nor nKv, compact without
