@@ -67,6 +67,15 @@ final class GpuQuest implements GpuParts.Decode {
     return pick * page + (n - full * page);
   }
 
+  /** (heads, pick) int pages each head attended in the last sparse step (tests). */
+  jcuda.driver.CUdeviceptr chosenPages() {
+    return chosen.ptr();
+  }
+
+  int pick() {
+    return pick;
+  }
+
   @Override
   public void reset() {
     Arrays.fill(bounded, 0);
