@@ -11,6 +11,7 @@
 #define QB_THREADS 256
 #define QS_WARPS 8
 #define QS_PAGES 64      // pages scored per block of quest_scores
+#define QS_MAXG 16       // query heads per KV head quest_scores takes
 #define QT_THREADS 256
 #define QA_THREADS 128
 
@@ -47,25 +48,46 @@ __device__ __forceinline__ void rotate_query(float* qr, const float* __restrict_
   }
 }
 
-// Grid (nHeads, ceil(full / QS_PAGES)), block QS_WARPS * 32. score (nHeads, full) f32.
+// Grid (nKv, ceil(full / QS_PAGES)), block QS_WARPS * 32; G = nHeads / nKv <= QS_MAXG. score (nHeads, full) f32.
+// One block serves the group's query heads, so each page's bounds are read once per KV head.
 extern "C" __global__ void __launch_bounds__(QS_WARPS * 32)
     quest_scores(float* __restrict__ score, const float* __restrict__ qPre, const float* __restrict__ invFreq, int pos,
                  const bf16* __restrict__ mn, const bf16* __restrict__ mx, int nHeads, int nKv, int d, int full) {
-  __shared__ float qr[256];
-  const int h = blockIdx.x, g = h / (nHeads / nKv), kvDim = nKv * d;
+  __shared__ float qr[QS_MAXG * 256];  // (G, d) rotated queries of the group
+  const int g = blockIdx.x, G = nHeads / nKv, kvDim = nKv * d, half = d / 2;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  rotate_query(qr, qPre, invFreq, h, d, pos);
+  for (int t = threadIdx.x; t < G * half; t += blockDim.x) {
+    const int j = t / half, i = t - j * half, h = g * G + j;
+    float c, s;
+    rope_cs(pos, invFreq[i], &c, &s);
+    float x1 = qPre[h * d + i], x2 = qPre[h * d + half + i];
+    qr[j * d + i] = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
+    qr[j * d + half + i] = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
+  }
   __syncthreads();
   const int pEnd = min(full, (blockIdx.y + 1) * QS_PAGES);
   for (int p = blockIdx.y * QS_PAGES + warp; p < pEnd; p += QS_WARPS) {
     const size_t o = (size_t)p * kvDim + (size_t)g * d;
-    float s = 0.f;
+    float acc[QS_MAXG];
+#pragma unroll
+    for (int j = 0; j < QS_MAXG; j++) acc[j] = 0.f;
     for (int i = lane; i < d; i += 32) {
-      float q = qr[i];
-      s += fmaxf(q * bf2f(mn[o + i]), q * bf2f(mx[o + i]));
+      const float lo = bf2f(mn[o + i]), hi = bf2f(mx[o + i]);
+#pragma unroll
+      for (int j = 0; j < QS_MAXG; j++) {
+        if (j < G) {
+          const float q = qr[j * d + i];
+          acc[j] += fmaxf(q * lo, q * hi);
+        }
+      }
     }
-    s = warp_sum(s);  // every lane of the warp takes part (the loop bound is warp-uniform)
-    if (lane == 0) score[(size_t)h * full + p] = s;
+#pragma unroll
+    for (int j = 0; j < QS_MAXG; j++) {
+      if (j < G) {  // G and the page loop bound are warp-uniform: every lane takes part in the shuffle
+        float t = warp_sum(acc[j]);
+        if (lane == 0) score[(size_t)(g * G + j) * full + p] = t;
+      }
+    }
   }
 }
 

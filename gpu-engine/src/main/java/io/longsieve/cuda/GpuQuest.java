@@ -15,7 +15,7 @@ import java.util.Arrays;
  * the attention is Quest's own kernel rather than the per-KV-head list kernel.
  *
  * <p>Failure semantics: IllegalArgumentException at construction for a head dim the kernels do not
- * take; device memory that must grow is reallocated after a synchronisation (bounds of a layer
+ * take (head dim, more than 16 query heads per KV head); device memory that must grow is reallocated after a synchronisation (bounds of a layer
  * whose buffer grew are recomputed from the cache). Selection time is not measured (no host
  * synchronisation per step), so selectionNanos stays as the other parts leave it.
  */
@@ -44,6 +44,9 @@ final class GpuQuest implements GpuParts.Decode {
     kvHeads = env.config().numKvHeads();
     d = env.config().headDim();
     QuestKernels.checkHeadDim(d);
+    if (heads / kvHeads > QuestKernels.MAX_GROUP) {
+      throw new IllegalArgumentException("Quest on the GPU takes at most " + QuestKernels.MAX_GROUP + " query heads per KV head");
+    }
     topPages = Math.max(3, budget / page);
     pick = topPages - 1;
     pageBytes = (long) kvHeads * d * 2;

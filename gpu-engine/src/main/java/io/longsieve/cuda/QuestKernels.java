@@ -6,13 +6,15 @@ import jcuda.driver.CUdeviceptr;
  * Launches of the decode baselines' kernels (quest.cu): Quest's page bounds, page scores, top
  * pages and attention over them, and StreamingLLM's window list. Shapes are in the parameter
  * names; everything is queued on the engine's stream. Failure semantics: IllegalArgumentException
- * for shapes the kernels do not take (head dim not even or above 256); CUDA errors surface from
+ * for shapes the kernels do not take (head dim not even or above 256,
+ * more than 16 query heads per KV head); CUDA errors surface from
  * the launch or a later synchronisation.
  */
 final class QuestKernels {
 
   static final int SCORE_PAGES = 64;   // QS_PAGES: pages scored per block
   static final int MAX_CHUNK = 2048;   // list entries per attention block (shared memory: chunk floats)
+  static final int MAX_GROUP = 16;     // QS_MAXG: query heads per KV head the score kernel takes
 
   private final Launcher l;
   private final int smCount;
@@ -37,7 +39,10 @@ final class QuestKernels {
   void scores(CUdeviceptr score, CUdeviceptr qPre, CUdeviceptr invFreq, int pos, CUdeviceptr mn, CUdeviceptr mx,
               int nHeads, int nKv, int d, int full) {
     checkHeadDim(d);
-    l.launch("quest_scores", nHeads, (full + SCORE_PAGES - 1) / SCORE_PAGES, 1, 256, 0, score, qPre, invFreq, pos, mn,
+    if (nHeads % nKv != 0 || nHeads / nKv > MAX_GROUP) {
+      throw new IllegalArgumentException(nHeads + " query heads over " + nKv + " KV heads: at most " + MAX_GROUP + " per KV head");
+    }
+    l.launch("quest_scores", nKv, (full + SCORE_PAGES - 1) / SCORE_PAGES, 1, 256, 0, score, qPre, invFreq, pos, mn,
         mx, nHeads, nKv, d, full);
   }
 
