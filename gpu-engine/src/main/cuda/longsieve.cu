@@ -7,3 +7,4 @@
 #include "decode_attention.cu"
 #include "sampling.cu"
 #include "list_attention.cu"
+#include "quest.cu"
