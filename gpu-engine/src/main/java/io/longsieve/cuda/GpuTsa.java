@@ -157,6 +157,16 @@ final class GpuTsa implements GpuParts.Prefill {
     tk.scatter(c.out(), o, map, n, heads, d);
   }
 
+  /** Tests: keep, n_drop and each head's first query entry of the last sparse call (host copy). */
+  int[] lastInfo() {
+    return info.clone();
+  }
+
+  /** Tests: the last sparse call's lists (heads, len) int; synchronises. */
+  int[] downloadLists(int len) {
+    return lists.buf.downloadInts(heads * len);
+  }
+
   @Override
   public void close() {
     for (Grow g : new Grow[] {partMl, rowStats, mass, pooled, global, infoDev, lists, rowMap, qc, oc, kc, vc, ident}) {
