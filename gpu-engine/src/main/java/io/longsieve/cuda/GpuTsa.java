@@ -93,12 +93,13 @@ final class GpuTsa implements GpuParts.Prefill {
     stats.markSparse(c.layer());
     attend(c, w, keep);
     double attended = 0;
-    int len = keep + w;
-    for (int h = 0; h < heads; h++) {
-      long f = info[2 + h];  // entries f .. len - 1 are queries; entry e attends e + 1 keys
-      attended += ((long) len * (len + 1) - f * (f + 1)) / 2.0;
-    }
+    for (int h = 0; h < heads; h++) attended += attendedPairs(keep + w, info[2 + h]);
     stats.prefill(c.layer(), attended, SelectionStats.densePairs(n, c.before(), heads));
+  }
+
+  /** Pairs one head attends: its list entries f .. len - 1 are queries, entry e attends e + 1 keys. */
+  static double attendedPairs(int len, int f) {
+    return ((long) len * (len + 1) - (long) f * (f + 1)) / 2.0;
   }
 
   private void dense(LayerCall c) {
