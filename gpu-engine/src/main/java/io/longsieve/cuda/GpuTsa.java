@@ -16,11 +16,13 @@ import jcuda.driver.CUdeviceptr;
  * queries (a suffix of its list) and a scatter back, zeros for the head's other rows (tsa.cu).
  *
  * <p>Failure semantics: the constructor throws IllegalArgumentException for a bad layers value (as
- * the CPU); a sparse chunk of a model whose head size is not 64 or 128 throws IllegalArgumentException
- * before queuing anything; CUDA errors propagate from the call that queued the work. <b>One host synchronisation per
- * sparse layer and chunk</b>: the keep count and each head's first query entry are copied to the
- * host to size the gather and the attention grid (the official code synchronises there too). Dense
- * layers and chunks queue their work without synchronising. Not thread-safe: one sequence.
+ * the CPU); a sparse chunk with a head size other than 64/128 or a cache page size other than 64
+ * throws IllegalArgumentException before queuing anything; CUDA errors propagate from the call that
+ * queued the work. <b>One host synchronisation per sparse layer and chunk</b>: the keep count and
+ * each head's first query entry are copied to the host to size the gather and the attention grid
+ * (the official code synchronises there too). Dense layers and chunks queue their work without
+ * synchronising. Device buffers grow on demand (growing synchronises once) and are freed by close.
+ * Not thread-safe: one sequence.
  */
 final class GpuTsa implements GpuParts.Prefill {
 
@@ -111,7 +113,7 @@ final class GpuTsa implements GpuParts.Prefill {
 
   /** Proxy attention of the w window rows, pooled, and the head mean: queued, no synchronisation. */
   void proxy(LayerCall c, int w, int prefix) {
-    if (d != 64 && d != 128) throw new IllegalArgumentException("TSA on the GPU takes headDim 64 or 128, not " + d);
+    TsaKernels.checkCache(c.kv());
     int sms = env.k().smCount();
     int chunk1 = TsaKernels.splitChunk(prefix + w, heads, sms), splits1 = TsaKernels.splits(prefix + w, chunk1);
     int chunk2 = TsaKernels.splitChunk(prefix, heads, sms);

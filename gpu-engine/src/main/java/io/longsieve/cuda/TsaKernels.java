@@ -24,9 +24,12 @@ final class TsaKernels {
     this.sms = k.smCount();
   }
 
-  /** Proxy key split: keys per block (a multiple of 64, at least 512) for about 4 blocks per multiprocessor. */
+  /**
+   * Proxy key split: keys per block (a multiple of 64, at least 512) for about 8 blocks per
+   * multiprocessor (3 are resident at a time; more, smaller blocks shorten the last wave).
+   */
   static int splitChunk(int keys, int heads, int sms) {
-    int target = Math.max(1, (4 * sms + heads - 1) / heads);
+    int target = Math.max(1, (8 * sms + heads - 1) / heads);
     long per = ((long) keys + target - 1) / target;
     return (int) Math.max(512, (per + PAGE - 1) / PAGE * PAGE);
   }
@@ -52,6 +55,12 @@ final class TsaKernels {
 
   private static void checkD(int d) {
     if (d != 64 && d != 128) throw new IllegalArgumentException("TSA on the GPU takes headDim 64 or 128, not " + d);
+  }
+
+  /** The proxy kernels take one cache page per key tile. */
+  static void checkCache(Kernels.KvView kv) {
+    checkD(kv.headDim());
+    if (kv.pageSize() != PAGE) throw new IllegalArgumentException("TSA on the GPU takes page size " + PAGE + ", not " + kv.pageSize());
   }
 
   /**
@@ -90,7 +99,7 @@ final class TsaKernels {
     l.launch("tsa_head_mean", (prefix + 255) / 256, 1, 1, 256, 0, g, pooled, prefix, nHeads);
   }
 
-  /** info[0] = keep (-1: dense), info[1] = n_drop; forcedKeep >= 0 writes that keep instead. */
+  /** info[0] = keep (-1: dense), info[1] = n_drop; forcedKeep >= 0 writes that keep instead (after the search). */
   void keepCount(CUdeviceptr info, CUdeviceptr g, int prefix, double tau, int min, int forcedKeep) {
     l.launch("tsa_keep_count", 1, 1, 1, KEEP_THREADS, keepSmem(), info, g, prefix, tau, min, forcedKeep);
   }
