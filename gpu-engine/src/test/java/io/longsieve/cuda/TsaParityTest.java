@@ -139,26 +139,30 @@ class TsaParityTest {
       keepCount.setAccessible(true);
       int cpuKeep = (int) keepCount.invoke(cpuPart, prefix);
       int[] info = tsa.lastInfo();
-      assertEquals(cpuKeep, info[0], "keep count (GPU n_drop " + info[1] + ")");
-      int len = cpuKeep + w;
+      if (cpuKeep != info[0]) {
+        // allowed only where the cumulative mass at the cut-off is tied with tau within rounding
+        float[] global = Arrays.copyOf((float[]) field(cpuPart, "global"), prefix);
+        assertTrue(Math.abs(cpuKeep - info[0]) == 1 && massNearTau(global, spec.prefill().doubleParam("tau"),
+            prefix - Math.max(cpuKeep, info[0])), name + ": keep count CPU " + cpuKeep + " GPU " + info[0]);
+      }
+      int len = cpuKeep + w, gpuLen = info[0] + w;
       int[] cpuLists = (int[]) field(cpuPart, "lists");
-      int[] gpuLists = tsa.downloadLists(len);
+      int[] gpuLists = tsa.downloadLists(gpuLen);
 
       // per-head selected sets; rows whose membership differs are left out of the output comparison
       boolean identical = true;
       float[] gotCmp = got.clone(), refCmp = ref.clone();
       for (int h = 0; h < heads; h++) {
         Set<Integer> a = new HashSet<>(), b = new HashSet<>();
-        for (int e = 0; e < len; e++) {
-          a.add(cpuLists[h * len + e]);
-          b.add(gpuLists[h * len + e]);
-        }
-        int[] g = Arrays.copyOfRange(gpuLists, h * len, (h + 1) * len);
-        for (int e = 1; e < len; e++) assertTrue(g[e - 1] < g[e], "head " + h + " list not ascending at " + e);
+        for (int e = 0; e < len; e++) a.add(cpuLists[h * len + e]);
+        for (int e = 0; e < gpuLen; e++) b.add(gpuLists[h * gpuLen + e]);
+        int[] g = Arrays.copyOfRange(gpuLists, h * gpuLen, (h + 1) * gpuLen);
+        for (int e = 1; e < gpuLen; e++) assertTrue(g[e - 1] < g[e], "head " + h + " list not ascending at " + e);
+        for (int e = 0; e < w; e++) assertEquals(prefix + e, g[gpuLen - w + e], "window slots last");
         Set<Integer> both = new HashSet<>(a);
         both.retainAll(b);
-        double overlap = (double) both.size() / len;
-        identical &= both.size() == len;
+        double overlap = (double) both.size() / Math.max(len, gpuLen);
+        identical &= both.size() == len && len == gpuLen;
         assertTrue(overlap >= 0.99, String.format(Locale.ROOT, "%s head %d: overlap %.4f", name, h, overlap));
         for (int i = 0; i < n; i++) {
           int slot = before + i;
@@ -180,6 +184,24 @@ class TsaParityTest {
       assertEquals(cs.kvBytesAfter(), gs.kvBytesAfter());
       assertEquals(Double.isNaN(cs.attendedTokensMean()), Double.isNaN(gs.attendedTokensMean()));
     }
+  }
+
+  /**
+   * Whether the sum of the m smallest normalised masses (the CPU's cut-off candidates m and m + 1)
+   * lies within rounding (1e-4 relative) of tau: there the two backends may count one apart.
+   */
+  static boolean massNearTau(float[] global, double tau, int m) {
+    double total = 0;
+    for (float x : global) total += x;
+    double[] s = new double[global.length];
+    for (int j = 0; j < s.length; j++) s[j] = global[j] / (total + 1e-8);
+    Arrays.sort(s);
+    double cum = 0;
+    for (int j = 0; j < Math.min(s.length, m + 2); j++) {
+      cum += s[j];
+      if (j + 1 >= m && Math.abs(cum - tau) <= 1e-4 * tau) return true;
+    }
+    return false;
   }
 
   /** kRope (pages, nKv, 64, d) bf16 through the page table, as (slots, nKv * d) f32. */
