@@ -8,3 +8,4 @@
 #include "sampling.cu"
 #include "list_attention.cu"
 #include "quest.cu"
+#include "tsa.cu"
