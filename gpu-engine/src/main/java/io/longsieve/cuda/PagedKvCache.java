@@ -82,10 +82,12 @@ public final class PagedKvCache implements AutoCloseable {
   }
 
   /**
-   * Gives back the pages beyond the longest layer (after compression). Synchronises the context
-   * first: queued kernels may still read the pages.
+   * Gives back the pages beyond the longest layer to a shared pool (after compression; a private
+   * pool keeps them: its memory cannot go anywhere else). Synchronises the context first: queued
+   * kernels may still read the pages.
    */
   public void shrink() {
+    if (ownsPool) return;
     int need = 0;
     for (int n : length) need = Math.max(need, n);
     int keep = (need + pageSize - 1) / pageSize;
