@@ -9,6 +9,7 @@
 //   kvc_topk_flags: deterministic top-k per row (radix select; ties to the lower index, as TopK);
 //   kvc_lists: keep / drop lists (ascending) per KV head from the flags;
 //   kvc_inv_norm, kvc_nearest: nearest kept key per dropped key by cosine (tiled f32 GEMM + argmax);
+//       kvc_unit_split + kvc_nearest_mma_d64/_d128: the same on tensor cores (keys split hi + lo);
 //   kvc_merge_acc, kvc_merge_apply: SelKV's gated merge and the logit bias alpha * log R_t;
 //   kvc_gather, kvc_scatter, kvc_zero_bias: compaction through scratch (in-place moves would race).
 #include "common.cuh"
@@ -458,6 +459,149 @@ extern "C" __global__ void __launch_bounds__(256)
       }
     }
   }
+}
+
+// hi, lo (nKv, m, d) bf16: the unit pre-RoPE key of slot list[g, i] (list (nKv, m)) split as
+// x = hi + lo (hi = bf16(x), lo = bf16(x - hi)), so three bf16 products carry about 16 bits of it.
+// Grid (m, nKv), threads over d.
+extern "C" __global__ void kvc_unit_split(bf16* __restrict__ hi, bf16* __restrict__ lo, const int* __restrict__ list,
+                                          int m, const float* __restrict__ inv, const bf16* __restrict__ kPre,
+                                          const int* __restrict__ pageTable, int n, int nKv, int d, int pageSize) {
+  const int i = blockIdx.x, g = blockIdx.y;
+  const int slot = list[(size_t)g * m + i];
+  const size_t o = kv_offset(pageTable, slot, g, nKv, pageSize, d), w = ((size_t)g * m + i) * d;
+  const float s = inv[(size_t)g * n + slot];
+  for (int e = threadIdx.x; e < d; e += blockDim.x) {
+    float x = bf2f(kPre[o + e]) * s;
+    bf16 h = f2bf(x);
+    hi[w + e] = h;
+    lo[w + e] = f2bf(x - bf2f(h));
+  }
+}
+
+// kvc_nearest on tensor cores: the same result from split unit keys (kvc_unit_split) of the dropped
+// rows dHi/dLo (nKv, nDrop, D) and kept keys kHi/kLo (nKv, nKeep, D); cos = hi.hi + hi.lo + lo.hi
+// (mma_bf16, f32 accumulation). Block: 64 dropped rows (4 warps x 16) against each 64-key kept tile;
+// first maximum wins (ties to the lower kept index). Dynamic shared memory 4 * 64 * (D + 8) bf16.
+template <int D>
+__device__ __forceinline__ void nearest_mma(int* __restrict__ best, float* __restrict__ bestCos,
+                                            const bf16* __restrict__ dHi, const bf16* __restrict__ dLo, int nDrop,
+                                            const bf16* __restrict__ kHi, const bf16* __restrict__ kLo, int nKeep) {
+  constexpr int LD = D + 8;
+  extern __shared__ __align__(16) unsigned char nm_smem[];
+  bf16* sA = reinterpret_cast<bf16*>(nm_smem);  // (2, 64, LD) dropped rows: hi, lo
+  bf16* sB = sA + 2 * 64 * LD;                  // (2, 64, LD) kept keys: hi, lo
+  const int g = blockIdx.y, i0 = blockIdx.x * 64, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const bf16* ah = dHi + (size_t)g * nDrop * D;
+  const bf16* al = dLo + (size_t)g * nDrop * D;
+  const bf16* bh = kHi + (size_t)g * nKeep * D;
+  const bf16* bl = kLo + (size_t)g * nKeep * D;
+  for (int c = tid; c < 64 * D / 8; c += 128) {
+    int r = c / (D / 8), col = (c % (D / 8)) * 8, i = i0 + r;
+    uint4 h = make_uint4(0, 0, 0, 0), l = h;
+    if (i < nDrop) {
+      h = *reinterpret_cast<const uint4*>(ah + (size_t)i * D + col);
+      l = *reinterpret_cast<const uint4*>(al + (size_t)i * D + col);
+    }
+    *reinterpret_cast<uint4*>(sA + r * LD + col) = h;
+    *reinterpret_cast<uint4*>(sA + 64 * LD + r * LD + col) = l;
+  }
+  __syncthreads();
+  unsigned fh[D / 16][4], fl[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++) {
+    const bf16* p = sA + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8;
+    ldmatrix_x4(fh[kk][0], fh[kk][1], fh[kk][2], fh[kk][3], p);
+    ldmatrix_x4(fl[kk][0], fl[kk][1], fl[kk][2], fl[kk][3], p + 64 * LD);
+  }
+  float bv[2] = {-INFINITY, -INFINITY};
+  int bi[2] = {0, 0};
+  const int qd = lane & 3;
+  for (int t0 = 0; t0 < nKeep; t0 += 64) {
+    __syncthreads();  // every warp is done with the previous tile
+    for (int c = tid; c < 64 * D / 8; c += 128) {
+      int r = c / (D / 8), col = (c % (D / 8)) * 8, t = t0 + r;
+      uint4 h = make_uint4(0, 0, 0, 0), l = h;
+      if (t < nKeep) {
+        h = *reinterpret_cast<const uint4*>(bh + (size_t)t * D + col);
+        l = *reinterpret_cast<const uint4*>(bl + (size_t)t * D + col);
+      }
+      *reinterpret_cast<uint4*>(sB + r * LD + col) = h;
+      *reinterpret_cast<uint4*>(sB + 64 * LD + r * LD + col) = l;
+    }
+    __syncthreads();
+    float s[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) s[j][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+#pragma unroll
+      for (int np = 0; np < 4; np++) {
+        const bf16* kb = sB + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + ((lane >> 3) & 1) * 8;
+        unsigned b0, b1, b2, b3, c0, c1, c2, c3;
+        ldmatrix_x4(b0, b1, b2, b3, kb);
+        ldmatrix_x4(c0, c1, c2, c3, kb + 64 * LD);
+        mma_bf16(s[2 * np], fl[kk], b0, b1);  // the small terms first
+        mma_bf16(s[2 * np + 1], fl[kk], b2, b3);
+        mma_bf16(s[2 * np], fh[kk], c0, c1);
+        mma_bf16(s[2 * np + 1], fh[kk], c2, c3);
+        mma_bf16(s[2 * np], fh[kk], b0, b1);
+        mma_bf16(s[2 * np + 1], fh[kk], b2, b3);
+      }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      // this thread's keys ascend with (j, e); then the quad's four threads, lower index on ties
+      float v = -INFINITY;
+      int idx = 0x7fffffff;
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e2 = 0; e2 < 2; e2++) {
+          int t = t0 + j * 8 + qd * 2 + e2;
+          float x = s[j][r * 2 + e2];
+          if (t < nKeep && x > v) {
+            v = x;
+            idx = t;
+          }
+        }
+#pragma unroll
+      for (int o = 1; o <= 2; o <<= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, v, o);
+        int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+        if (ov > v || (ov == v && oi < idx)) {
+          v = ov;
+          idx = oi;
+        }
+      }
+      if (v > bv[r]) {  // earlier tiles hold lower indices: strict keeps them on ties
+        bv[r] = v;
+        bi[r] = idx;
+      }
+    }
+  }
+  if (qd == 0) {
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      int i = i0 + warp * 16 + (lane >> 2) + r * 8;
+      if (i < nDrop) {
+        best[(size_t)g * nDrop + i] = bi[r];
+        bestCos[(size_t)g * nDrop + i] = bv[r];
+      }
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+    kvc_nearest_mma_d64(int* best, float* bestCos, const bf16* dHi, const bf16* dLo, int nDrop, const bf16* kHi,
+                        const bf16* kLo, int nKeep) {
+  nearest_mma<64>(best, bestCos, dHi, dLo, nDrop, kHi, kLo, nKeep);
+}
+extern "C" __global__ void __launch_bounds__(128)
+    kvc_nearest_mma_d128(int* best, float* bestCos, const bf16* dHi, const bf16* dLo, int nDrop, const bf16* kHi,
+                         const bf16* kLo, int nKeep) {
+  nearest_mma<128>(best, bestCos, dHi, dLo, nDrop, kHi, kLo, nKeep);
 }
 
 // Mass of slot j for KV head g: the observation attention summed over the group's heads.

@@ -18,6 +18,13 @@ import jcuda.driver.CUdeviceptr;
  */
 final class GpuSelKv implements GpuParts.Kv {
 
+  /**
+   * The nearest-key search on tensor cores (keys split into two bf16 halves, about 16 bits of
+   * cosine) where the head size allows; false: the f32 CUDA-core search (exact f32 dot products,
+   * about 50x slower at 128K). Tests flip it to compare both with the CPU.
+   */
+  static volatile boolean tensorCoreSearch = true;
+
   private final double ratio, alpha;
   private final int sinks, window, pool;
   private final String merge;
@@ -104,7 +111,15 @@ final class GpuSelKv implements GpuParts.Kv {
     CUdeviceptr vAcc = s.get(17, (long) nKv * budget * d * 4);       // (nKv, budget, d) Σ g_i v_i
     CUdeviceptr kAcc = merge.equals("kv") ? s.get(18, (long) nKv * budget * d * 4) : null; // Σ g_i k_i
     kk.invNorm(inv, view, n);
-    kk.nearest(best, bestCos, keep, budget, dropList, drop, inv, view, n);
+    if (tensorCoreSearch && KvCompressKernels.mmaSearch(d)) {
+      CUdeviceptr kHi = s.get(19, (long) nKv * budget * d * 2), kLo = s.get(21, (long) nKv * budget * d * 2);
+      CUdeviceptr dHi = s.get(22, (long) nKv * drop * d * 2), dLo = s.get(23, (long) nKv * drop * d * 2);
+      kk.unitSplit(kHi, kLo, keep, budget, inv, view, n);
+      kk.unitSplit(dHi, dLo, dropList, drop, inv, view, n);
+      kk.nearestMma(best, bestCos, dHi, dLo, drop, kHi, kLo, budget, nKv, d);
+    } else {
+      kk.nearest(best, bestCos, keep, budget, dropList, drop, inv, view, n);
+    }
     env.k().fillF32(gateSum, (long) nKv * budget, 0f);
     env.k().fillF32(massSum, (long) nKv * budget, 0f);
     env.k().fillF32(vAcc, (long) nKv * budget * d, 0f);

@@ -114,6 +114,30 @@ final class KvCompressKernels {
         kv.kPre(), kv.pageTable(), n, kv.nKv(), kv.headDim(), kv.pageSize());
   }
 
+  /** Whether {@link #nearestMma} takes this head size. */
+  static boolean mmaSearch(int headDim) {
+    return headDim == 64 || headDim == 128;
+  }
+
+  /** hi, lo (nKv, m, d) bf16 = the unit pre-RoPE keys of slots list (nKv, m), split x = hi + lo. */
+  void unitSplit(CUdeviceptr hi, CUdeviceptr lo, CUdeviceptr list, int m, CUdeviceptr inv, Kernels.KvView kv, int n) {
+    if (m <= 0) return;
+    l.launch("kvc_unit_split", m, kv.nKv(), 1, Math.min(128, Math.max(32, kv.headDim())), 0, hi, lo, list, m, inv,
+        kv.kPre(), kv.pageTable(), n, kv.nKv(), kv.headDim(), kv.pageSize());
+  }
+
+  /**
+   * {@link #nearest} on tensor cores from split unit keys: dropped dHi/dLo (nKv, nDrop, d), kept
+   * kHi/kLo (nKv, nKeep, d) bf16 (headDim 64 or 128).
+   */
+  void nearestMma(CUdeviceptr best, CUdeviceptr bestCos, CUdeviceptr dHi, CUdeviceptr dLo, int nDrop, CUdeviceptr kHi,
+                  CUdeviceptr kLo, int nKeep, int nKv, int d) {
+    if (!mmaSearch(d)) throw new IllegalArgumentException("the tensor-core search takes headDim 64 or 128, not " + d);
+    if (nDrop <= 0) return;
+    l.launch(d == 64 ? "kvc_nearest_mma_d64" : "kvc_nearest_mma_d128", (nDrop + T - 1) / T, nKv, 1, 128,
+        4 * 64 * (d + 8) * 2, best, bestCos, dHi, dLo, nDrop, kHi, kLo, nKeep);
+  }
+
   /** Gated accumulation of the dropped slots into their nearest kept ones (sums zeroed by the caller). */
   void mergeAcc(CUdeviceptr gateSum, CUdeviceptr massSum, CUdeviceptr vAcc, CUdeviceptr kAcc, CUdeviceptr best,
                 CUdeviceptr bestCos, CUdeviceptr drop, int nDrop, int nKeep, CUdeviceptr attn, Kernels.KvView kv, int n,

@@ -55,18 +55,29 @@ class KvCompressionParityTest {
         new RopeScaling("llama3", 8, 1, 4, 8192), 1 << 20, false, false, 0, 1, List.of(2));
   }
 
-  @ParameterizedTest(name = "{0}")
+  @ParameterizedTest(name = "{0} ({2} search)")
   @CsvSource(delimiter = '|', value = {
-      "selkv:ratio=0.25,merge=values | 1",
-      "selkv:ratio=0.25,merge=kv | 1",
-      "selkv:ratio=0.25,merge=off | 1",
-      "selkv:ratio=0.3,merge=values,pool=5 | 1",
-      "selkv:ratio=0.2,merge=kv,alpha=0.5,pool=4,sinks=8,window=16 | 2",
-      "snapkv:capacity=300 | 1",
-      "snapkv:ratio=0.25,pool=1 | 1",
-      "snapkv:capacity=257,pool=4,window=20 | 1",
-      "kv=streaming:sinks=4,recent=300 | 6"})
-  void matchesCpuTwin(String policy, int decodeSteps) {
+      "selkv:ratio=0.25,merge=values | 1 | mma",
+      "selkv:ratio=0.25,merge=values | 1 | f32",
+      "selkv:ratio=0.25,merge=kv | 1 | mma",
+      "selkv:ratio=0.25,merge=kv | 1 | f32",
+      "selkv:ratio=0.25,merge=off | 1 | mma",
+      "selkv:ratio=0.3,merge=values,pool=5 | 1 | mma",
+      "selkv:ratio=0.2,merge=kv,alpha=0.5,pool=4,sinks=8,window=16 | 2 | mma",
+      "snapkv:capacity=300 | 1 | -",
+      "snapkv:ratio=0.25,pool=1 | 1 | -",
+      "snapkv:capacity=257,pool=4,window=20 | 1 | -",
+      "kv=streaming:sinks=4,recent=300 | 6 | -"})
+  void matchesCpuTwin(String policy, int decodeSteps, String search) {
+    GpuSelKv.tensorCoreSearch = !search.equals("f32");
+    try {
+      run(policy, decodeSteps);
+    } finally {
+      GpuSelKv.tensorCoreSearch = true;
+    }
+  }
+
+  private void run(String policy, int decodeSteps) {
     Random r = new Random(policy.hashCode());
     ModelConfig c = config(2, 8, 2, 128);
     Rope rope = new Rope(c);
