@@ -194,6 +194,90 @@ class KvCompressionParityTest {
     }
   }
 
+  /**
+   * The nearest-kept-key search, both kernels, against a CPU argmax of cosines (SelKv.merge's):
+   * identical picks except near-ties, whose cosines then agree to 1e-4.
+   */
+  @ParameterizedTest
+  @CsvSource({"128, 4000, 0.25", "64, 3000, 0.3", "128, 20000, 0.25"})
+  void nearestKeySearchMatchesCpu(int d, int n, double ratio) {
+    Random r = new Random(n + d);
+    ModelConfig c = config(1, 4 * 2, 2, d);
+    int nKv = 2, kvDim = c.kvDim();
+    KvCompressKernels kk = new KvCompressKernels(gpu.k);
+    try (PagedKvCache kv = new PagedKvCache(gpu.ctx, c, n)) {
+      Kernels.KvView view = kv.layer(0);
+      gpu.k.fillRandomBf16(view.kPre(), (long) kv.poolPages() * nKv * kv.pageSize * d, 99, 1f);
+      kv.advance(0, n);
+      float[] keys = PagedKvCacheReader.read(gpu, kv, 0, n)[0];
+      int nKeep = (int) Math.round(ratio * n), nDrop = n - nKeep;
+      int[] keep = new int[nKv * nKeep], drop = new int[nKv * nDrop];
+      for (int g = 0; g < nKv; g++) {
+        boolean[] kept = new boolean[n];
+        for (int picked = 0; picked < nKeep; ) {
+          int j = r.nextInt(n);
+          if (!kept[j]) {
+            kept[j] = true;
+            picked++;
+          }
+        }
+        for (int j = 0, a = 0, b = 0; j < n; j++) {
+          if (kept[j]) keep[g * nKeep + a++] = j;
+          else drop[g * nDrop + b++] = j;
+        }
+      }
+      DeviceBuffer keepD = gpu.ints(keep), dropD = gpu.ints(drop), inv = gpu.alloc((long) nKv * n * 4);
+      DeviceBuffer best = gpu.alloc((long) nKv * nDrop * 4), cos = gpu.alloc((long) nKv * nDrop * 4);
+      DeviceBuffer best2 = gpu.alloc((long) nKv * nDrop * 4), cos2 = gpu.alloc((long) nKv * nDrop * 4);
+      DeviceBuffer kHi = gpu.alloc((long) nKv * nKeep * d * 2), kLo = gpu.alloc((long) nKv * nKeep * d * 2);
+      DeviceBuffer dHi = gpu.alloc((long) nKv * nDrop * d * 2), dLo = gpu.alloc((long) nKv * nDrop * d * 2);
+      kk.invNorm(inv.ptr(), view, n);
+      kk.nearest(best.ptr(), cos.ptr(), keepD.ptr(), nKeep, dropD.ptr(), nDrop, inv.ptr(), view, n);
+      kk.unitSplit(kHi.ptr(), kLo.ptr(), keepD.ptr(), nKeep, inv.ptr(), view, n);
+      kk.unitSplit(dHi.ptr(), dLo.ptr(), dropD.ptr(), nDrop, inv.ptr(), view, n);
+      kk.nearestMma(best2.ptr(), cos2.ptr(), dHi.ptr(), dLo.ptr(), nDrop, kHi.ptr(), kLo.ptr(), nKeep, nKv, d);
+      gpu.stream.synchronize();
+      int[][] got = {best.downloadInts(nKv * nDrop), best2.downloadInts(nKv * nDrop)};
+      float[][] gotCos = {cos.downloadFloats(nKv * nDrop), cos2.downloadFloats(nKv * nDrop)};
+      // CPU: unit keys as SelKv.unit, first maximum
+      float[] unit = new float[n * kvDim];
+      for (int j = 0; j < n; j++) {
+        for (int g = 0; g < nKv; g++) {
+          double ss = 0;
+          for (int e = 0; e < d; e++) ss += (double) keys[j * kvDim + g * d + e] * keys[j * kvDim + g * d + e];
+          float iv = ss > 0 ? (float) (1 / Math.sqrt(ss)) : 0f;
+          for (int e = 0; e < d; e++) unit[j * kvDim + g * d + e] = keys[j * kvDim + g * d + e] * iv;
+        }
+      }
+      int[] same = new int[2];
+      for (int g = 0; g < nKv; g++) {
+        for (int i = 0; i < nDrop; i++) {
+          int di = drop[g * nDrop + i], bt = 0;
+          float bc = Float.NEGATIVE_INFINITY;
+          float[] cosOf = new float[nKeep];
+          for (int t = 0; t < nKeep; t++) {
+            float cs = 0;
+            for (int e = 0; e < d; e++) cs += unit[di * kvDim + g * d + e] * unit[keep[g * nKeep + t] * kvDim + g * d + e];
+            cosOf[t] = cs;
+            if (cs > bc) {
+              bc = cs;
+              bt = t;
+            }
+          }
+          for (int w = 0; w < 2; w++) {
+            int at = g * nDrop + i;
+            if (got[w][at] == bt) same[w]++;
+            else assertTrue(Math.abs(cosOf[got[w][at]] - bc) <= 1e-4, (w == 0 ? "f32" : "mma") + " search picked "
+                + got[w][at] + " (cos " + cosOf[got[w][at]] + ") over " + bt + " (cos " + bc + ")");
+            assertTrue(Math.abs(gotCos[w][at] - bc) <= 1e-4, "cosine " + gotCos[w][at] + " vs " + bc);
+          }
+        }
+      }
+      assertTrue(same[0] >= 0.999 * nKv * nDrop, "f32 search agrees on " + same[0] + " of " + nKv * nDrop);
+      assertTrue(same[1] >= 0.99 * nKv * nDrop, "mma search agrees on " + same[1] + " of " + nKv * nDrop);
+    }
+  }
+
   /** A per-slot logit bias shifts flash decoding and the split kernel exactly as DenseAttention. */
   @ParameterizedTest
   @ValueSource(strings = {"fdecode", "split"})
