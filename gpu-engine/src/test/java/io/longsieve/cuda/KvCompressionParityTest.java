@@ -67,17 +67,21 @@ class KvCompressionParityTest {
       "snapkv:capacity=300 | 1 | -",
       "snapkv:ratio=0.25,pool=1 | 1 | -",
       "snapkv:capacity=257,pool=4,window=20 | 1 | -",
-      "kv=streaming:sinks=4,recent=300 | 6 | -"})
+      "kv=streaming:sinks=4,recent=300 | 6 | -",
+      "selkv:ratio=0.25,merge=kv | 3 | pooled",
+      "snapkv:capacity=300 | 2 | pooled",
+      "kv=streaming:sinks=4,recent=300 | 3 | pooled"})
   void matchesCpuTwin(String policy, int decodeSteps, String search) {
     GpuSelKv.tensorCoreSearch = !search.equals("f32");
     try {
-      run(policy, decodeSteps);
+      run(policy, decodeSteps, search.equals("pooled"));
     } finally {
       GpuSelKv.tensorCoreSearch = true;
     }
   }
 
-  private void run(String policy, int decodeSteps) {
+  /** pooled: the cache takes its pages from a shared pool, interleaved with another sequence's. */
+  private void run(String policy, int decodeSteps, boolean pooled) {
     Random r = new Random(policy.hashCode());
     ModelConfig c = config(2, 8, 2, 128);
     Rope rope = new Rope(c);
@@ -87,9 +91,18 @@ class KvCompressionParityTest {
     AttentionPolicy cpu = spec.createCpu();
     KvCache cpuKv = new KvCache(c, rope, cap);
     DeviceBuffer invFreq = gpu.f32(rope.inverseFrequencies());
+    int poolPages = 64;
     try (Kernels.Workspace ws = new Kernels.Workspace(gpu.ctx);
-         PagedKvCache gKv = new PagedKvCache(gpu.ctx, c, cap);
+         KvPagePool shared = pooled ? new KvPagePool(gpu.ctx, c, poolPages) : null;
+         PagedKvCache other = pooled ? new PagedKvCache(gpu.ctx, c, 30 * 64, shared) : null;
+         PagedKvCache gKv = new PagedKvCache(gpu.ctx, c, cap, shared);
          GpuPolicy gp = GpuPolicy.open(spec, new GpuEnv(c, gpu.ctx, gpu.k, ws, invFreq.ptr(), null))) {
+      if (pooled) {
+        for (int p = 1; p <= 16; p++) {  // every other pool page: the page table is far from the identity
+          gKv.reserve(64 * p);
+          other.reserve(64 * p);
+        }
+      }
       // the prompt, in two chunks
       for (int s = 0; s < total; s = s == 0 ? first : total) {
         int n = s == 0 ? first : total - first;
@@ -98,6 +111,12 @@ class KvCompressionParityTest {
       cpu.afterPrefill(cpuKv, actx);
       gp.afterPrefill(gKv);
       assertEquals(cpu.stats().kvBytesAfter(), gp.stats().kvBytesAfter(), "kvBytesAfter");
+      if (pooled) {
+        int longest = 0;
+        for (int l = 0; l < c.numLayers(); l++) longest = Math.max(longest, gKv.length(l));
+        assertEquals((longest + 63) / 64, gKv.mappedPages(), "pages kept after shrinking");
+        assertEquals(poolPages - 16 - gKv.mappedPages(), shared.freePages(), "pages back in the pool");
+      }
       for (int l = 0; l < c.numLayers(); l++) compareLayer(c, cpuKv, gKv, l, policy);
       // the following decode steps (the rolling cache evicts at each of them)
       for (int t = 0; t < decodeSteps; t++) {
