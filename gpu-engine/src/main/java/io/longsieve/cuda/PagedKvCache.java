@@ -46,6 +46,9 @@ public final class PagedKvCache implements AutoCloseable {
     this.ctx = ctx;
     this.table = new int[pages];
     this.ownsPool = shared == null;
+    if (shared != null && (shared.layers != layers || shared.nKv != nKv || shared.headDim != headDim)) {
+      throw new IllegalArgumentException("the page pool holds another model's shapes");
+    }
     this.pool = shared != null ? shared : new KvPagePool(ctx, c, pages);
     try {
       this.pageTable = ctx.alloc(pages * 4L, "KV page table");
