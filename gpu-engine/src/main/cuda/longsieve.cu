@@ -9,3 +9,4 @@
 #include "list_attention.cu"
 #include "quest.cu"
 #include "tsa.cu"
+#include "kv_compress.cu"

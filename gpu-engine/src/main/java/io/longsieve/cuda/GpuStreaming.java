@@ -3,18 +3,9 @@ package io.longsieve.cuda;
 import io.longsieve.attention.PolicyTerm;
 import io.longsieve.attention.SelectionStats;
 
-/** PLACEHOLDER until its helper's branch lands. */
+/** StreamingLLM on the GPU: the decode window (the KV eviction part is GpuStreamingEviction). */
 final class GpuStreaming {
   private GpuStreaming() {}
-
-  static final class Eviction implements GpuParts.Kv {
-    Eviction(PolicyTerm t, SelectionStats stats, GpuEnv env) {
-      throw new UnsupportedOperationException("GpuStreaming.Eviction is not implemented yet");
-    }
-
-    @Override
-    public void compress(PagedKvCache kv) {}
-  }
 
   /**
    * StreamingLLM's decode window (twin: attention/StreamingLlm.Window): each step attends to the
