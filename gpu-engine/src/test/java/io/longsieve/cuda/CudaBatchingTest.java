@@ -36,14 +36,14 @@ class CudaBatchingTest {
       if (i % 2 == 1) r = r.withSampling(new SamplingParams(1.2, 0.9, 40 + i));
       reqs.add(r);
     }
-    try (Engine e = Engine.open(EngineSpec.of(MODEL.toString()).withDevice("cuda"))) {
+    try (Engine e = Engine.open(EngineSpec.of(MODEL).withDevice("cuda"))) {
       assertEquals("cuda", e.backend());
       List<int[]> alone = new ArrayList<>();
       for (GenerationRequest r : reqs) alone.add(e.generate(r).tokenIds());
       long batchedBefore = e.counters().batchedDecodeSteps();
       var together = e.generate(reqs);
       for (int i = 0; i < reqs.size(); i++) {
-        assertArrayEquals(alone.get(i), together.get(i).tokenIds(), reqs.get(i).docId() + " (" + policies[i] + ")");
+        assertArrayEquals(alone.get(i), together.get(i).tokenIds(), "request " + i + " (" + policies[i] + ")");
       }
       assertTrue(e.counters().batchedDecodeSteps() > batchedBefore, "decode steps of several requests interleaved");
     }
