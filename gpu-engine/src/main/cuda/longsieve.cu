@@ -6,3 +6,4 @@
 #include "split_attention.cu"
 #include "decode_attention.cu"
 #include "sampling.cu"
+#include "tokenselect.cu"
