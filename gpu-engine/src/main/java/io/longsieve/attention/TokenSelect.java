@@ -58,6 +58,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
   private final float[][] qScale;         // (layer) → (slots, kvHeads) their scales
   private final int[] indexed;            // (layer) slots quantised so far
   private int listLen;                    // entries per list of the last sparse call (tests)
+  private int votedCands;                 // candidates of the last scored call (tests)
 
   TokenSelect(PolicyTerm t, SelectionStats stats, AttentionContext ctx) {
     this.stats = stats;
@@ -149,6 +150,11 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     return Arrays.copyOf(list, lists * listLen);
   }
 
+  /** Votes (lists, candidates) of the last scored call, before pooling (tests judge ties with them). */
+  float[] lastVotes() {
+    return Arrays.copyOf(votes, lists * votedCands);
+  }
+
   int lastListLen() {
     return listLen;
   }
@@ -204,6 +210,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
       }
     }
     score(layer, cands, kv, ctx);
+    votedCands = cands;
     ensureTop(count);
     if (work.length < cands) work = new long[cands];
     for (int g = 0; g < lists; g++) {
