@@ -123,20 +123,36 @@ __device__ __forceinline__ void ts_score(float* __restrict__ logits, float* __re
     for (int e = 0; e < 8; e++) q[j][e] = j < group ? src[e] : 0.f;
   }
   int c0 = split * chunk, c1 = min(cands, c0 + chunk);
-  for (int b = c0 + warp * KPW; b < c1; b += nw * KPW) {  // uniform over the warp: shuffles below
-    int c = b + sub, slot = sinks + c;
-    bool ok = c < c1;
-    float kx[8];
-    float kscale = 1.f;
-    if (ok) {
+  // U keys per lane group in flight before any is used: one load at a time cannot cover the latency
+  constexpr int U = INT4 ? 8 : 4;
+  for (int b = c0 + warp * KPW * U; b < c1; b += nw * KPW * U) {  // uniform over the warp: shuffles below
+    uint4 raw[U];
+    float kscale[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      int c = b + u * KPW + sub, slot = sinks + c;
+      raw[u] = make_uint4(0u, 0u, 0u, 0u);
+      kscale[u] = 0.f;
+      if (c < c1) {
+        if (INT4) {
+          raw[u].x = *reinterpret_cast<const unsigned*>(kq + ((size_t)slot * nKv + g) * (D / 2) + part * 4);
+          kscale[u] = ks[(size_t)slot * nKv + g];
+        } else {
+          raw[u] = *reinterpret_cast<const uint4*>(kPre + kv_offset(pageTable, slot, g, nKv, pageSize, D) + part * 8);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      int c = b + u * KPW + sub;
+      bool ok = c < c1;
+      float kx[8];
       if (INT4) {
-        unsigned w = *reinterpret_cast<const unsigned*>(kq + ((size_t)slot * nKv + g) * (D / 2) + part * 4);
+        unsigned w = raw[u].x;
 #pragma unroll
         for (int e = 0; e < 8; e++) kx[e] = (float)(((int)(w << (28 - 4 * e))) >> 28);
-        kscale = ks[(size_t)slot * nKv + g];
       } else {
-        uint4 w = *reinterpret_cast<const uint4*>(kPre + kv_offset(pageTable, slot, g, nKv, pageSize, D) + part * 8);
-        const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&w);
+        const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&raw[u]);
 #pragma unroll
         for (int e = 0; e < 4; e++) {
           float2 f = __bfloat1622float2(p[e]);
@@ -144,22 +160,19 @@ __device__ __forceinline__ void ts_score(float* __restrict__ logits, float* __re
           kx[2 * e + 1] = f.y;
         }
       }
-    } else {
 #pragma unroll
-      for (int e = 0; e < 8; e++) kx[e] = 0.f;
-    }
+      for (int j = 0; j < TS_GMAX; j++) {
+        if (j >= group) break;  // group is uniform: no divergence
+        float acc = 0.f;
 #pragma unroll
-    for (int j = 0; j < TS_GMAX; j++) {
-      if (j >= group) break;  // group is uniform: no divergence
-      float acc = 0.f;
+        for (int e = 0; e < 8; e++) acc += q[j][e] * kx[e];
 #pragma unroll
-      for (int e = 0; e < 8; e++) acc += q[j][e] * kx[e];
-#pragma unroll
-      for (int o = L / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-      if (ok && part == 0) {
-        float s = voteScale * (INT4 ? kscale * acc : acc);
-        logits[(size_t)ts_head(g, j, group, nKv, gqaMod) * cands + c] = s;
-        ts_ml_combine(mx[j], sm[j], s, 1.f);
+        for (int o = L / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (ok && part == 0) {
+          float s = voteScale * (INT4 ? kscale[u] * acc : acc);
+          logits[(size_t)ts_head(g, j, group, nKv, gqaMod) * cands + c] = s;
+          ts_ml_combine(mx[j], sm[j], s, 1.f);
+        }
       }
     }
   }
@@ -262,59 +275,135 @@ __device__ __forceinline__ unsigned ts_key(float f) {
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
-// Top-k of each list, grid (1, lists), blockDim a multiple of 32 (1024 best): top (lists, count) int =
-// base + the indices of the count largest vals (lists, n) (row stride n), ties to the lower index,
-// ascending (attention/TopK.select). count >= n: every index, then the last repeated (the CPU's
-// padding). Radix select on 8-bit digits from the top finds the count-th largest key T; a second
-// ordered pass per warp segment writes the keys > T and the lowest-index keys == T.
-extern "C" __global__ void ts_topk(int* __restrict__ top, const float* __restrict__ vals, const int* __restrict__ hit,
-                                   int n, int count, int base) {
+// Top-k of each row of vals (lists, n), ties to the lower index, ascending (attention/TopK.select),
+// in four kernels so many blocks share the reads: radix select on two 16-bit digits (ts_topk_hist
+// then ts_topk_resolve, twice) finds the count-th largest key T and how many keys == T to take
+// (state (lists, 2) u32: the digit prefix, then T; the keys still to take); ts_topk_count counts
+// keys > T and == T per block segment; ts_topk_write writes each segment's picks in index order.
+// hist (lists, 65536) u32 is zero between uses (resolve clears what it read). Grids (blocks, lists)
+// with the same block count for count and write. count >= n: write takes every index, then the last
+// repeated (the CPU's padding), and the other kernels do nothing.
+#define TS_BINS 65536
+
+__device__ __forceinline__ unsigned ts_digit(unsigned u, int pass) { return pass ? (u & 0xFFFFu) : (u >> 16); }
+
+extern "C" __global__ void ts_topk_hist(unsigned* __restrict__ hist, const unsigned* __restrict__ state,
+                                        const float* __restrict__ vals, const int* __restrict__ hit, int n, int count,
+                                        int pass) {
+  if (*hit || count >= n) return;
+  int list = blockIdx.y, lane = threadIdx.x & 31;
+  const float* v = vals + (size_t)list * n;
+  unsigned* h = hist + (size_t)list * TS_BINS;
+  unsigned hi = pass ? state[list * 2] : 0u;
+  for (int i0 = blockIdx.x * blockDim.x; i0 < n; i0 += gridDim.x * blockDim.x) {  // block-uniform trip count
+    int i = i0 + threadIdx.x;
+    unsigned u = i < n ? ts_key(v[i]) : 0u;
+    bool in = i < n && (pass == 0 || (u >> 16) == hi);
+    unsigned digit = in ? ts_digit(u, pass) : 0xFFFFFFFFu;
+    unsigned peers = __match_any_sync(0xffffffffu, digit);  // one atomic per distinct digit per warp
+    if (in && (__ffs(peers) - 1) == lane) atomicAdd(&h[digit], (unsigned)__popc(peers));
+  }
+}
+
+// Exclusive prefix sum over the block in thread order (blockDim a multiple of 32, <= 1024).
+__device__ __forceinline__ int ts_block_excl_scan(int x, int* warpSums /* 32 ints of shared memory */) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  int incl = x;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    int y = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += y;
+  }
+  __syncthreads();
+  if (lane == 31) warpSums[warp] = incl;
+  __syncthreads();
+  int before = 0;
+  for (int w = 0; w < warp && w < nw; w++) before += warpSums[w];
+  return before + incl - x;
+}
+
+// One block per list (grid (1, lists)), 1024 threads: finds the digit where the cumulative count of
+// the histogram from the top reaches the keys still to take, records it, clears the histogram.
+extern "C" __global__ void ts_topk_resolve(unsigned* __restrict__ hist, unsigned* __restrict__ state,
+                                           const int* __restrict__ hit, int n, int count, int pass) {
+  if (*hit || count >= n) return;
+  __shared__ int warpSums[32];
+  int list = blockIdx.y, t = threadIdx.x, per = TS_BINS / blockDim.x;
+  unsigned* h = hist + (size_t)list * TS_BINS;
+  int rem = pass ? (int)state[list * 2 + 1] : count;
+  int top = TS_BINS - 1 - t * per;  // thread t owns bins top, top - 1, .., top - per + 1 (descending)
+  int mine = 0;
+  for (int j = 0; j < per; j++) mine += (int)h[top - j];
+  int before = ts_block_excl_scan(mine, warpSums);
+  if (before < rem && rem <= before + mine) {  // exactly one thread
+    int acc = before, digit = top - per + 1;
+    for (int j = 0; j < per; j++) {
+      int c = (int)h[top - j];
+      if (acc + c >= rem) {
+        digit = top - j;
+        break;
+      }
+      acc += c;
+    }
+    state[list * 2] = pass ? ((state[list * 2] << 16) | (unsigned)digit) : (unsigned)digit;
+    state[list * 2 + 1] = (unsigned)(rem - acc);
+  }
+  __syncthreads();  // the finder has read its bins
+  for (int j = 0; j < per; j++) h[top - j] = 0u;
+}
+
+// Segment of block b of a list: [b * seg, min(n, (b + 1) * seg)), seg a multiple of 32.
+__device__ __forceinline__ int ts_seg(int n, int blocks) { return ((n + blocks - 1) / blocks + 31) / 32 * 32; }
+
+extern "C" __global__ void ts_topk_count(int* __restrict__ counts, const unsigned* __restrict__ state,
+                                         const float* __restrict__ vals, const int* __restrict__ hit, int n,
+                                         int count) {
+  if (*hit || count >= n) return;
+  __shared__ float red[32];
+  int list = blockIdx.y, seg = ts_seg(n, gridDim.x);
+  int s0 = min(n, blockIdx.x * seg), s1 = min(n, s0 + seg);
+  const float* v = vals + (size_t)list * n;
+  unsigned T = state[list * 2];
+  int gt = 0, eq = 0;
+  for (int i = s0 + threadIdx.x; i < s1; i += blockDim.x) {
+    unsigned u = ts_key(v[i]);
+    gt += u > T;
+    eq += u == T;
+  }
+  // counts stay below 2^24 per block, exact in f32
+  float g = block_sum((float)gt, red);
+  float e = block_sum((float)eq, red);
+  if (threadIdx.x == 0) {
+    counts[((size_t)list * gridDim.x + blockIdx.x) * 2] = (int)g;
+    counts[((size_t)list * gridDim.x + blockIdx.x) * 2 + 1] = (int)e;
+  }
+}
+
+extern "C" __global__ void ts_topk_write(int* __restrict__ top, const int* __restrict__ counts,
+                                         const unsigned* __restrict__ state, const float* __restrict__ vals,
+                                         const int* __restrict__ hit, int n, int count, int base) {
   if (*hit) return;
-  const float* v = vals + (size_t)blockIdx.y * n;
-  int* out = top + (size_t)blockIdx.y * count;
-  int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+  int list = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+  int* out = top + (size_t)list * count;
   if (count >= n) {
-    for (int i = tid; i < count; i += blockDim.x) out[i] = base + min(i, n - 1);
+    if (blockIdx.x == 0) for (int i = tid; i < count; i += blockDim.x) out[i] = base + min(i, n - 1);
     return;
   }
-  __shared__ unsigned hist[256];
-  __shared__ int sDigit, sRem;
   __shared__ int wG[32], wE[32];
-  unsigned prefix = 0, mask = 0;
-  int remaining = count;
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int i = tid; i < 256; i += blockDim.x) hist[i] = 0;
-    __syncthreads();
-    for (int i0 = 0; i0 < n; i0 += blockDim.x) {  // same trip count for every thread: match_any below
-      int i = i0 + tid;
-      unsigned u = i < n ? ts_key(v[i]) : 0u;
-      bool in = i < n && (u & mask) == prefix;
-      unsigned digit = in ? (u >> shift) & 255u : 256u;
-      unsigned peers = __match_any_sync(0xffffffffu, digit);
-      if (in && (__ffs(peers) - 1) == lane) atomicAdd(&hist[digit], (unsigned)__popc(peers));
-    }
-    __syncthreads();
-    if (tid == 0) {
-      int acc = 0, d = 255;
-      for (; d > 0; d--) {
-        if (acc + (int)hist[d] >= remaining) break;
-        acc += (int)hist[d];
-      }
-      sDigit = d;
-      sRem = remaining - acc;
-    }
-    __syncthreads();
-    prefix |= (unsigned)sDigit << shift;
-    mask |= 0xFFu << shift;
-    remaining = sRem;
-    __syncthreads();
+  const float* v = vals + (size_t)list * n;
+  unsigned T = state[list * 2];
+  int need = (int)state[list * 2 + 1];  // keys == T to take, lowest indices first; all keys > T are taken
+  int gBefore = 0, eSeen = 0;
+  for (int b = 0; b < (int)blockIdx.x; b++) {
+    gBefore += counts[((size_t)list * gridDim.x + b) * 2];
+    eSeen += counts[((size_t)list * gridDim.x + b) * 2 + 1];
   }
-  unsigned T = prefix;
-  int need = remaining;  // keys == T to take, lowest indices first; all keys > T are taken
-  int seg = ((n + nw - 1) / nw + 31) / 32 * 32;
-  int s0 = min(n, warp * seg), s1 = min(n, s0 + seg);
+  int seg = ts_seg(n, gridDim.x);
+  int b0 = min(n, blockIdx.x * seg), b1 = min(n, b0 + seg);
+  int wseg = ((b1 - b0 + nw - 1) / nw + 31) / 32 * 32;
+  int s0 = min(b1, b0 + warp * wseg), s1 = min(b1, s0 + wseg);
   int gt = 0, eq = 0;
-  for (int i0 = s0; i0 < s1; i0 += 32) {
+  for (int i0 = s0; i0 < s1; i0 += 32) {  // warp-uniform: ballots
     int i = i0 + lane;
     unsigned u = i < s1 ? ts_key(v[i]) : 0u;
     gt += __popc(__ballot_sync(0xffffffffu, i < s1 && u > T));
@@ -325,7 +414,6 @@ extern "C" __global__ void ts_topk(int* __restrict__ top, const float* __restric
     wE[warp] = eq;
   }
   __syncthreads();
-  int gBefore = 0, eSeen = 0;
   for (int w = 0; w < warp; w++) {
     gBefore += wG[w];
     eSeen += wE[w];

@@ -40,6 +40,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   private final DeviceBuffer cachedQf;    // (layer, heads, headDim) f32 fingerprint the cached top-k was scored with
   private final DeviceBuffer hit;         // (1) int: this call hit the Selection Cache
   private final DeviceBuffer hits;        // (1) u64 hits counted on the device
+  private final SelectKernels.TopKScratch topScratch; // radix top-k state for `lists` rows
   private DeviceBuffer top;               // (lists, count) int top-k when the cache is off
   private DeviceBuffer logits;            // (heads, cands) f32 vote logits
   private DeviceBuffer partMl;            // (heads, splits, 2) f32 per-split softmax (max, sum)
@@ -100,6 +101,14 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     cachedQf = b;
     hit = h;
     hits = s;
+    SelectKernels.TopKScratch ts;
+    try {
+      ts = new SelectKernels.TopKScratch(ctx, lists);
+    } catch (RuntimeException e) {
+      for (DeviceBuffer x : new DeviceBuffer[] {a, b, h, s}) x.close();
+      throw e;
+    }
+    topScratch = ts;
     lk = new ListKernels(env.k(), ctx);
   }
 
@@ -201,7 +210,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       n = sk.maxPool(pooled.ptr(), votes.ptr(), hit.ptr(), lists, cands, pool);
       vals = pooled.ptr();
     }
-    sk.topK(topPtr, vals, hit.ptr(), lists, n, count, sinks);
+    sk.topK(topPtr, vals, hit.ptr(), lists, n, count, sinks, topScratch);
   }
 
   /** Row i sees the first listLen - m + i + 1 entries of its list (its own slot is the last). */
@@ -271,6 +280,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   @Override
   public void close() {
     lk.close();
+    topScratch.close();
     for (DeviceBuffer[] arr : new DeviceBuffer[][] {cachedTop, kq, ks}) {
       for (int i = 0; i < arr.length; i++) {
         if (arr[i] != null) arr[i].close();

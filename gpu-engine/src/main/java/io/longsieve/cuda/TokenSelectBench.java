@@ -35,6 +35,7 @@ public final class TokenSelectBench {
     SelectKernels sk = new SelectKernels(k);
     try (PagedKvCache kv = new PagedKvCache(ctx, one, maxL); Kernels.Workspace ws = new Kernels.Workspace(ctx);
          ListKernels lk = new ListKernels(k, ctx);
+         SelectKernels.TopKScratch scratch = new SelectKernels.TopKScratch(ctx, 1);
          DeviceBuffer qPre = ctx.alloc((long) qDim * 4, "bench qPre");
          DeviceBuffer q = ctx.alloc((long) qDim * 2, "bench q");
          DeviceBuffer qRot = ctx.alloc((long) qDim * 2, "bench q at list index");
@@ -97,7 +98,7 @@ public final class TokenSelectBench {
           sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false, false);
         };
         Runnable topk = () -> {
-          sk.topK(top.ptr(), votes.ptr(), hit.ptr(), 1, cands, K, SINKS);
+          sk.topK(top.ptr(), votes.ptr(), hit.ptr(), 1, cands, K, SINKS, scratch);
           sk.buildLists(lists.ptr(), top.ptr(), 1, K, SINKS, WINDOW, L, listLen);
         };
         Runnable attend = () -> {

@@ -15,8 +15,8 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * Host side of TokenSelect on the GPU (runs without one): the scoring plan, pooled lengths, shape
- * checks, and a line-by-line Java model of the ts_topk kernel's algorithm (radix select on 8-bit
- * digits, then the per-warp-segment ordered output) against a brute-force top-k.
+ * checks, and a line-by-line Java model of the ts_topk_* kernels' algorithm (radix select on two
+ * 16-bit digits, then per-block and per-warp segment ordered output) against a brute-force top-k.
  */
 class SelectKernelsHostTest {
 
@@ -55,7 +55,7 @@ class SelectKernelsHostTest {
       int levels = 1 + r.nextInt(trial % 3 == 0 ? 4 : 1000); // few levels: many ties
       for (int i = 0; i < n; i++) v[i] = trial % 5 == 0 ? (float) r.nextGaussian() : r.nextInt(levels) * 1e-3f;
       if (k >= n) continue;
-      assertArrayEquals(bruteForce(v, k), kernelModel(v, k, 1024), "n=" + n + " k=" + k);
+      assertArrayEquals(bruteForce(v, k), kernelModel(v, k, 256), "n=" + n + " k=" + k);
       assertArrayEquals(bruteForce(v, k), kernelModel(v, k, 64), "n=" + n + " k=" + k + " (2 warps)");
     }
   }
@@ -75,51 +75,81 @@ class SelectKernelsHostTest {
     return (b < 0 ? ~b : (b | 0x80000000)) & 0xFFFFFFFFL;
   }
 
-  /** ts_topk step by step (blockDim threads, warps of 32) without the parallelism. */
+  /**
+   * The ts_topk_* kernels step by step without the parallelism: two 16-bit radix passes (hist,
+   * resolve), per-block segment counts, then each block's warps writing their segments in order.
+   */
   static int[] kernelModel(float[] v, int count, int blockDim) {
     int n = v.length, nw = blockDim / 32;
-    long prefix = 0, mask = 0;
-    int remaining = count;
-    for (int shift = 24; shift >= 0; shift -= 8) {
-      int[] hist = new int[256];
+    long[] state = new long[2];
+    for (int pass = 0; pass < 2; pass++) {
+      int[] hist = new int[65536];
       for (int i = 0; i < n; i++) {
         long u = key(v[i]);
-        if ((u & mask) == prefix) hist[(int) ((u >> shift) & 255)]++;
+        if (pass == 0 || (u >> 16) == state[0]) hist[(int) (pass == 1 ? u & 0xFFFF : u >> 16)]++;
       }
-      int acc = 0, d = 255;
-      for (; d > 0; d--) {
-        if (acc + hist[d] >= remaining) break;
-        acc += hist[d];
+      int rem = pass == 1 ? (int) state[1] : count;
+      // resolve: thread t owns `per` bins from the top down; the one whose range holds rem finds the digit
+      int threads = 1024, per = 65536 / threads, before = 0;
+      for (int t = 0; t < threads; t++) {
+        int top = 65535 - t * per, mine = 0;
+        for (int j = 0; j < per; j++) mine += hist[top - j];
+        if (before < rem && rem <= before + mine) {
+          int acc = before, digit = top - per + 1;
+          for (int j = 0; j < per; j++) {
+            if (acc + hist[top - j] >= rem) {
+              digit = top - j;
+              break;
+            }
+            acc += hist[top - j];
+          }
+          state[0] = pass == 1 ? (state[0] << 16) | digit : digit;
+          state[1] = rem - acc;
+        }
+        before += mine;
       }
-      prefix |= (long) d << shift;
-      mask |= 0xFFL << shift;
-      remaining -= acc;
     }
-    long t = prefix;
-    int need = remaining;
-    int seg = ((n + nw - 1) / nw + 31) / 32 * 32;
-    int[] wG = new int[nw], wE = new int[nw];
-    for (int w = 0; w < nw; w++) {
-      int s0 = Math.min(n, w * seg), s1 = Math.min(n, s0 + seg);
-      for (int i = s0; i < s1; i++) {
-        if (key(v[i]) > t) wG[w]++;
-        if (key(v[i]) == t) wE[w]++;
+    long t = state[0];
+    int need = (int) state[1];
+    int blocks = SelectKernels.topKBlocks(n), seg = ((n + blocks - 1) / blocks + 31) / 32 * 32;
+    int[][] counts = new int[blocks][2];
+    for (int b = 0; b < blocks; b++) {
+      for (int i = Math.min(n, b * seg); i < Math.min(n, Math.min(n, b * seg) + seg); i++) {
+        if (key(v[i]) > t) counts[b][0]++;
+        if (key(v[i]) == t) counts[b][1]++;
       }
     }
     int[] out = new int[count];
-    for (int w = 0; w < nw; w++) {
-      int gBefore = 0, eSeen = 0;
-      for (int x = 0; x < w; x++) {
-        gBefore += wG[x];
-        eSeen += wE[x];
+    for (int b = 0; b < blocks; b++) {
+      int gB = 0, eB = 0;
+      for (int x = 0; x < b; x++) {
+        gB += counts[x][0];
+        eB += counts[x][1];
       }
-      int pos = gBefore + Math.min(eSeen, need);
-      int s0 = Math.min(n, w * seg), s1 = Math.min(n, s0 + seg);
-      for (int i = s0; i < s1; i++) {
-        long u = key(v[i]);
-        boolean sel = u > t || (u == t && eSeen < need);
-        if (u == t) eSeen++;
-        if (sel) out[pos++] = i;
+      int b0 = Math.min(n, b * seg), b1 = Math.min(n, b0 + seg);
+      int wseg = ((b1 - b0 + nw - 1) / nw + 31) / 32 * 32;
+      int[] wG = new int[nw], wE = new int[nw];
+      for (int w = 0; w < nw; w++) {
+        int s0 = Math.min(b1, b0 + w * wseg), s1 = Math.min(b1, s0 + wseg);
+        for (int i = s0; i < s1; i++) {
+          if (key(v[i]) > t) wG[w]++;
+          if (key(v[i]) == t) wE[w]++;
+        }
+      }
+      for (int w = 0; w < nw; w++) {
+        int gBefore = gB, eSeen = eB;
+        for (int x = 0; x < w; x++) {
+          gBefore += wG[x];
+          eSeen += wE[x];
+        }
+        int pos = gBefore + Math.min(eSeen, need);
+        int s0 = Math.min(b1, b0 + w * wseg), s1 = Math.min(b1, s0 + wseg);
+        for (int i = s0; i < s1; i++) {
+          long u = key(v[i]);
+          boolean sel = u > t || (u == t && eSeen < need);
+          if (u == t) eSeen++;
+          if (sel) out[pos++] = i;
+        }
       }
     }
     return out;
