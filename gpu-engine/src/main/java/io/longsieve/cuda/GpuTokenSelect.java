@@ -148,19 +148,34 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     indexed[layer] = total;
   }
 
+  /**
+   * Sizes of one block as the CPU twin computes them: dense (the budget covers the context), the
+   * local window, candidates [sinks, end - local), the top-k count and the list length.
+   */
+  record BlockPlan(boolean dense, int local, int cands, int count, int listLen) {
+    static BlockPlan of(int sinks, int k, double kFrac, int window, int end, int m) {
+      int local = Math.max(window, m);
+      int kk = kFrac > 0 ? (int) Math.max(1, Math.round(kFrac * end)) : k;
+      if ((long) sinks + kk + local >= end) return new BlockPlan(true, local, 0, 0, end);
+      int cands = end - local - sinks, count = Math.min(kk, cands);
+      return new BlockPlan(false, local, cands, count, sinks + count + local);
+    }
+  }
+
   /** Rows row0 .. row0+m-1 of the call whose last row sees slots [0, end). */
   private void block(LayerCall c, int row0, int m, int end, boolean decode) {
-    int layer = c.layer(), local = Math.max(window, m);
-    int kk = kFrac > 0 ? (int) Math.max(1, Math.round(kFrac * end)) : k;
+    int layer = c.layer();
+    BlockPlan bp = BlockPlan.of(sinks, k, kFrac, window, end, m);
+    int local = bp.local();
     CUdeviceptr out = c.out().withByteOffset((long) row0 * qDim * 2);
-    if ((long) sinks + kk + local >= end) {
+    if (bp.dense()) {
       env.k().attention(out, c.q().withByteOffset((long) row0 * qDim * 2), c.kv(), m, heads, end - m,
           env.config().slidingWindow(), env.scale(), env.ws());
       record(layer, m, c.pos0() + row0 + m, end, end, decode);
       return;
     }
     long t0 = System.nanoTime();
-    int cands = end - local - sinks, count = Math.min(kk, cands);
+    int cands = bp.cands(), count = bp.count();
     CUdeviceptr qPre = c.qPre().withByteOffset((long) row0 * c.qStride() * 4);
     sk.fingerprint(qf.ptr(), qPre, c.qStride(), m, heads, d, env.invFreq(), window);
     CUdeviceptr topPtr;
@@ -181,7 +196,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       topPtr = top.ptr();
     }
     if (count > 0) selectTop(c, topPtr, cands, count);
-    int listLen = sinks + count + local;
+    int listLen = bp.listLen();
     list = grow(list, (long) lists * listLen * 4, "TokenSelect lists");
     sk.buildLists(list.ptr(), topPtr, lists, count, sinks, local, end, listLen);
     lastListLen = listLen;
