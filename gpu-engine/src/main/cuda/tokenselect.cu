@@ -223,17 +223,27 @@ TS_SCORE(256)
 // Soft vote: votes (lists, cands) f32; list 0 sums all heads (heads=layer), list g the heads that
 // score with KV head g (heads=kvhead), in increasing head order as the CPU does:
 // votes[g][c] = sum_h exp(logit[h][c] - M_h) / L_h, (M_h, L_h) merged from the splits' partMl.
-// Grid-stride over candidates; heads <= 256.
+// Grid-stride over candidates; heads <= 256, blockDim a multiple of 32.
 extern "C" __global__ void ts_votes(float* __restrict__ votes, const float* __restrict__ logits,
                                     const float* __restrict__ partMl, const int* __restrict__ hit, int heads,
                                     int nKv, int cands, int splits, int perKv, int gqaMod) {
   if (*hit) return;
   __shared__ float sM[256], sInv[256];
-  for (int h = threadIdx.x; h < heads; h += blockDim.x) {
+  // one warp per head merges its splits (lanes stride over them), so every block has them quickly
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  for (int h = warp; h < heads; h += nw) {
     float m = -INFINITY, l = 0.f;
-    for (int s = 0; s < splits; s++) ts_ml_combine(m, l, partMl[((size_t)h * splits + s) * 2], partMl[((size_t)h * splits + s) * 2 + 1]);
-    sM[h] = m;
-    sInv[h] = 1.f / l;
+    for (int s = lane; s < splits; s += 32) {
+      ts_ml_combine(m, l, partMl[((size_t)h * splits + s) * 2], partMl[((size_t)h * splits + s) * 2 + 1]);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);
+      ts_ml_combine(m, l, m2, l2);
+    }
+    if (lane == 0) {
+      sM[h] = m;
+      sInv[h] = 1.f / l;
+    }
   }
   __syncthreads();
   int group = heads / nKv;

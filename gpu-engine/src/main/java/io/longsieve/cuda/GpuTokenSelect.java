@@ -181,7 +181,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     CUdeviceptr topPtr;
     if (cacheOn) {
       stats.cacheLookups++;
-      boolean possible = cachedCount[layer] == count;
+      boolean possible = cachedCount[layer] == count && cachedTop[layer] != null;
       if (!possible) {
         cachedTop[layer] = grow(cachedTop[layer], (long) lists * Math.max(count, kFrac > 0 ? count * 5 / 4 : k) * 4,
             "TokenSelect cached top-k");

@@ -130,7 +130,7 @@ class TokenSelectParityTest {
           s.env)) {
         s.append(before, 0, pageTable);
         s.append(n, before, pageTable);
-        float[] q = Gpu.random(s.r, n * qDim, 1);
+        float[] q = Gpu.random(s.r, n * qDim, 0.5); // logits of a few units: votes spread, few exact ties
         for (int l = 0; l < layers; l++) {
           float[] ref = new float[n * qDim];
           long hits = cpuTs.stats().cacheHits;
@@ -141,11 +141,11 @@ class TokenSelectParityTest {
         }
         // decode: a fixed direction plus noise, so consecutive fingerprints are close (cache hits) until
         // the noise is large (misses)
-        float[] base = Gpu.random(s.r, qDim, 1);
+        float[] base = Gpu.random(s.r, qDim, 0.5);
         for (int t = 0; t < steps; t++) {
           int pos = before + n + t;
           s.append(1, pos, pageTable);
-          float noise = t < steps / 2 ? 0.05f : 2f;
+          float noise = t < steps / 2 ? 0.02f : 1f;
           float[] qd = new float[qDim];
           for (int i = 0; i < qDim; i++) qd[i] = Gpu.roundBf16(base[i] + noise * (float) s.r.nextGaussian());
           for (int l = 0; l < layers; l++) {
