@@ -90,6 +90,16 @@ __device__ __forceinline__ void ts_ml_combine(float& m, float& l, float m2, floa
   m = mx;
 }
 
+// Online softmax statistics absorbing one logit s (one exponential).
+__device__ __forceinline__ void ts_online(float& m, float& l, float s) {
+  if (s > m) {
+    l = l * expf(m - s) + 1.f;
+    m = s;
+  } else {
+    l += expf(s - m);
+  }
+}
+
 // Query head j of KV head g's scoring group: g * group + j (gqa=div) or g + j * nKv (gqa=mod).
 __device__ __forceinline__ int ts_head(int g, int j, int group, int nKv, int gqaMod) {
   return gqaMod ? g + j * nKv : g * group + j;
@@ -110,6 +120,7 @@ __device__ __forceinline__ void ts_score(float* __restrict__ logits, float* __re
                                          float voteScale) {
   if (*hit) return;
   constexpr int L = D / 8, KPW = 32 / L;
+  constexpr bool SPREAD = L >= TS_GMAX;  // a lane per query head of the group (head size >= 64)
   int g = blockIdx.x, split = blockIdx.y, splits = gridDim.y, group = heads / nKv;
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   int sub = lane / L, part = lane % L;
@@ -160,32 +171,43 @@ __device__ __forceinline__ void ts_score(float* __restrict__ logits, float* __re
           kx[2 * e + 1] = f.y;
         }
       }
+      float mine = -INFINITY;  // SPREAD: the logit of query head `part`, which this lane accounts
 #pragma unroll
       for (int j = 0; j < TS_GMAX; j++) {
         if (j >= group) break;  // group is uniform: no divergence
         float acc = 0.f;
 #pragma unroll
         for (int e = 0; e < 8; e++) acc += q[j][e] * kx[e];
+        // xor reduction: every lane of the key's group ends with the whole dot product
 #pragma unroll
         for (int o = L / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-        if (ok && part == 0) {
-          float s = voteScale * (INT4 ? kscale[u] * acc : acc);
+        float s = voteScale * (INT4 ? kscale[u] * acc : acc);
+        if (SPREAD) {
+          if (j == part) mine = s;
+        } else if (ok && part == 0) {
           logits[(size_t)ts_head(g, j, group, nKv, gqaMod) * cands + c] = s;
-          ts_ml_combine(mx[j], sm[j], s, 1.f);
+          ts_online(mx[j], sm[j], s);
         }
+      }
+      // lanes 0 .. group-1 of the key's group store and account one head each, in one predicated step
+      if (SPREAD && ok && part < group) {
+        logits[(size_t)ts_head(g, part, group, nKv, gqaMod) * cands + c] = mine;
+        ts_online(mx[0], sm[0], mine);
       }
     }
   }
   __shared__ float sM[32][TS_GMAX], sL[32][TS_GMAX];
 #pragma unroll
   for (int j = 0; j < TS_GMAX; j++) {
+    // SPREAD: head j's statistics live in the lanes with part == j (slot 0 of their arrays)
+    float m1 = SPREAD ? (part == j ? mx[0] : -INFINITY) : mx[j], l1 = SPREAD ? (part == j ? sm[0] : 0.f) : sm[j];
     for (int o = 16; o > 0; o >>= 1) {
-      float m2 = __shfl_xor_sync(0xffffffffu, mx[j], o), l2 = __shfl_xor_sync(0xffffffffu, sm[j], o);
-      ts_ml_combine(mx[j], sm[j], m2, l2);
+      float m2 = __shfl_xor_sync(0xffffffffu, m1, o), l2 = __shfl_xor_sync(0xffffffffu, l1, o);
+      ts_ml_combine(m1, l1, m2, l2);
     }
     if (lane == 0) {
-      sM[warp][j] = mx[j];
-      sL[warp][j] = sm[j];
+      sM[warp][j] = m1;
+      sL[warp][j] = l1;
     }
   }
   __syncthreads();
