@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.longsieve.attention.AttentionContext;
+import io.longsieve.attention.AttentionPolicy;
 import io.longsieve.attention.DenseAttention;
 import io.longsieve.attention.PolicySpec;
 import io.longsieve.attention.PolicyStats;
@@ -124,6 +125,8 @@ class TokenSelectParityTest {
       DeviceBuffer pageTable = gpu.ints(s.table);
       int qDim = s.c.qDim();
       TokenSelectProbe cpuTs = new TokenSelectProbe(p, s.actx);
+      // the public API runs the same CPU policy: its outputs and stats must be the probe's
+      AttentionPolicy api = PolicySpec.parse("tokenselect:" + p).createCpu();
       SelectionStats gpuStats = new SelectionStats(layers);
       Overlap ov = new Overlap();
       try (GpuTokenSelect gpuTs = new GpuTokenSelect(PolicySpec.parse("prefill=tokenselect:" + p).prefill(), gpuStats,
@@ -135,6 +138,9 @@ class TokenSelectParityTest {
           float[] ref = new float[n * qDim];
           long hits = cpuTs.stats().cacheHits;
           cpuTs.prefill(l, q, n, before, s.cpu, ref);
+          float[] viaApi = new float[n * qDim];
+          api.prefill(l, q, n, before, s.cpu, viaApi, s.actx);
+          assertArrayEquals(ref, viaApi, 1e-6f, p + " CPU policy API prefill");
           float[] got = runGpu(s, gpuTs, l, q, n, before, before, pageTable, true);
           Gpu.assertClose(got, ref, TOL, p + " prefill layer " + l);
           ov.add(cpuTs, gpuTs, cpuTs.stats().cacheHits > hits, p + " prefill layer " + l);
@@ -152,6 +158,9 @@ class TokenSelectParityTest {
             float[] ref = new float[qDim];
             long hits = cpuTs.stats().cacheHits;
             cpuTs.decode(l, qd, pos, s.cpu, ref);
+            float[] viaApi = new float[qDim];
+            api.decode(l, qd, pos, s.cpu, viaApi, s.actx);
+            assertArrayEquals(ref, viaApi, 1e-6f, p + " CPU policy API decode");
             float[] got = runGpu(s, gpuTs, l, qd, 1, pos, pos, pageTable, false);
             Gpu.assertClose(got, ref, TOL, p + " decode step " + t + " layer " + l);
             ov.add(cpuTs, gpuTs, cpuTs.stats().cacheHits > hits, p + " decode step " + t + " layer " + l);
@@ -165,6 +174,9 @@ class TokenSelectParityTest {
       assertArrayEquals(a.selectedFractionByLayer(), b.selectedFractionByLayer(), 1e-6f, p + " selected fraction");
       assertEquals(cpuTs.stats().cacheLookups, gpuStats.cacheLookups, p + " cache lookups");
       assertEquals(cpuTs.stats().cacheHits, gpuStats.cacheHits, p + " cache hits");
+      PolicyStats viaApi = api.stats();
+      assertEquals(viaApi.selectionCacheHitRate(), b.selectionCacheHitRate(), 1e-12, p + " hit rate via the API");
+      assertArrayEquals(viaApi.selectedFractionByLayer(), b.selectedFractionByLayer(), 1e-6f, p + " fraction via the API");
       if (p.contains("cache=off")) assertEquals(0, gpuStats.cacheHits);
       else assertTrue(gpuStats.cacheHits > 0 && gpuStats.cacheHits < gpuStats.cacheLookups, p + " hits " + gpuStats.cacheHits);
     }
