@@ -7,24 +7,51 @@
 
 #define TS_GMAX 8  // query heads per KV head the scoring kernel keeps in registers
 
-// qf (heads, d) f32 = mean over rows i < m of head h of qPre row i (rows of qStride f32, before
-// RoPE) rotated at position pos0 + i. Grid (heads), any block size.
-extern "C" __global__ void ts_fingerprint(float* __restrict__ qf, const float* __restrict__ qPre, int qStride, int m,
-                                          int heads, int d, const float* __restrict__ invFreq, int pos0) {
-  int h = blockIdx.x, half = d / 2;
-  float inv = 1.f / m;
+// cos, sin (positions, half) f32 of positions pos0 .. pos0 + positions - 1 (model/Rope's angles, as
+// rope_cs). Grid (positions), any block size.
+extern "C" __global__ void ts_rope_table(float* __restrict__ cosT, float* __restrict__ sinT,
+                                         const float* __restrict__ invFreq, int pos0, int half) {
+  int p = blockIdx.x;
   for (int t = threadIdx.x; t < half; t += blockDim.x) {
-    float a = 0.f, b = 0.f;
-    for (int i = 0; i < m; i++) {  // rows in order, as the CPU sums them
-      float c, s;
-      rope_cs(pos0 + i, invFreq[t], &c, &s);
+    float c, s;
+    rope_cs(pos0 + p, invFreq[t], &c, &s);
+    cosT[(size_t)p * half + t] = c;
+    sinT[(size_t)p * half + t] = s;
+  }
+}
+
+// qf (heads, d) f32 = mean over rows i < m of head h of qPre row i (rows of qStride f32, before
+// RoPE) rotated with row i of the tables cosT, sinT (>= m, d / 2) f32 (positions window + i).
+// Grid (heads, ceil(d / 64)), 256 threads = 32 columns x 8 row groups whose partial sums are added
+// in a fixed order.
+extern "C" __global__ void ts_fingerprint(float* __restrict__ qf, const float* __restrict__ qPre, int qStride, int m,
+                                          int heads, int d, const float* __restrict__ cosT,
+                                          const float* __restrict__ sinT) {
+  __shared__ float pa[8][32], pb[8][32];
+  int x = threadIdx.x & 31, y = threadIdx.x >> 5;
+  int h = blockIdx.x, half = d / 2, t = blockIdx.y * 32 + x;
+  float a = 0.f, b = 0.f;
+  if (t < half) {
+    for (int i = y; i < m; i += 8) {
       const float* src = qPre + (size_t)i * qStride + h * d;
+      float c = cosT[(size_t)i * half + t], s = sinT[(size_t)i * half + t];
       float x1 = src[t], x2 = src[half + t];
       a += x1 * c - x2 * s;
       b += x2 * c + x1 * s;
     }
-    qf[h * d + t] = a * inv;
-    qf[h * d + half + t] = b * inv;
+  }
+  pa[y][x] = a;
+  pb[y][x] = b;
+  __syncthreads();
+  if (y == 0 && t < half) {
+    float sa = 0.f, sb = 0.f;
+    for (int r = 0; r < 8; r++) {
+      sa += pa[r][x];
+      sb += pb[r][x];
+    }
+    float inv = 1.f / m;
+    qf[h * d + t] = sa * inv;
+    qf[h * d + half + t] = sb * inv;
   }
 }
 

@@ -49,6 +49,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   private DeviceBuffer list;              // (lists, listLen) int slots attended
   private DeviceBuffer qRot;              // (chunk, heads, headDim) bf16 queries rotated at list index
   private DeviceBuffer ropeCos, ropeSin;  // (tablePositions, headDim / 2) f32 list-index RoPE tables
+  private final DeviceBuffer fpCos, fpSin; // (chunk, headDim / 2) f32 RoPE of positions window .. window + chunk - 1
   private int tablePositions;
   private long hitsFolded;
   private int lastListLen;
@@ -101,14 +102,22 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     cachedQf = b;
     hit = h;
     hits = s;
-    SelectKernels.TopKScratch ts;
+    SelectKernels.TopKScratch ts = null;
+    DeviceBuffer fc = null, fs = null;
     try {
       ts = new SelectKernels.TopKScratch(ctx, lists);
+      // the fingerprint rotates row i at window + i whatever the call: one table for the part's life
+      fc = ctx.alloc((long) chunk * (d / 2) * 4, "TokenSelect fingerprint cos");
+      fs = ctx.alloc((long) chunk * (d / 2) * 4, "TokenSelect fingerprint sin");
+      sk.ropeTable(fc.ptr(), fs.ptr(), env.invFreq(), window, chunk, d / 2);
     } catch (RuntimeException e) {
-      for (DeviceBuffer x : new DeviceBuffer[] {a, b, h, s}) x.close();
+      for (DeviceBuffer x : new DeviceBuffer[] {a, b, h, s, fc, fs}) if (x != null) x.close();
+      if (ts != null) ts.close();
       throw e;
     }
     topScratch = ts;
+    fpCos = fc;
+    fpSin = fs;
     lk = new ListKernels(env.k(), ctx);
   }
 
@@ -177,7 +186,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     long t0 = System.nanoTime();
     int cands = bp.cands(), count = bp.count();
     CUdeviceptr qPre = c.qPre().withByteOffset((long) row0 * c.qStride() * 4);
-    sk.fingerprint(qf.ptr(), qPre, c.qStride(), m, heads, d, env.invFreq(), window);
+    sk.fingerprint(qf.ptr(), qPre, c.qStride(), m, heads, d, fpCos.ptr(), fpSin.ptr());
     CUdeviceptr topPtr;
     if (cacheOn) {
       stats.cacheLookups++;
@@ -303,7 +312,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       }
     }
     for (DeviceBuffer b : new DeviceBuffer[] {qf, cachedQf, hit, hits, top, logits, partMl, votes, pooled, list, qRot,
-        ropeCos, ropeSin}) {
+        ropeCos, ropeSin, fpCos, fpSin}) {
       if (b != null) b.close();
     }
   }

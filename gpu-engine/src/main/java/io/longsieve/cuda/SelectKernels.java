@@ -47,10 +47,19 @@ final class SelectKernels {
     }
   }
 
-  /** qf (heads, d) f32 = mean over the m rows of qPre (rows of qStride f32) rotated at pos0 + i. */
-  void fingerprint(CUdeviceptr qf, CUdeviceptr qPre, int qStride, int m, int heads, int d, CUdeviceptr invFreq, int pos0) {
-    l.launch("ts_fingerprint", heads, 1, 1, Math.max(32, Math.min(256, d / 2 + 31) / 32 * 32), 0, qf, qPre, qStride, m,
-        heads, d, invFreq, pos0);
+  /** cos, sin (positions, half) f32 = RoPE of positions pos0 .. pos0 + positions - 1. */
+  void ropeTable(CUdeviceptr cos, CUdeviceptr sin, CUdeviceptr invFreq, int pos0, int positions, int half) {
+    l.launch("ts_rope_table", positions, 1, 1, Math.max(32, Math.min(256, (half + 31) / 32 * 32)), 0, cos, sin, invFreq,
+        pos0, half);
+  }
+
+  /**
+   * qf (heads, d) f32 = mean over the m rows of qPre (rows of qStride f32) rotated with rows
+   * 0 .. m-1 of cos, sin (>= m, d / 2) f32.
+   */
+  void fingerprint(CUdeviceptr qf, CUdeviceptr qPre, int qStride, int m, int heads, int d, CUdeviceptr cos,
+                   CUdeviceptr sin) {
+    l.launch("ts_fingerprint", heads, (d / 2 + 31) / 32, 1, 256, 0, qf, qPre, qStride, m, heads, d, cos, sin);
   }
 
   /**

@@ -53,7 +53,9 @@ public final class TokenSelectBench {
          DeviceBuffer ks = ctx.alloc((long) kv.capacity * nKv * 4, "bench int4 scales");
          DeviceBuffer cos = ctx.alloc((long) listLen * (d / 2) * 4, "bench rope cos");
          DeviceBuffer sin = ctx.alloc((long) listLen * (d / 2) * 4, "bench rope sin");
-         DeviceBuffer invFreq = ctx.alloc((long) (d / 2) * 4, "bench inv freq")) {
+         DeviceBuffer invFreq = ctx.alloc((long) (d / 2) * 4, "bench inv freq");
+         DeviceBuffer fpCos = ctx.alloc((long) (d / 2) * 4, "bench fingerprint cos");
+         DeviceBuffer fpSin = ctx.alloc((long) (d / 2) * 4, "bench fingerprint sin")) {
       Kernels.KvView v = kv.layer(0);
       long cacheElems = (long) kv.pages * nKv * kv.pageSize * d;
       k.fillRandomBf16(v.kPre(), cacheElems, 11, 1f);
@@ -62,6 +64,7 @@ public final class TokenSelectBench {
       k.fillRandomBf16(q.ptr(), qDim, 14, 0.1f);
       k.bf16ToF32(qPre.ptr(), q.ptr(), qDim);
       invFreq.upload(new Rope(one).inverseFrequencies());
+      sk.ropeTable(fpCos.ptr(), fpSin.ptr(), invFreq.ptr(), WINDOW, 1, d / 2);
       hits.fill32(0);
       sk.quantise(kq.ptr(), ks.ptr(), v, 0, maxL);
       boolean haveLists = true;
@@ -82,7 +85,7 @@ public final class TokenSelectBench {
             kvBytes / dense / 1e6 / b.copyGbps(), Double.NaN));
 
         Runnable front = () -> {  // fingerprint and a cache check that misses
-          sk.fingerprint(qf.ptr(), qPre.ptr(), qDim, 1, heads, d, invFreq.ptr(), WINDOW);
+          sk.fingerprint(qf.ptr(), qPre.ptr(), qDim, 1, heads, d, fpCos.ptr(), fpSin.ptr());
           sk.cacheCheck(hit.ptr(), hits.ptr(), cachedQf.ptr(), qf.ptr(), qDim, false, true, 0.9);
         };
         Runnable scoreFull = () -> {
@@ -106,8 +109,8 @@ public final class TokenSelectBench {
           lk.attend(out.ptr(), qRot.ptr(), v, lists.ptr(), 1, listLen, 1, heads, true, cos.ptr(), sin.ptr(), scale);
         };
         Runnable hitStep = () -> {  // cached fingerprint equals this one: scoring and top-k return at once
-          sk.fingerprint(qf.ptr(), qPre.ptr(), qDim, 1, heads, d, invFreq.ptr(), WINDOW);
-          sk.fingerprint(cachedQf.ptr(), qPre.ptr(), qDim, 1, heads, d, invFreq.ptr(), WINDOW);
+          sk.fingerprint(qf.ptr(), qPre.ptr(), qDim, 1, heads, d, fpCos.ptr(), fpSin.ptr());
+          sk.fingerprint(cachedQf.ptr(), qPre.ptr(), qDim, 1, heads, d, fpCos.ptr(), fpSin.ptr());
           sk.cacheCheck(hit.ptr(), hits.ptr(), cachedQf.ptr(), qf.ptr(), qDim, true, true, 0.9);
           sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), v, qf.ptr(), heads, SINKS, cands, p, false, 1f);
           sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false, false);
