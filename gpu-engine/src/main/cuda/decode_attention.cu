@@ -5,7 +5,8 @@
 // buffer with cp.async and keeps its own online softmax; the warps merge in shared memory and the
 // block writes the split's unnormalised partial output and (max, sum) in attn_split's format, so
 // attn_combine finishes the job. Keys as in prefill_attention.cu: paged (page, nKv, 64, headDim) bf16,
-// rotated; row i sees slots [max(0, before + i + 1 - window), before + i + 1). CPU twin:
+// rotated; bias (slots, nKv) f32 or null is added to the logits; row i sees slots
+// [max(0, before + i + 1 - window), before + i + 1). CPU twin:
 // attention/DenseAttention.
 #include "common.cuh"
 
@@ -17,7 +18,8 @@ template <int D>
 __device__ __forceinline__ void flash_decode(float* __restrict__ partO, float* __restrict__ partML,
                                              const bf16* __restrict__ Q, const bf16* __restrict__ K,
                                              const bf16* __restrict__ V, const int* __restrict__ pageTable,
-                                             int nHeads, int nKv, int before, int window, int chunk, float scale) {
+                                             int nHeads, int nKv, int before, int window, int chunk, float scale,
+                                             const float* __restrict__ bias) {
   constexpr int LD = D + 8;
   extern __shared__ __align__(16) unsigned char fd_smem[];
   bf16* sQ = reinterpret_cast<bf16*>(fd_smem);  // (16, LD) the group's queries, rows >= G zero
@@ -100,7 +102,12 @@ __device__ __forceinline__ void flash_decode(float* __restrict__ partO, float* _
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         int key = tileKey + j * 8 + qd * 2 + (e & 1);
-        float x = key >= ks && key < ke ? s[j][e] * sl2 : -INFINITY;
+        float x = -INFINITY;
+        if (key >= ks && key < ke) {
+          x = s[j][e] * sl2;
+          // the per-slot logit bias of KV compression (SelKV merges), in log2 units as x
+          if (bias) x += bias[(size_t)key * nKv + kvh] * 1.4426950408889634f;
+        }
         s[j][e] = x;
         mNew[e >> 1] = fmaxf(mNew[e >> 1], x);
       }
@@ -200,11 +207,11 @@ __device__ __forceinline__ void flash_decode(float* __restrict__ partO, float* _
 
 extern "C" __global__ void __launch_bounds__(FD_WARPS * 32)
     flash_decode_d64(float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
-                     int nHeads, int nKv, int before, int window, int chunk, float scale) {
-  flash_decode<64>(partO, partML, Q, K, V, pageTable, nHeads, nKv, before, window, chunk, scale);
+                     int nHeads, int nKv, int before, int window, int chunk, float scale, const float* bias) {
+  flash_decode<64>(partO, partML, Q, K, V, pageTable, nHeads, nKv, before, window, chunk, scale, bias);
 }
 extern "C" __global__ void __launch_bounds__(FD_WARPS * 32)
     flash_decode_d128(float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
-                      int nHeads, int nKv, int before, int window, int chunk, float scale) {
-  flash_decode<128>(partO, partML, Q, K, V, pageTable, nHeads, nKv, before, window, chunk, scale);
+                      int nHeads, int nKv, int before, int window, int chunk, float scale, const float* bias) {
+  flash_decode<128>(partO, partML, Q, K, V, pageTable, nHeads, nKv, before, window, chunk, scale, bias);
 }

@@ -6,4 +6,8 @@
 #include "split_attention.cu"
 #include "decode_attention.cu"
 #include "sampling.cu"
+#include "list_attention.cu"
+#include "quest.cu"
+#include "tsa.cu"
+#include "kv_compress.cu"
 #include "tokenselect.cu"

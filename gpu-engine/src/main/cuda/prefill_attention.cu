@@ -6,17 +6,21 @@
 //   flash_prefill_d64 / _d128: mma.sync flash attention, 64 queries x one head per block, online
 //       softmax in registers, K/V tiles of one page (pageSize must be 64), double buffered with
 //       cp.async; no L x L matrix anywhere.
+//   flash_prefill_heads_d64 / _d128: the same per query head on a gathered cache (Token Sparse
+//       Attention, tsa.cu): head h's rows are the last len - headFirst[h] of its len cached entries.
 #include "common.cuh"
 
 #define FA_BQ 64
 #define FA_BK 64
 #define FA_THREADS 128
 
-template <int D>
+// HEADS: per-head row counts (n = len - headFirst[h], before = headFirst[h]); blocks past a head's rows exit.
+template <int D, bool HEADS>
 __device__ __forceinline__ void flash_prefill(bf16* __restrict__ out, const bf16* __restrict__ Q,
                                               const bf16* __restrict__ K, const bf16* __restrict__ V,
                                               const int* __restrict__ pageTable, int n, int nHeads, int nKv,
-                                              int before, int window, float scale) {
+                                              int before, int window, float scale,
+                                              const int* __restrict__ headFirst = nullptr, int len = 0) {
   constexpr int LD = D + 8;  // padded rows: ldmatrix rows land in distinct bank groups
   extern __shared__ __align__(16) unsigned char fa_smem[];
   bf16* sQ = reinterpret_cast<bf16*>(fa_smem);  // (FA_BQ, LD)
@@ -27,6 +31,11 @@ __device__ __forceinline__ void flash_prefill(bf16* __restrict__ out, const bf16
   const int qt = gridDim.x - 1 - blockIdx.x;  // heaviest (latest) query tiles first
   const int h = blockIdx.y, kvh = h / (nHeads / nKv);
   const int q0 = qt * FA_BQ;
+  if constexpr (HEADS) {
+    before = headFirst[h];
+    n = len - before;
+    if (q0 >= n) return;  // the whole block: before any barrier
+  }
   const int rowsHere = min(FA_BQ, n - q0);
   const int kvEnd = before + q0 + rowsHere;  // exclusive end for the block's last row
   int kvStart = window > 0 ? max(0, before + q0 + 1 - window) : 0;
@@ -177,11 +186,23 @@ __device__ __forceinline__ void flash_prefill(bf16* __restrict__ out, const bf16
 extern "C" __global__ void __launch_bounds__(FA_THREADS)
     flash_prefill_d64(bf16* out, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable, int n,
                       int nHeads, int nKv, int before, int window, float scale) {
-  flash_prefill<64>(out, Q, K, V, pageTable, n, nHeads, nKv, before, window, scale);
+  flash_prefill<64, false>(out, Q, K, V, pageTable, n, nHeads, nKv, before, window, scale);
 }
 extern "C" __global__ void __launch_bounds__(FA_THREADS)
     flash_prefill_d128(bf16* out, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable, int n,
                        int nHeads, int nKv, int before, int window, float scale) {
-  flash_prefill<128>(out, Q, K, V, pageTable, n, nHeads, nKv, before, window, scale);
+  flash_prefill<128, false>(out, Q, K, V, pageTable, n, nHeads, nKv, before, window, scale);
+}
+// Q/out (rows, nHeads, D) with row i of head h at list entry headFirst[h] + i; the cache holds len
+// entries per head (nKv = nHeads after the gather); gridDim.x covers the largest head's rows.
+extern "C" __global__ void __launch_bounds__(FA_THREADS)
+    flash_prefill_heads_d64(bf16* out, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
+                            const int* headFirst, int len, int nHeads, int window, float scale) {
+  flash_prefill<64, true>(out, Q, K, V, pageTable, 0, nHeads, nHeads, 0, window, scale, headFirst, len);
+}
+extern "C" __global__ void __launch_bounds__(FA_THREADS)
+    flash_prefill_heads_d128(bf16* out, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
+                             const int* headFirst, int len, int nHeads, int window, float scale) {
+  flash_prefill<128, true>(out, Q, K, V, pageTable, 0, nHeads, nHeads, 0, window, scale, headFirst, len);
 }
 

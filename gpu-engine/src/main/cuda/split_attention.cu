@@ -20,7 +20,7 @@ __device__ __forceinline__ void attn_split_body(float* __restrict__ partO, float
                                                 const bf16* __restrict__ Q, const bf16* __restrict__ K,
                                                 const bf16* __restrict__ V, const int* __restrict__ pageTable,
                                                 int nHeads, int nKv, int D, int pageSize, int before, int window,
-                                                int chunk, float scale) {
+                                                int chunk, float scale, const float* __restrict__ bias) {
   extern __shared__ float sh[];
   __shared__ float stat[MAXG][2];
   __shared__ int pages[AS_MAX_PAGES];
@@ -89,7 +89,7 @@ __device__ __forceinline__ void attn_split_body(float* __restrict__ partO, float
 #pragma unroll
           for (int j = 0; j < 8; j++) s = fmaf(qv[g][j], kf[j], s);
           for (int o = TPK / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-          if (sub == 0 && key < ke) sc[g * chunk + (key - ks)] = s;
+          if (sub == 0 && key < ke) sc[g * chunk + (key - ks)] = s + (bias ? bias[(size_t)key * nKv + kvh] : 0.f);
         }
       }
     }
@@ -176,13 +176,15 @@ __device__ __forceinline__ void attn_split_body(float* __restrict__ partO, float
 
 extern "C" __global__ void __launch_bounds__(AS_THREADS, 2)
     attn_split_g4(float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
-                  int nHeads, int nKv, int D, int pageSize, int before, int window, int chunk, float scale) {
-  attn_split_body<4>(partO, partML, Q, K, V, pageTable, nHeads, nKv, D, pageSize, before, window, chunk, scale);
+                  int nHeads, int nKv, int D, int pageSize, int before, int window, int chunk, float scale,
+                  const float* bias) {
+  attn_split_body<4>(partO, partML, Q, K, V, pageTable, nHeads, nKv, D, pageSize, before, window, chunk, scale, bias);
 }
 extern "C" __global__ void __launch_bounds__(AS_THREADS)
     attn_split_g8(float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
-                  int nHeads, int nKv, int D, int pageSize, int before, int window, int chunk, float scale) {
-  attn_split_body<8>(partO, partML, Q, K, V, pageTable, nHeads, nKv, D, pageSize, before, window, chunk, scale);
+                  int nHeads, int nKv, int D, int pageSize, int before, int window, int chunk, float scale,
+                  const float* bias) {
+  attn_split_body<8>(partO, partML, Q, K, V, pageTable, nHeads, nKv, D, pageSize, before, window, chunk, scale, bias);
 }
 
 // out (rows, nHeads, D) bf16 = merge of the splits' partial outputs. Grid (nHeads, rows), block D.

@@ -151,6 +151,7 @@ public final class CudaModel implements AutoCloseable {
   private void layers(int n, int pos0, PagedKvCache kv, GpuPolicy policy, boolean decoding) {
     int dim = c.hiddenSize(), hidden = c.intermediateSize(), qDim = c.qDim(), kvDim = c.kvDim();
     int stride = qDim + 2 * kvDim;
+    kv.reserve(n);  // pages for the rows appended below (a shared KV page pool hands them out on demand)
     k.embed(x.ptr(), w.embed.ptr(), tokens.ptr(), n, dim, c.vocabSize());
     for (int l = 0; l < c.numLayers(); l++) {
       CudaWeights.Layer lw = w.layers[l];

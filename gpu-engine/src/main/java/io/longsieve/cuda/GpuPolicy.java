@@ -69,7 +69,7 @@ public final class GpuPolicy implements AutoCloseable {
         case "none" -> null;
         case "selkv" -> add(new GpuSelKv(spec.kv(), stats, env));
         case "snapkv" -> add(new GpuSnapKv(spec.kv(), stats, env));
-        case "streaming" -> add(new GpuStreaming.Eviction(spec.kv(), stats, env));
+        case "streaming" -> add(new GpuStreamingEviction(spec.kv(), stats, env));
         default -> throw new IllegalStateException("not a kv policy: " + spec.kv().name());
       };
       decode = switch (spec.decode().name()) {

@@ -2,14 +2,80 @@ package io.longsieve.cuda;
 
 import io.longsieve.attention.PolicyTerm;
 import io.longsieve.attention.SelectionStats;
+import io.longsieve.model.ModelConfig;
+import jcuda.driver.CUdeviceptr;
 
-/** PLACEHOLDER until its helper's branch lands. */
+/**
+ * SnapKV on the GPU: what attention/SnapKv computes, per layer on the device. The last
+ * {@code window} prompt queries vote on the prefix (softmax probabilities summed over the window and
+ * over a KV head's query heads), the votes are avg-pooled, each KV head keeps its top capacity −
+ * window prefix slots (ties to the lower slot) plus the window, compacted to slots 0..capacity−1.
+ * Nothing is merged. Records no statistics of its own (as the CPU twin). Failure semantics: CUDA
+ * errors propagate; compress synchronises once per layer (it reads the list sizes back).
+ */
 final class GpuSnapKv implements GpuParts.Kv {
+
+  private final int window, pool, capacity;
+  private final double ratio;
+  private final GpuEnv env;
+  private final KvCompressKernels kk;
+  private final GpuKvCompress.Observation obs;
+  private final int nKv, group;
+
   GpuSnapKv(PolicyTerm t, SelectionStats stats, GpuEnv env) {
-    throw new UnsupportedOperationException("GpuSnapKv is not implemented yet");
+    ModelConfig c = env.config();
+    window = Math.max(1, t.intParam("window"));
+    pool = t.intParam("pool");
+    capacity = t.intParam("capacity");
+    ratio = t.doubleParam("ratio");
+    this.env = env;
+    kk = new KvCompressKernels(env.k());
+    nKv = c.numKvHeads();
+    group = c.group();
+    obs = new GpuKvCompress.Observation(window, c, env.ctx());
   }
 
+  /** Slots kept per KV head for a layer of n slots with win observed rows (n or more: nothing dropped). */
+  static int capacity(double ratio, int capacity, int win, int n) {
+    int cap = ratio > 0 ? (int) Math.round(ratio * n) : capacity;
+    return Math.max(cap, win);
+  }
 
-  @Override public void compress(PagedKvCache kv) {}
+  @Override
+  public void observe(LayerCall c) {
+    obs.observe(c, kk);
+  }
 
+  @Override
+  public void compress(PagedKvCache kv) {
+    try (GpuKvCompress.Scratch s = new GpuKvCompress.Scratch(env.ctx());
+         DeviceBuffer counts = env.ctx().alloc(nKv * 2L * 4, "KV list counts")) {
+      for (int l = 0; l < kv.layers; l++) compressLayer(l, kv, s, counts);
+    }
+    kv.shrink();
+  }
+
+  private void compressLayer(int layer, PagedKvCache kv, GpuKvCompress.Scratch s, DeviceBuffer counts) {
+    int n = kv.length(layer), win = Math.min(window, obs.count(layer));
+    int cap = capacity(ratio, capacity, win, n);
+    if (n <= cap) return;
+    Kernels.KvView view = kv.layer(layer);
+    CUdeviceptr attn = obs.attention(layer, view, n, env, kk, s);  // (heads, n), slots 0..3
+    int prefix = n - win, pick = cap - win;
+    CUdeviceptr vote = s.get(4, (long) nKv * prefix * 4);                       // (nKv, prefix)
+    CUdeviceptr pooled = pool > 1 ? s.get(5, (long) nKv * prefix * 4) : vote;  // (nKv, prefix)
+    CUdeviceptr flags = s.get(6, (long) nKv * prefix);                          // (nKv, prefix) u8
+    CUdeviceptr keep = s.get(7, (long) nKv * cap * 4);                          // (nKv, cap) int
+    kk.groupSum(vote, attn, n, prefix, nKv, group);
+    if (pool > 1) kk.avgPool(pooled, vote, nKv, prefix, pool);
+    kk.topkFlags(flags, prefix, pooled, prefix, nKv, prefix, pick);
+    kk.lists(keep, cap, null, 1, counts.ptr(), flags, prefix, nKv, n, 0, prefix);
+    GpuKvCompress.checkCounts(env, counts, nKv, cap, n - cap);
+    GpuKvCompress.retain(kv, layer, keep, cap, kk, s, 20);
+  }
+
+  @Override
+  public void close() {
+    obs.close();
+  }
 }

@@ -119,7 +119,8 @@ public final class Kernels {
 
   /**
    * Flash decoding on tensor cores: the group's query heads form one mma tile, warps stream the
-   * split's 32-key tiles, then {@code attn_combine} merges the splits (headDim 64 or 128).
+   * split's 32-key tiles, then {@code attn_combine} merges the splits (headDim 64 or 128). Adds
+   * kv's logit bias when it carries one.
    */
   public void flashDecode(CUdeviceptr out, CUdeviceptr q, KvView kv, int n, int nHeads, int before, int window,
                           float scale, Workspace ws) {
@@ -133,7 +134,7 @@ public final class Kernels {
     CUdeviceptr o = w.ptr(), ml = w.at(partO * 4);
     int smem = (16 + 4 * 2 * 2 * 32) * (d + 8) * 2;
     l.launch(d == 64 ? "flash_decode_d64" : "flash_decode_d128", kv.nKv(), p.splits(), n, 128, smem, o, ml, q, kv.kRope(),
-        kv.v(), kv.pageTable(), nHeads, kv.nKv(), before, window, p.chunk(), scale);
+        kv.v(), kv.pageTable(), nHeads, kv.nKv(), before, window, p.chunk(), scale, kv.bias());
     l.launch("attn_combine", nHeads, n, 1, Math.max(32, Math.min(d, 256)), 0, out, o, ml, nHeads, p.splits(), d);
   }
 
@@ -155,7 +156,7 @@ public final class Kernels {
         kv.v(), kv.pageTable(), n, nHeads, kv.nKv(), before, window, scale);
   }
 
-  /** Flash decoding: split the key range over blocks, then merge (any row count). */
+  /** Flash decoding: split the key range over blocks, then merge (any row count); adds kv's logit bias if any. */
   public void splitAttention(CUdeviceptr out, CUdeviceptr q, KvView kv, int n, int nHeads, int before, int window,
                              float scale, Workspace ws) {
     int d = kv.headDim(), g = nHeads / kv.nKv();
@@ -170,7 +171,7 @@ public final class Kernels {
     CUdeviceptr o = w.ptr(), ml = w.at(partO * 4);
     int smem = (g * p.chunk() + SPLIT_THREADS * 8) * 4;
     l.launch(g <= 4 ? "attn_split_g4" : "attn_split_g8", kv.nKv(), p.splits(), n, SPLIT_THREADS, smem, o, ml, q, kv.kRope(), kv.v(), kv.pageTable(),
-        nHeads, kv.nKv(), d, kv.pageSize(), before, window, p.chunk(), scale);
+        nHeads, kv.nKv(), d, kv.pageSize(), before, window, p.chunk(), scale, kv.bias());
     l.launch("attn_combine", nHeads, n, 1, Math.max(32, Math.min(d, 256)), 0, out, o, ml, nHeads, p.splits(), d);
   }
 

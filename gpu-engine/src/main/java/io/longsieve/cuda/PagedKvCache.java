@@ -5,10 +5,13 @@ import io.longsieve.model.ModelConfig;
 /**
  * One sequence's KV cache on the GPU, paged. Keys are stored before RoPE (kPre: TokenSelect scores
  * position-neutrally and re-positions what it picks); kRope holds the same keys rotated at their
- * original positions, the copy dense attention reads (as cpu/KvCache's ropedKeys). The page table
- * maps logical pages to physical ones; today it is the identity over this sequence's own pages,
- * and the kernels only ever go through it. Lengths are per layer, as compression may shrink a
- * layer. All device memory is freed on close.
+ * original positions, the copy dense attention reads (as cpu/KvCache's ropedKeys). The pages come
+ * from a {@link KvPagePool}: a private one holding every page (the plain constructor: the page
+ * table is the identity) or a shared one, whose pages are taken as the sequence grows
+ * ({@link #reserve}) and given back when compression shrank it ({@link #shrink}) or on close; the
+ * kernels only ever go through the page table. Lengths are per layer, as compression may shrink a
+ * layer. Failure semantics: {@link #reserve} throws IllegalStateException when the capacity or the
+ * pool is exhausted, leaving the pages it took mapped.
  */
 public final class PagedKvCache implements AutoCloseable {
 
@@ -16,44 +19,101 @@ public final class PagedKvCache implements AutoCloseable {
   public final int nKv;
   public final int headDim;
   public final int pageSize;
-  public final int pages;            // pages per layer
+  public final int pages;            // logical pages per layer
   public final int capacity;         // pages * pageSize slots
-  private final long layerBytes;     // one layer of one of kPre/kRope/v
-  private final DeviceBuffer kPre;   // (layer, page, nKv, pageSize, headDim) bf16, keys before RoPE
-  private final DeviceBuffer kRope;  // (layer, page, nKv, pageSize, headDim) bf16, keys rotated at their position
-  private final DeviceBuffer v;      // (layer, page, nKv, pageSize, headDim) bf16
-  private final DeviceBuffer pageTable; // (pages) int, logical → physical page of every layer
+  private final KvPagePool pool;     // where the pages live (kPre, kRope, v of every layer)
+  private final boolean ownsPool;    // a private pool: closed with the cache
+  private final int[] table;         // (pages) logical → pool page, valid below `mapped`
+  private int mapped;                // logical pages backed by a pool page
+  private final DeviceBuffer pageTable; // (pages) int, logical → pool page of every layer
   private final int[] length;        // (layer) slots in use
   private final CudaContext ctx;
   private DeviceBuffer bias;         // (layer, capacity, nKv) f32 logit bias, null until a policy asks (KV compression)
 
   public PagedKvCache(CudaContext ctx, ModelConfig c, int capacity) {
+    this(ctx, c, capacity, null);
+  }
+
+  /** A cache whose pages come from a shared pool (taken on demand), or a private one when pool is null. */
+  public PagedKvCache(CudaContext ctx, ModelConfig c, int capacity, KvPagePool shared) {
     this.layers = c.numLayers();
     this.nKv = c.numKvHeads();
     this.headDim = c.headDim();
     this.pageSize = Kernels.PAGE_SIZE;
     this.pages = Math.max(1, (capacity + pageSize - 1) / pageSize);
     this.capacity = pages * pageSize;
-    this.layerBytes = (long) pages * nKv * pageSize * headDim * 2;
     this.length = new int[layers];
     this.ctx = ctx;
-    DeviceBuffer a = null, b = null, d = null, t = null;
+    this.table = new int[pages];
+    this.ownsPool = shared == null;
+    if (shared != null && (shared.layers != layers || shared.nKv != nKv || shared.headDim != headDim)) {
+      throw new IllegalArgumentException("the page pool holds another model's shapes");
+    }
+    this.pool = shared != null ? shared : new KvPagePool(ctx, c, pages);
     try {
-      a = ctx.alloc(layerBytes * layers, "KV cache keys before RoPE");
-      b = ctx.alloc(layerBytes * layers, "KV cache rotated keys");
-      d = ctx.alloc(layerBytes * layers, "KV cache values");
-      t = ctx.alloc(pages * 4L, "KV page table");
-      int[] identity = new int[pages];
-      for (int i = 0; i < pages; i++) identity[i] = i;
-      t.upload(identity);
+      this.pageTable = ctx.alloc(pages * 4L, "KV page table");
     } catch (RuntimeException e) {
-      for (DeviceBuffer x : new DeviceBuffer[] {a, b, d, t}) if (x != null) x.close();
+      if (ownsPool) pool.close();
       throw e;
     }
-    this.kPre = a;
-    this.kRope = b;
-    this.v = d;
-    this.pageTable = t;
+    if (ownsPool) {
+      for (int i = 0; i < pages; i++) table[i] = pool.take();  // 0, 1, ...: the identity
+      mapped = pages;
+    }
+    pageTable.upload(table);
+  }
+
+  /**
+   * Makes sure every layer can take {@code more} slots beyond its length: takes pool pages for the
+   * logical pages that will be written (a no-op with a private pool). Call before appending.
+   */
+  public void reserve(int more) {
+    int need = 0;
+    for (int n : length) need = Math.max(need, n);
+    long slots = (long) need + more;
+    if (slots > capacity) throw new IllegalStateException("KV cache full: " + slots + " > " + capacity);
+    int needPages = (int) ((slots + pageSize - 1) / pageSize);
+    if (needPages <= mapped) return;
+    try {
+      while (mapped < needPages) {
+        table[mapped] = pool.take();
+        mapped++;
+      }
+    } finally {
+      pageTable.upload(table);  // only entries no queued kernel reads change
+    }
+  }
+
+  /**
+   * Gives back the pages beyond the longest layer to a shared pool (after compression; a private
+   * pool keeps them: its memory cannot go anywhere else). Synchronises the context first: queued
+   * kernels may still read the pages.
+   */
+  public void shrink() {
+    if (ownsPool) return;
+    int need = 0;
+    for (int n : length) need = Math.max(need, n);
+    int keep = (need + pageSize - 1) / pageSize;
+    if (keep >= mapped) return;
+    ctx.synchronize();
+    for (int i = keep; i < mapped; i++) pool.give(table[i]);
+    mapped = keep;
+  }
+
+  /** Pool pages this sequence holds. */
+  public int mappedPages() {
+    return mapped;
+  }
+
+  /** Device bytes this sequence holds: its pool pages (kPre, kRope, v), page table and bias. */
+  public long deviceBytes() {
+    return mapped * KvPagePool.pageBytes(layers, nKv, headDim) + pages * 4L
+        + (bias == null ? 0 : (long) layers * capacity * nKv * 4);
+  }
+
+  /** Pages of the pool behind this cache (the physical extent of each layer's buffers). */
+  int poolPages() {
+    return pool.pages;
   }
 
   /** Bytes this cache takes on the device for a given capacity (for memory planning). */
@@ -63,8 +123,7 @@ public final class PagedKvCache implements AutoCloseable {
   }
 
   public Kernels.KvView layer(int l) {
-    long off = l * layerBytes;
-    return new Kernels.KvView(kPre.at(off), kRope.at(off), v.at(off), pageTable.ptr(), nKv, headDim, pageSize,
+    return new Kernels.KvView(pool.kPre(l), pool.kRope(l), pool.v(l), pageTable.ptr(), nKv, headDim, pageSize,
         bias == null ? null : bias.at((long) l * capacity * nKv * 4));
   }
 
@@ -95,6 +154,9 @@ public final class PagedKvCache implements AutoCloseable {
   /** Records n more slots in use on a layer after the kernels appended them. */
   public void advance(int layer, int n) {
     if (length[layer] + n > capacity) throw new IllegalStateException("KV cache full: " + (length[layer] + n) + " > " + capacity);
+    if (length[layer] + n > mapped * pageSize) {
+      throw new IllegalStateException("slots beyond the reserved pages: call reserve before appending");
+    }
     length[layer] += n;
   }
 
@@ -111,9 +173,13 @@ public final class PagedKvCache implements AutoCloseable {
 
   @Override
   public void close() {
-    kPre.close();
-    kRope.close();
-    v.close();
+    if (ownsPool) {
+      pool.close();
+    } else if (mapped > 0) {
+      ctx.synchronize();  // queued kernels may still use the pages
+      for (int i = 0; i < mapped; i++) pool.give(table[i]);
+    }
+    mapped = 0;
     pageTable.close();
     if (bias != null) bias.close();
   }

@@ -1,5 +1,7 @@
 package io.longsieve.eval;
 
+import io.longsieve.attention.PolicyStats;
+
 /**
  * One document under one policy.
  *
@@ -12,6 +14,8 @@ package io.longsieve.eval;
  * @param ms               wall time of the request
  * @param inputTokens      prompt tokens after the chat template
  * @param error            null, or why the document failed (e.g. prompt too long)
+ * @param stats            the policy's statistics for the request (cache hit rate, fraction per layer, KV bytes);
+ *                         null where the caller did not keep them (errors, the Spark path, which has them in Parquet)
  */
 public record DocResult(String policy, SuiteItem item, String output, double score, double attendedFraction, double ms,
-    int inputTokens, String error) {}
+    int inputTokens, String error, PolicyStats stats) {}

@@ -1,7 +1,9 @@
 package io.longsieve.eval;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.longsieve.attention.PolicyStats;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -103,6 +105,13 @@ public final class EvalReport {
           .put("reference", d.item().reference()).put("attended_fraction", d.attendedFraction()).put("ms", d.ms())
           .put("input_tokens", d.inputTokens());
       if (d.error() != null) o.put("error", d.error());
+      if (d.stats() != null) {
+        PolicyStats s = d.stats();
+        o.put("cache_hit_rate", s.selectionCacheHitRate()).put("kv_bytes_after", s.kvBytesAfter())
+            .put("sparse_layers", s.sparseLayers()).put("selection_ms", s.selectionMs());
+        ArrayNode a = o.putArray("fraction_by_layer");
+        for (float f : s.selectedFractionByLayer()) a.add(f);
+      }
       return o;
     }).toList());
   }

@@ -1,5 +1,8 @@
 package io.longsieve.eval;
 
+import io.longsieve.attention.PolicyStats;
+import io.longsieve.engine.GenerationStats;
+
 import io.longsieve.attention.PolicySpec;
 import io.longsieve.engine.Engine;
 import io.longsieve.engine.GenerationRequest;
@@ -56,10 +59,15 @@ public final class EvalRunner {
       GenerationResult g = engine.generate(req);
       double ms = (System.nanoTime() - t0) / 1e6;
       return new DocResult(policy, it, g.text(), Scoring.score(it, g.text()), attended(g.stats().selectedFractionByLayer()),
-          ms, g.stats().inputTokens(), null);
+          ms, g.stats().inputTokens(), null, policyStats(g.stats()));
     } catch (PromptTooLongException | IllegalArgumentException e) {
-      return new DocResult(policy, it, "", 0.0, Double.NaN, (System.nanoTime() - t0) / 1e6, 0, e.getMessage());
+      return new DocResult(policy, it, "", 0.0, Double.NaN, (System.nanoTime() - t0) / 1e6, 0, e.getMessage(), null);
     }
+  }
+
+  private static PolicyStats policyStats(GenerationStats s) {
+    return new PolicyStats(s.attendedTokensMean(), s.selectedFractionByLayer(), s.selectionCacheHitRate(),
+        s.kvBytesAfter(), s.sparseLayers(), s.selectionMs());
   }
 
   static double attended(float[] byLayer) {

@@ -7,7 +7,7 @@ final class PagedKvCacheReader {
   /** {kPre, kRope, v}, each (slots, nKv * headDim). */
   static float[][] read(Gpu gpu, PagedKvCache kv, int layer, int slots) {
     Kernels.KvView view = kv.layer(layer);
-    int per = kv.pages * kv.nKv * kv.pageSize * kv.headDim;
+    int per = kv.poolPages() * kv.nKv * kv.pageSize * kv.headDim;
     int[] table = new int[kv.pages];
     gpu.stream.synchronize();
     jcuda.driver.JCudaDriver.cuMemcpyDtoH(jcuda.Pointer.to(table), view.pageTable(), kv.pages * 4L);

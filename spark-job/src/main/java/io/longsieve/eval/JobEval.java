@@ -63,7 +63,7 @@ public final class JobEval {
           att = EvalRunner.attended(a);
         }
         out.add(new DocResult(policies.get(i), it, text, ok ? Scoring.score(it, text) : 0.0, att, ms,
-            r.isNullAt(4) ? 0 : r.getInt(4), ok ? null : r.getString(1) + (r.isNullAt(2) ? "" : ": " + r.getString(2))));
+            r.isNullAt(4) ? 0 : r.getInt(4), ok ? null : r.getString(1) + (r.isNullAt(2) ? "" : ": " + r.getString(2)), null));
       }
     }
     return out;

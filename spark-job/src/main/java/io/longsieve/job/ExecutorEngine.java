@@ -1,6 +1,7 @@
 package io.longsieve.job;
 
 import io.longsieve.engine.Engine;
+import io.longsieve.engine.EngineCounters;
 import io.longsieve.engine.EngineSpec;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -18,7 +19,8 @@ import org.apache.spark.TaskContext;
  * because no document of the run could succeed. Per-document failures never reach this class: the
  * caller turns them into error rows. An engine is opened at most once per spec and JVM, lazily by the
  * first task that needs it, under a lock so concurrent tasks wait for that one opening and then share
- * the engine ({@link Engine#generate} is thread-safe). Engines are closed by a JVM shutdown hook when
+ * the engine ({@link Engine#generate} is thread-safe, and the engine batches the tasks' concurrent
+ * requests on its device). Engines are closed by a JVM shutdown hook when
  * the executor exits.
  */
 public final class ExecutorEngine {
@@ -29,6 +31,7 @@ public final class ExecutorEngine {
   private static final Map<EngineSpec, Engine> ENGINES = new LinkedHashMap<>(); // guarded by LOCK
   private static final AtomicInteger OPENINGS = new AtomicInteger();
   private static boolean hookInstalled; // guarded by LOCK
+  private static volatile int executorGpu = -1; // the executor's GPU ordinal from LongSievePlugin; -1: none
 
   /**
    * The engine for {@code spec} in this JVM, opened on first use. Inside a Spark task that was given
@@ -58,6 +61,13 @@ public final class ExecutorEngine {
     return OPENINGS.get();
   }
 
+  /** Each open engine's scheduler counters (requests, batched decode steps, peak batch), in opening order. */
+  public static List<EngineCounters> counters() {
+    synchronized (LOCK) {
+      return ENGINES.values().stream().map(Engine::counters).toList();
+    }
+  }
+
   /** Closes every engine; a later {@link #get} opens afresh. Used by the shutdown hook and by tests. */
   static void closeAll() {
     List<Engine> open;
@@ -75,10 +85,19 @@ public final class ExecutorEngine {
     }
   }
 
-  /** The spec bound to the GPU Spark gave this task, if any (spark.task.resource.gpu.amount). */
-  private static EngineSpec bindToTaskGpu(EngineSpec spec) {
-    if (TaskContext.get() == null || spec.gpuOrdinal() >= 0 || spec.device().equals("cpu")) return spec;
-    int ordinal = GpuBinding.forCurrentTask(); // Spark's address, remapped through CUDA_VISIBLE_DEVICES
+  /** Records the executor's own GPU (LongSievePlugin), used when a task carries no GPU address. */
+  static void bindExecutorGpu(int ordinal) {
+    executorGpu = ordinal;
+  }
+
+  /**
+   * The spec bound to the GPU Spark gave this task (spark.task.resource.gpu.amount), else to the
+   * executor's GPU when LongSievePlugin recorded one.
+   */
+  static EngineSpec bindToTaskGpu(EngineSpec spec) {
+    if (spec.gpuOrdinal() >= 0 || spec.device().equals("cpu")) return spec;
+    int ordinal = TaskContext.get() == null ? -1 : GpuBinding.forCurrentTask(); // remapped through CUDA_VISIBLE_DEVICES
+    if (ordinal < 0) ordinal = executorGpu;
     return ordinal < 0 ? spec : spec.withGpuOrdinal(ordinal);
   }
 }

@@ -1,0 +1,315 @@
+// Tensor-core list attention for few rows (included by list_attention.cu): decode_attention.cu's
+// flash decoding where every key row of a tile comes from its own list slot. Block = (KV head, split
+// of the list, query row), 4 warps; the group's query heads are the rows of one 16-row mma tile.
+// The block first stages its split's slot offsets and biases in shared memory, so each cp.async of
+// a tile depends on shared memory only; warp w takes the split's 16-entry tiles w, w + 4, ... with its
+// own double buffer and online softmax. Compact keys are rotated in shared memory (bf16 -> f32 ->
+// bf16) before the ldmatrix loads. Output in attn_split's partial format; with counters (n, nKv) int
+// (zero between launches) the last block of each (row, KV head) to finish also merges the splits
+// into out, as attn_combine would, and resets its counter: one launch instead of two. It needs
+// (G, splits) x 2 floats of the K/V buffers' shared memory; with counters null the caller runs
+// attn_combine instead.
+#include "common.cuh"
+
+#define LD_TK 16  // entries per tile (ListKernels.TC_TILE)
+#define LD_WARPS 4
+
+template <int D, bool COMPACT>
+__device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restrict__ counters,
+                                            float* __restrict__ partO, float* __restrict__ partML,
+                                            const bf16* __restrict__ Q, const bf16* __restrict__ K,
+                                            const bf16* __restrict__ V, const int* __restrict__ pageTable,
+                                            const int* __restrict__ lists, const float* __restrict__ bias,
+                                            const float* __restrict__ cosT, const float* __restrict__ sinT,
+                                            int nHeads, int nKv, int pageSize, int listLen, int n, int perHead,
+                                            int chunk, float scale) {
+  constexpr int LD = D + 8, HALF = D / 2;
+  constexpr float LOG2E = 1.4426950408889634f;
+  extern __shared__ __align__(16) unsigned char ld_smem[];
+  bf16* sQ = reinterpret_cast<bf16*>(ld_smem);         // (16, LD) the group's queries, rows >= G zero
+  size_t* sOff = reinterpret_cast<size_t*>(sQ + 16 * LD);  // (chunk) element offset of each entry's row
+  float* sBias = reinterpret_cast<float*>(sOff + chunk);    // (chunk) bias in log2 units, 0 without
+  bf16* sKV = reinterpret_cast<bf16*>(sBias + chunk);       // per warp: 2 stages x (K (TK, LD), V (TK, LD))
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int kvh = blockIdx.x, split = blockIdx.y, row = blockIdx.z, splits = gridDim.y;
+  const int G = nHeads / nKv;
+  const int end = listLen - n + row + 1;
+  const int ks = split * chunk, ke = min(end, ks + chunk), nk = max(0, ke - ks);
+  const int* list = lists + (perHead ? (size_t)kvh * listLen : 0);
+
+  for (int i = tid; i < nk; i += LD_WARPS * 32) {
+    int slot = list[ks + i];
+    sOff[i] = kv_offset(pageTable, slot, kvh, nKv, pageSize, D);
+    sBias[i] = bias ? bias[(size_t)slot * nKv + kvh] * LOG2E : 0.f;
+  }
+  for (int c = tid; c < 16 * D / 8; c += LD_WARPS * 32) {
+    int r = c / (D / 8), col = (c % (D / 8)) * 8;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < G) v = *reinterpret_cast<const uint4*>(Q + ((size_t)row * nHeads + kvh * G + r) * D + col);
+    *reinterpret_cast<uint4*>(sQ + r * LD + col) = v;
+  }
+  __syncthreads();
+  unsigned qf[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++)
+    ldmatrix_x4(qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], sQ + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
+
+  bf16* mine = sKV + warp * (2 * 2 * LD_TK * LD);
+  const int nT = (nk + LD_TK - 1) / LD_TK;  // tile t holds split entries [t * TK, t * TK + TK)
+  auto load = [&](int stage, int t) {
+    bf16* dk = mine + stage * 2 * LD_TK * LD;
+    bf16* dv = dk + LD_TK * LD;
+    for (int c = lane; c < LD_TK * D / 8; c += 32) {
+      int r = c / (D / 8), col = (c % (D / 8)) * 8, i = t * LD_TK + r;
+      bool ok = i < nk;  // past the split: zero-filled (0 * garbage must not be NaN), then masked
+      size_t off = ok ? sOff[i] + col : 0;
+      cp_async16(dk + r * LD + col, K + off, ok ? 16 : 0);
+      cp_async16(dv + r * LD + col, V + off, ok ? 16 : 0);
+    }
+  };
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; i++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) o[i][e] = 0.f;
+  float mRow[2] = {-INFINITY, -INFINITY}, lRow[2] = {0.f, 0.f};
+  const float sl2 = scale * LOG2E;
+  const int qd = lane & 3;
+
+  if (warp < nT) load(0, warp);
+  cp_async_commit();
+  int it = 0;
+  for (int t = warp; t < nT; t += LD_WARPS, it++) {
+    const int buf = it & 1;
+    if (t + LD_WARPS < nT) load(buf ^ 1, t + LD_WARPS);
+    cp_async_commit();
+    // compact: RoPE at list position ks + i of rotate-half pairs (j, j + HALF). The table loads are
+    // issued before the wait, so their latency hides behind the tile's; all of them, unconditionally
+    // (rows past the split are zeros, rotated to zeros; positions clamp inside the table).
+    constexpr int RP = COMPACT ? LD_TK * HALF / 32 : 1;  // pairs per lane
+    float rc[RP], rs[RP];
+    if (COMPACT) {
+#pragma unroll
+      for (int u = 0; u < RP; u++) {
+        const int idx = lane + u * 32, r = idx / HALF, j = idx % HALF;
+        const size_t tab = (size_t)min(ks + t * LD_TK + r, listLen - 1) * HALF + j;
+        rc[u] = __ldg(cosT + tab);
+        rs[u] = __ldg(sinT + tab);
+      }
+    }
+    cp_async_wait<1>();
+    __syncwarp();
+    bf16* k = mine + buf * 2 * LD_TK * LD;
+    const bf16* v = k + LD_TK * LD;
+    if (COMPACT) {
+#pragma unroll
+      for (int u = 0; u < RP; u++) {
+        const int idx = lane + u * 32, r = idx / HALF, j = idx % HALF;
+        const float x1 = bf2f(k[r * LD + j]), x2 = bf2f(k[r * LD + j + HALF]);
+        k[r * LD + j] = f2bf(x1 * rc[u] - x2 * rs[u]);
+        k[r * LD + j + HALF] = f2bf(x2 * rc[u] + x1 * rs[u]);
+      }
+      __syncwarp();
+    }
+
+    float s[LD_TK / 8][4];
+#pragma unroll
+    for (int j = 0; j < LD_TK / 8; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) s[j][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+#pragma unroll
+      for (int np = 0; np < LD_TK / 16; np++) {
+        unsigned b0, b1, b2, b3;
+        ldmatrix_x4(b0, b1, b2, b3, k + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+        mma_bf16(s[2 * np], qf[kk], b0, b1);
+        mma_bf16(s[2 * np + 1], qf[kk], b2, b3);
+      }
+    float mNew[2] = {mRow[0], mRow[1]};
+#pragma unroll
+    for (int j = 0; j < LD_TK / 8; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int i = t * LD_TK + j * 8 + qd * 2 + (e & 1);
+        float x = i < nk ? s[j][e] * sl2 + sBias[i] : -INFINITY;
+        s[j][e] = x;
+        mNew[e >> 1] = fmaxf(mNew[e >> 1], x);
+      }
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      mNew[r] = fmaxf(mNew[r], __shfl_xor_sync(0xffffffffu, mNew[r], 1));
+      mNew[r] = fmaxf(mNew[r], __shfl_xor_sync(0xffffffffu, mNew[r], 2));
+      float mUse = mNew[r] == -INFINITY ? 0.f : mNew[r];
+      alpha[r] = exp2f(mRow[r] - mUse);
+      mRow[r] = mNew[r];
+      lRow[r] *= alpha[r];
+    }
+    float mu0 = mRow[0] == -INFINITY ? 0.f : mRow[0], mu1 = mRow[1] == -INFINITY ? 0.f : mRow[1];
+#pragma unroll
+    for (int j = 0; j < LD_TK / 8; j++) {
+      s[j][0] = exp2f(s[j][0] - mu0);
+      s[j][1] = exp2f(s[j][1] - mu0);
+      s[j][2] = exp2f(s[j][2] - mu1);
+      s[j][3] = exp2f(s[j][3] - mu1);
+      lRow[0] += s[j][0] + s[j][1];
+      lRow[1] += s[j][2] + s[j][3];
+    }
+#pragma unroll
+    for (int d = 0; d < D / 8; d++) {
+      o[d][0] *= alpha[0];
+      o[d][1] *= alpha[0];
+      o[d][2] *= alpha[1];
+      o[d][3] *= alpha[1];
+    }
+#pragma unroll
+    for (int j = 0; j < LD_TK / 16; j++) {
+      unsigned pa[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
+                        pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]), pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
+#pragma unroll
+      for (int dp = 0; dp < D / 16; dp++) {
+        unsigned b0, b1, b2, b3;
+        ldmatrix_x4_trans(b0, b1, b2, b3, v + (j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 + (lane >> 4) * 8);
+        mma_bf16(o[2 * dp], pa, b0, b1);
+        mma_bf16(o[2 * dp + 1], pa, b2, b3);
+      }
+    }
+    __syncwarp();  // this buffer is refilled by the prefetch two tiles on
+  }
+  cp_async_wait<0>();
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    lRow[r] += __shfl_xor_sync(0xffffffffu, lRow[r], 1);
+    lRow[r] += __shfl_xor_sync(0xffffffffu, lRow[r], 2);
+  }
+
+  // merge the warps: per warp (16 rows) max and sum, and the (16, D) unnormalised output
+  __syncthreads();  // every warp is done with its K/V buffers: reuse them
+  float* sO = reinterpret_cast<float*>(sKV);  // (LD_WARPS, 16, D)
+  float* sM = sO + LD_WARPS * 16 * D;         // (LD_WARPS, 16)
+  float* sL = sM + LD_WARPS * 16;             // (LD_WARPS, 16)
+  const int g = lane >> 2;
+  if (qd == 0) {
+    sM[warp * 16 + g] = mRow[0];
+    sM[warp * 16 + g + 8] = mRow[1];
+    sL[warp * 16 + g] = lRow[0];
+    sL[warp * 16 + g + 8] = lRow[1];
+  }
+#pragma unroll
+  for (int d = 0; d < D / 8; d++) {
+    int col = d * 8 + qd * 2;
+    sO[(warp * 16 + g) * D + col] = o[d][0];
+    sO[(warp * 16 + g) * D + col + 1] = o[d][1];
+    sO[(warp * 16 + g + 8) * D + col] = o[d][2];
+    sO[(warp * 16 + g + 8) * D + col + 1] = o[d][3];
+  }
+  __syncthreads();
+  const size_t base = ((size_t)row * nHeads + kvh * G) * splits + split;
+  for (int idx = tid; idx < G * D; idx += LD_WARPS * 32) {
+    int r = idx / D, d = idx % D;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < LD_WARPS; w++) M = fmaxf(M, sM[w * 16 + r]);
+    float acc = 0.f, L = 0.f;
+    if (M != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < LD_WARPS; w++) {
+        float mw = sM[w * 16 + r];
+        float f = mw == -INFINITY ? 0.f : exp2f(mw - M);
+        acc += sO[(w * 16 + r) * D + d] * f;
+        L += sL[w * 16 + r] * f;
+      }
+    }
+    const size_t at = base + (size_t)r * splits;
+    partO[at * D + d] = acc;
+    if (d == 0) {
+      partML[at * 2] = M == -INFINITY ? -INFINITY : M * 0.6931471805599453f;  // log2 units -> natural
+      partML[at * 2 + 1] = L;
+    }
+  }
+
+  if (counters == nullptr) return;
+  // last block of this (row, KV head) merges every split's partials (threadFenceReduction pattern)
+  __shared__ int isLast;
+  __threadfence();  // this block's partials are visible device-wide before it is counted
+  __syncthreads();
+  if (tid == 0) isLast = atomicAdd(counters + (size_t)row * nKv + kvh, 1) == splits - 1;
+  __syncthreads();
+  if (!isLast) return;
+  __threadfence();
+  // (head r, split sp) of this KV head's partials sits at first + r * splits + sp
+  const size_t first = ((size_t)row * nHeads + kvh * G) * splits;
+  float* cW = reinterpret_cast<float*>(sKV);  // (G, splits) split maxima, then merge weights
+  float* cL = cW + G * splits;                // (G, splits) split sums; the caller checked both fit
+  for (int i = tid; i < G * splits; i += LD_WARPS * 32) {
+    cW[i] = __ldcg(partML + (first + i) * 2);
+    cL[i] = __ldcg(partML + (first + i) * 2 + 1);
+  }
+  __syncthreads();
+  // a warp per head: the overall max and sum, then each split's weight exp(m - M) / sum (0 for empty
+  // splits). Every lane reads and rewrites only its own splits: no hazard inside the warp.
+  for (int r = warp; r < G; r += LD_WARPS) {
+    float* w = cW + r * splits;
+    const float* ls = cL + r * splits;
+    float M = -INFINITY;
+    for (int sp = lane; sp < splits; sp += 32) M = fmaxf(M, w[sp]);
+    M = warp_max(M);
+    float L = 0.f;
+    for (int sp = lane; sp < splits; sp += 32)
+      if (w[sp] != -INFINITY) L += ls[sp] * __expf(w[sp] - M);
+    L = warp_sum(L);
+    const float inv = L > 0.f ? 1.f / L : 0.f;
+    for (int sp = lane; sp < splits; sp += 32) w[sp] = w[sp] == -INFINITY ? 0.f : __expf(w[sp] - M) * inv;
+  }
+  __syncthreads();
+  // four consecutive dims per work item; eight splits' loads in flight at a time (one block merges
+  // G * D * splits floats from L2, so the loads must overlap)
+  for (int idx = tid; idx < G * D / 4; idx += LD_WARPS * 32) {
+    const int r = idx / (D / 4), d = (idx % (D / 4)) * 4;
+    const float* w = cW + r * splits;
+    const float* po = partO + (first + (size_t)r * splits) * D + d;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    int sp = 0;
+    for (; sp + 8 <= splits; sp += 8) {
+      float4 v[8];
+#pragma unroll
+      for (int u = 0; u < 8; u++) v[u] = __ldcg(reinterpret_cast<const float4*>(po + (size_t)(sp + u) * D));
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        const float wu = w[sp + u];
+        acc.x = fmaf(wu, v[u].x, acc.x);
+        acc.y = fmaf(wu, v[u].y, acc.y);
+        acc.z = fmaf(wu, v[u].z, acc.z);
+        acc.w = fmaf(wu, v[u].w, acc.w);
+      }
+    }
+    for (; sp < splits; sp++) {
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(po + (size_t)sp * D));
+      const float wu = w[sp];
+      acc.x = fmaf(wu, v.x, acc.x);
+      acc.y = fmaf(wu, v.y, acc.y);
+      acc.z = fmaf(wu, v.z, acc.z);
+      acc.w = fmaf(wu, v.w, acc.w);
+    }
+    *reinterpret_cast<uint2*>(out + ((size_t)row * nHeads + kvh * G + r) * D + d) =
+        make_uint2(pack_bf16(acc.x, acc.y), pack_bf16(acc.z, acc.w));
+  }
+  if (tid == 0) counters[(size_t)row * nKv + kvh] = 0;  // ready for the next launch
+}
+
+// One kernel per head size and key kind: compact adds the table registers the original path does not need.
+// At least 3 blocks per multiprocessor: what the shared memory allows at D = 128, so registers must too.
+#define LIST_DECODE_KERNEL(NAME, D, COMPACT)                                                                     \
+  extern "C" __global__ void __launch_bounds__(LD_WARPS * 32, 3)                                                 \
+      NAME(bf16* out, int* counters, float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V,     \
+           const int* pageTable, const int* lists, const float* bias, const float* cosT, const float* sinT,        \
+           int nHeads, int nKv, int pageSize, int listLen, int n, int perHead, int chunk, float scale) {          \
+    list_decode<D, COMPACT>(out, counters, partO, partML, Q, K, V, pageTable, lists, bias, cosT, sinT, nHeads, nKv, \
+                            pageSize, listLen, n, perHead, chunk, scale);                                        \
+  }
+LIST_DECODE_KERNEL(list_decode_d64, 64, false)
+LIST_DECODE_KERNEL(list_decode_d128, 128, false)
+LIST_DECODE_KERNEL(list_decode_d64_compact, 64, true)
+LIST_DECODE_KERNEL(list_decode_d128_compact, 128, true)

@@ -1,0 +1,57 @@
+package io.longsieve.cuda;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.longsieve.attention.PolicySpec;
+import io.longsieve.engine.Engine;
+import io.longsieve.engine.EngineSpec;
+import io.longsieve.engine.GenerationRequest;
+import io.longsieve.engine.GenerationResult;
+import io.longsieve.engine.Goldens;
+import io.longsieve.engine.SamplingParams;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/** Which policies the CUDA backend accepts, and device auto's fallback to the CPU for the rest (no GPU needed). */
+class GpuPolicySupportTest {
+
+  @Test
+  void everyGpuSlotCombinationIsAccepted() {
+    for (String p : new String[] {"dense", "tokenselect", "tsa"}) {
+      for (String k : new String[] {"none", "selkv", "snapkv", "streaming"}) {
+        for (String d : new String[] {"dense", "tokenselect", "quest", "streaming"}) {
+          String policy = "prefill=" + p + " + kv=" + k + " + decode=" + d;
+          assertNull(GpuPolicy.unsupportedReason(PolicySpec.parse(policy)), policy);
+          assertTrue(GpuPolicy.supported(PolicySpec.parse(policy)), policy);
+        }
+      }
+    }
+    for (String shorthand : new String[] {"dense", "tokenselect", "streaming", "quest", "tsa", "selkv", "snapkv",
+        "tsa + selkv:ratio=0.25 + tokenselect:k=2048", "streaming:positions=original"}) {
+      assertTrue(GpuPolicy.supported(PolicySpec.parse(shorthand)), shorthand);
+    }
+  }
+
+  @Test
+  void h2oIsRefusedWithTheSlotNamed() {
+    assertEquals("KV policy 'h2o'", GpuPolicy.unsupportedReason(PolicySpec.parse("h2o")));
+    assertEquals("KV policy 'h2o'", GpuPolicy.unsupportedReason(PolicySpec.parse("tokenselect + h2o + quest")));
+    assertFalse(GpuPolicy.supported(PolicySpec.parse("h2o:heavy=0.2,recent=0.2")));
+  }
+
+  /** h2o as the engine's default policy: device auto opens the CPU backend, whether or not a GPU is present. */
+  @Test
+  void autoDeviceWithH2oDefaultRunsOnCpu() {
+    try (Engine e = Engine.open(EngineSpec.of(Goldens.MODELS.resolve("llama-gqa")).withThreads(2)
+        .withDefaultPolicy("h2o"))) {
+      assertEquals("cpu", e.backend());
+      GenerationResult r = e.generate(new GenerationRequest("h", "The cat sat on the mat.", null, true, 3,
+          SamplingParams.GREEDY, List.of(), null));
+      assertEquals("cpu", r.stats().backend());
+      assertTrue(r.stats().policy().startsWith("dense + h2o"), r.stats().policy());
+    }
+  }
+}

@@ -1,0 +1,191 @@
+package io.longsieve.cuda;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.longsieve.attention.PolicySpec;
+import io.longsieve.attention.PolicyStats;
+import io.longsieve.cpu.CpuRunner;
+import io.longsieve.engine.Engine;
+import io.longsieve.engine.EngineSpec;
+import io.longsieve.engine.GenerationRequest;
+import io.longsieve.engine.GenerationResult;
+import io.longsieve.engine.Goldens;
+import io.longsieve.engine.LoadedModel;
+import io.longsieve.engine.ModelRunner;
+import io.longsieve.engine.Sampler;
+import io.longsieve.engine.SamplingParams;
+import io.longsieve.model.Checkpoint;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/**
+ * Issue 5 end to end: every policy combination the GPU runs (prefill dense|tokenselect|tsa × kv
+ * none|selkv|snapkv|streaming × decode dense|tokenselect|quest|streaming), scaled to the tiny
+ * llama-gqa checkpoint (4 layers, 4 query / 2 KV heads, head dim 16) so that selection happens on
+ * a 200-token prompt, on the CPU backend and the CUDA backend: prefill then teacher-forced decode
+ * steps (the CPU's greedy tokens fed to both), logits compared per step, greedy tokens compared
+ * where the CPU's top-1/top-2 margin is wider than twice that step's largest logit error, and the
+ * policy statistics compared at the end (selected fraction per layer, attended-tokens mean, cache
+ * hit rate, KV bytes after compression, sparse layers).
+ */
+@Tag("gpu")
+class PolicyEngineParityTest {
+
+  static final Path MODEL = Goldens.MODELS.resolve("llama-gqa");
+  static final int PROMPT = 200;
+  static final int STEPS = 12;
+
+  /** Dense-forward tolerance (ForwardParityTest) for policies whose attended set is fixed by position. */
+  static final double POSITIONAL_TOLERANCE = 0.1;
+  /**
+   * Policies that pick by score may pick differently where two candidates tie within bf16
+   * rounding (the GPU scores bf16 keys, the CPU f32); such a swap moves the logits a little more.
+   */
+  static final double SELECTING_TOLERANCE = 0.2;
+
+  static final String TS = "tokenselect:sinks=4,k=16,window=8,chunk=16";
+  static final String[] PREFILL = {"dense", TS, "tsa:tau=0.2,min=32,window=16,layers=all"};
+  static final String[] KV = {"none", "selkv:ratio=0.25", "snapkv:capacity=64", "streaming:sinks=4,recent=64"};
+  static final String[] DECODE = {"dense", TS, "quest:page=8,budget=32,dense_layers=1", "streaming:sinks=4,recent=32",
+      "streaming:sinks=4,recent=32,positions=original"};
+
+  static LoadedModel model;
+  static CpuRunner cpu;
+  static ModelRunner gpu;
+  static int[] prompt;
+
+  @BeforeAll
+  static void open() {
+    model = LoadedModel.load(MODEL);
+    try (Checkpoint ck = Checkpoint.open(MODEL)) {
+      cpu = new CpuRunner(model.config(), ck, 2, 512, MODEL);
+    }
+    gpu = CudaRunner.open(EngineSpec.of(MODEL).withDevice("cuda"), model);
+    Random r = new Random(11);
+    prompt = new int[PROMPT];
+    for (int i = 0; i < PROMPT; i++) prompt[i] = r.nextInt(model.config().vocabSize());
+  }
+
+  @AfterAll
+  static void close() {
+    if (gpu != null) gpu.close();
+    if (cpu != null) cpu.close();
+    if (model != null) model.close();
+  }
+
+  static Stream<String> combinations() {
+    List<String> all = new ArrayList<>();
+    for (String p : PREFILL) for (String k : KV) for (String d : DECODE) all.add("prefill=" + p + " + kv=" + k + " + decode=" + d);
+    return all.stream();
+  }
+
+  static boolean selecting(PolicySpec s) {
+    return !s.prefill().name().equals("dense") || s.kv().name().equals("selkv") || s.kv().name().equals("snapkv")
+        || s.decode().name().equals("tokenselect") || s.decode().name().equals("quest");
+  }
+
+  @ParameterizedTest
+  @MethodSource("combinations")
+  void gpuFollowsCpu(String policy) {
+    PolicySpec spec = PolicySpec.parse(policy);
+    assertTrue(GpuPolicy.supported(spec), policy);
+    double tol = selecting(spec) ? SELECTING_TOLERANCE : POSITIONAL_TOLERANCE;
+    int vocab = model.config().vocabSize();
+    float[] gl = new float[vocab], cl = new float[vocab];
+    StringBuilder errors = new StringBuilder();
+    int compared = 0;
+    try (ModelRunner.Sequence gs = gpu.open(PROMPT + STEPS + 1, policy);
+         ModelRunner.Sequence cs = cpu.open(PROMPT + STEPS + 1, policy)) {
+      gs.prefill(prompt, gl);
+      cs.prefill(prompt, cl);
+      // after the prefill: both resolve TSA's layer list into the description then
+      assertEquals(cs.policy(), gs.policy(), "canonical policy");
+      assertEquals(cs.kvBytesAfterCompression(), gs.kvBytesAfterCompression(), policy + ": KV bytes after compression");
+      for (int s = 0; s <= STEPS; s++) {
+        double err = Gpu.relErr(gl, cl);
+        errors.append(String.format(" %.4f", err));
+        assertTrue(err <= tol, policy + ": step " + s + " logits off by " + err + " (so far:" + errors + ")");
+        double maxAbs = 0;
+        for (int i = 0; i < vocab; i++) maxAbs = Math.max(maxAbs, Math.abs(gl[i] - cl[i]));
+        int want = Sampler.argmax(cl, vocab);
+        if (margin(cl, want) >= 2 * maxAbs) {
+          assertEquals(want, Sampler.argmax(gl, vocab), policy + ": greedy token at step " + s);
+          compared++;
+        }
+        if (s == STEPS) break;
+        gs.decode(want, PROMPT + s, gl);
+        cs.decode(want, PROMPT + s, cl);
+      }
+      assertStatsEqual(policy, spec, cs.policyStats(), gs.policyStats());
+    }
+    System.out.printf("%s: relative logit error per step%s; greedy tokens compared on %d of %d%n", policy, errors,
+        compared, STEPS + 1);
+  }
+
+  /** Top-1 minus top-2 logit. */
+  static double margin(float[] l, int top) {
+    float second = Float.NEGATIVE_INFINITY;
+    for (int i = 0; i < l.length; i++) if (i != top) second = Math.max(second, l[i]);
+    return l[top] - second;
+  }
+
+  static void assertStatsEqual(String policy, PolicySpec spec, PolicyStats c, PolicyStats g) {
+    assertEquals(c.kvBytesAfter(), g.kvBytesAfter(), policy + ": kvBytesAfter");
+    assertEquals(c.sparseLayers(), g.sparseLayers(), policy + ": sparse layers");
+    // decode attends a count fixed by lengths and budgets, never by scores
+    assertEquals(c.attendedTokensMean(), g.attendedTokensMean(), 1e-9 * c.attendedTokensMean(),
+        policy + ": attended tokens mean");
+    float[] cf = c.selectedFractionByLayer(), gf = g.selectedFractionByLayer();
+    assertEquals(cf.length, gf.length, policy + ": layers");
+    // TSA keeps the tokens covering a share of attention mass: a count that bf16 scores may move by a token or two
+    double fracTol = spec.prefill().name().equals("tsa") ? 0.02 : 1e-6;
+    for (int l = 0; l < cf.length; l++) {
+      assertEquals(cf[l], gf[l], fracTol, policy + ": selected fraction of layer " + l);
+    }
+    if (Double.isNaN(c.selectionCacheHitRate())) {
+      assertTrue(Double.isNaN(g.selectionCacheHitRate()), policy + ": cache hit rate " + g.selectionCacheHitRate());
+    } else {
+      // a hit is a cosine above 0.9 between queries: bf16 queries may flip a few lookups at the threshold
+      assertEquals(c.selectionCacheHitRate(), g.selectionCacheHitRate(), 0.1, policy + ": cache hit rate");
+    }
+  }
+
+  /**
+   * The same combinations through the public Engine API on both devices: every one runs on each,
+   * reports its backend and the same canonical policy and KV bytes, and generates (up to EOS).
+   */
+  @Test
+  void everyCombinationRunsThroughBothEngines() {
+    try (Engine c = Engine.open(EngineSpec.of(MODEL).withDevice("cpu").withThreads(2));
+         Engine g = Engine.open(EngineSpec.of(MODEL).withDevice("cuda"))) {
+      assertEquals("cpu", c.backend());
+      assertEquals("cuda", g.backend());
+      StringBuilder text = new StringBuilder();
+      for (int i = 0; text.length() < 900; i++) text.append("word").append(i % 37).append(i % 9 == 8 ? ". " : " ");
+      for (String policy : combinations().toList()) {
+        GenerationResult cr = run(c, text.toString(), policy), gr = run(g, text.toString(), policy);
+        assertEquals("cuda", gr.stats().backend(), policy);
+        assertEquals(cr.stats().policy(), gr.stats().policy(), policy);
+        assertTrue(gr.tokenIds().length >= 1 && gr.tokenIds().length <= 4, policy + ": tokens (EOS may stop early)");
+        assertEquals(cr.stats().kvBytesAfter(), gr.stats().kvBytesAfter(), policy + ": kvBytesAfter");
+        assertArrayEquals(new int[] {cr.stats().selectedFractionByLayer().length},
+            new int[] {gr.stats().selectedFractionByLayer().length}, policy);
+      }
+    }
+  }
+
+  static GenerationResult run(Engine e, String text, String policy) {
+    return e.generate(new GenerationRequest("p", text, null, true, 4, SamplingParams.GREEDY, List.of(), policy));
+  }
+}

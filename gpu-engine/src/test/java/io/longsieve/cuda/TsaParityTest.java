@@ -1,0 +1,225 @@
+package io.longsieve.cuda;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.longsieve.attention.AttentionContext;
+import io.longsieve.attention.AttentionPolicy;
+import io.longsieve.attention.PolicySpec;
+import io.longsieve.attention.PolicyStats;
+import io.longsieve.cpu.KvCache;
+import io.longsieve.cpu.ThreadPool;
+import io.longsieve.model.ModelConfig;
+import io.longsieve.model.Rope;
+import io.longsieve.model.RopeScaling;
+import java.lang.reflect.Field;
+import java.lang.reflect.Method;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Random;
+import java.util.Set;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * GpuTsa against the CPU's TokenSparseAttention, both through their policy objects, on random
+ * inputs in a paged cache with a shuffled page table (AttentionParityTest's layout): the dense
+ * fallbacks (short context, tau 0, a layer that is not sparse), sparse chunks of several sizes,
+ * pool 1 / 3 / 4 / 7, GQA groups 1, 4, two window row groups, and exactly tied masses (constant keys).
+ * Checks: keep count equal, per-head selected sets identical or overlapping >= 99 % (scores tied
+ * within rounding), outputs within 2e-2 on the (row, head) pairs both sides attend (zeros where
+ * neither does), and equal PolicyStats (selection time aside).
+ */
+@Tag("gpu")
+class TsaParityTest {
+
+  static final double TOL = 2e-2;
+
+  static Gpu gpu;
+  static ThreadPool pool;
+
+  @BeforeAll
+  static void open() {
+    gpu = new Gpu();
+    pool = new ThreadPool(0);
+  }
+
+  @AfterAll
+  static void close() {
+    gpu.close();
+    pool.close();
+  }
+
+  @ParameterizedTest(name = "{0}: d={1} heads={2}/{3} before={4} n={5} tsa:{6} qScale={7} constK={8}")
+  @CsvSource(delimiter = ';', value = {
+      "dense short; 128; 8; 2; 0; 100; tau=0.3,min=1024,window=16,pool=7,layers=all; 1; false",
+      "dense tau 0; 128; 8; 2; 500; 200; tau=0,min=32,window=64,pool=7,layers=all; 1; false",
+      "dense layer; 128; 8; 2; 500; 200; tau=0.3,min=32,window=64,pool=7,layers=none; 1; false",
+      "dense nothing to drop; 64; 4; 2; 600; 100; tau=1e-9,min=32,window=64,pool=1,layers=all; 0.1; false",
+      "sparse; 128; 8; 2; 1000; 300; tau=0.3,min=64,window=128,pool=7,layers=all; 3; false",
+      "sparse pool 1 mha; 64; 8; 8; 0; 700; tau=0.2,min=32,window=64,pool=1,layers=all; 3; false",
+      "sparse gqa 4; 128; 32; 8; 3000; 512; tau=0.1,min=256,window=128,pool=7,layers=all; 4; false",
+      "window > chunk; 128; 8; 2; 2000; 100; tau=0.5,min=64,window=128,pool=7,layers=all; 3; false",
+      "two row groups; 128; 4; 1; 1500; 400; tau=0.3,min=64,window=200,pool=3,layers=all; 3; false",
+      "even pool; 64; 8; 2; 900; 257; tau=0.25,min=100,window=128,pool=4,layers=0; 3; false",
+      "min binds; 128; 8; 2; 1200; 300; tau=0.6,min=1100,window=128,pool=7,layers=all; 3; false",
+      "tied masses; 128; 8; 2; 1000; 300; tau=0.3004,min=64,window=128,pool=1,layers=all; 1; true",
+      "tied masses pooled; 64; 4; 1; 1500; 129; tau=0.2502,min=64,window=64,pool=7,layers=all; 1; true"})
+  void matchesCpu(String name, int d, int heads, int kvHeads, int before, int n, String params, double qScale,
+                  boolean constantKeys) throws Exception {
+    Random r = new Random(name.hashCode() * 31L + d + n);
+    ModelConfig c = new ModelConfig("llama", heads * d, 4 * d, 1, heads, kvHeads, d, 256, 1e-5, 500000,
+        new RopeScaling("llama3", 8, 1, 4, 8192), 1 << 20, false, false, 0, 1, List.of(2));
+    Rope rope = new Rope(c);
+    int total = before + n, kvDim = c.kvDim(), qDim = c.qDim();
+    float[] k = Gpu.random(r, total * kvDim, 1), v = Gpu.random(r, total * kvDim, 1);
+    if (constantKeys) for (int i = 1; i < total; i++) System.arraycopy(k, 0, k, i * kvDim, kvDim);
+    float[] q = Gpu.random(r, n * qDim, qScale);
+    PolicySpec spec = PolicySpec.parse("tsa:" + params);
+
+    // device cache with a shuffled page table, filled by the engine's append kernel
+    int pages = (total + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE + 3;
+    List<Integer> perm = new ArrayList<>();
+    for (int i = 0; i < pages; i++) perm.add(i);
+    Collections.shuffle(perm, r);
+    int[] table = perm.stream().mapToInt(Integer::intValue).toArray();
+    long bytes = (long) pages * kvHeads * Kernels.PAGE_SIZE * d * 2;
+    DeviceBuffer kPre = gpu.alloc(bytes), kRope = gpu.poisoned(bytes, true), val = gpu.poisoned(bytes, true);
+    Kernels.KvView view = new Kernels.KvView(kPre.ptr(), kRope.ptr(), val.ptr(), gpu.ints(table).ptr(), kvHeads, d,
+        Kernels.PAGE_SIZE);
+    float[] kv = new float[total * 2 * kvDim];
+    for (int i = 0; i < total; i++) {
+      System.arraycopy(k, i * kvDim, kv, i * 2 * kvDim, kvDim);
+      System.arraycopy(v, i * kvDim, kv, i * 2 * kvDim + kvDim, kvDim);
+    }
+    DeviceBuffer invFreq = gpu.f32(rope.inverseFrequencies());
+    gpu.k.kvAppend(view, gpu.f32(kv).ptr(), 2 * kvDim, 0, kvDim, total, 0, 0, invFreq.ptr());
+    DeviceBuffer qPre = gpu.f32(q);
+    DeviceBuffer qDev = gpu.poisoned((long) n * qDim * 2, true);
+    gpu.k.rope(qDev.ptr(), qPre.ptr(), qDim, n, heads, d, invFreq.ptr(), null, before);
+
+    // CPU twin on the same keys: its rotated keys replaced by the GPU's bf16 ones, so only the
+    // queries' bf16 rounding and summation order separate the two
+    KvCache cpu = new KvCache(c, rope, total);
+    cpu.append(0, k, 0, v, 0, total, 0);
+    float[] gpuKeys = readRoped(kRope, table, pages, kvHeads, d, total);
+    System.arraycopy(gpuKeys, 0, cpu.ropedKeys[0], 0, total * kvDim);
+    AttentionPolicy cpuPolicy = spec.createCpu();
+    float[] ref = new float[n * qDim];
+    cpuPolicy.prefill(0, q, n, before, cpu, ref, new AttentionContext(c, rope, pool));
+
+    DeviceBuffer out = gpu.poisoned((long) n * qDim * 2, true);
+    try (Kernels.Workspace ws = new Kernels.Workspace(gpu.ctx);
+         GpuPolicy gp = GpuPolicy.open(spec, new GpuEnv(c, gpu.ctx, gpu.k, ws, invFreq.ptr(), null))) {
+      gp.prefill(new LayerCall(0, n, before, before, qPre.ptr(), qDim, qDev.ptr(), view, out.ptr()));
+      float[] got = gpu.readBf16(out, n * qDim);
+      PolicyStats gs = gp.stats(), cs = cpuPolicy.stats();
+      GpuTsa tsa = (GpuTsa) field(gp, "prefill");
+
+      boolean sparse = cs.sparseLayers() > 0;
+      assertEquals(cs.sparseLayers(), gs.sparseLayers(), "sparse layers");
+      if (!sparse) {
+        assertTrue(name.startsWith("dense"), name + ": expected a sparse layer");
+        assertArrayEquals(cs.selectedFractionByLayer(), gs.selectedFractionByLayer(), "selected fraction");
+        Gpu.assertClose(got, ref, TOL, name + " dense fallback");
+        return;
+      }
+      assertTrue(!name.startsWith("dense"), name + ": expected the dense fallback");
+      int w = Math.min(spec.prefill().intParam("window"), n), prefix = total - w;
+      Object cpuPart = field(cpuPolicy, "prefill");
+      Method keepCount = cpuPart.getClass().getDeclaredMethod("keepCount", int.class);
+      keepCount.setAccessible(true);
+      int cpuKeep = (int) keepCount.invoke(cpuPart, prefix);
+      int[] info = tsa.lastInfo();
+      if (cpuKeep != info[0]) {
+        // allowed only where the cumulative mass at the cut-off is tied with tau within rounding
+        float[] global = Arrays.copyOf((float[]) field(cpuPart, "global"), prefix);
+        assertTrue(Math.abs(cpuKeep - info[0]) == 1 && massNearTau(global, spec.prefill().doubleParam("tau"),
+            prefix - Math.max(cpuKeep, info[0])), name + ": keep count CPU " + cpuKeep + " GPU " + info[0]);
+      }
+      int len = cpuKeep + w, gpuLen = info[0] + w;
+      int[] cpuLists = (int[]) field(cpuPart, "lists");
+      int[] gpuLists = tsa.downloadLists(gpuLen);
+
+      // per-head selected sets; rows whose membership differs are left out of the output comparison
+      boolean identical = true;
+      float[] gotCmp = got.clone(), refCmp = ref.clone();
+      for (int h = 0; h < heads; h++) {
+        Set<Integer> a = new HashSet<>(), b = new HashSet<>();
+        for (int e = 0; e < len; e++) a.add(cpuLists[h * len + e]);
+        for (int e = 0; e < gpuLen; e++) b.add(gpuLists[h * gpuLen + e]);
+        int[] g = Arrays.copyOfRange(gpuLists, h * gpuLen, (h + 1) * gpuLen);
+        for (int e = 1; e < gpuLen; e++) assertTrue(g[e - 1] < g[e], "head " + h + " list not ascending at " + e);
+        for (int e = 0; e < w; e++) assertEquals(prefix + e, g[gpuLen - w + e], "window slots last");
+        Set<Integer> both = new HashSet<>(a);
+        both.retainAll(b);
+        double overlap = (double) both.size() / Math.max(len, gpuLen);
+        identical &= both.size() == len && len == gpuLen;
+        assertTrue(overlap >= 0.99, String.format(Locale.ROOT, "%s head %d: overlap %.4f", name, h, overlap));
+        for (int i = 0; i < n; i++) {
+          int slot = before + i;
+          if (a.contains(slot) != b.contains(slot)) {
+            Arrays.fill(gotCmp, (i * heads + h) * d, (i * heads + h + 1) * d, 0f);
+            Arrays.fill(refCmp, (i * heads + h) * d, (i * heads + h + 1) * d, 0f);
+          } else if (!b.contains(slot)) {
+            for (int x = 0; x < d; x++) assertEquals(0f, got[(i * heads + h) * d + x], "unselected row must be 0");
+          }
+        }
+      }
+      if (name.startsWith("tied")) assertTrue(identical, "exact ties must select the same (lowest) slots");
+      Gpu.assertClose(gotCmp, refCmp, TOL, name + " sparse output");
+      if (identical) {
+        assertArrayEquals(cs.selectedFractionByLayer(), gs.selectedFractionByLayer(), "selected fraction");
+      } else {
+        assertEquals(cs.selectedFractionByLayer()[0], gs.selectedFractionByLayer()[0], 0.01, "selected fraction");
+      }
+      assertEquals(cs.kvBytesAfter(), gs.kvBytesAfter());
+      assertEquals(Double.isNaN(cs.attendedTokensMean()), Double.isNaN(gs.attendedTokensMean()));
+    }
+  }
+
+  /**
+   * Whether the sum of the m smallest normalised masses (the CPU's cut-off candidates m and m + 1)
+   * lies within rounding (1e-4 relative) of tau: there the two backends may count one apart.
+   */
+  static boolean massNearTau(float[] global, double tau, int m) {
+    double total = 0;
+    for (float x : global) total += x;
+    double[] s = new double[global.length];
+    for (int j = 0; j < s.length; j++) s[j] = global[j] / (total + 1e-8);
+    Arrays.sort(s);
+    double cum = 0;
+    for (int j = 0; j < Math.min(s.length, m + 2); j++) {
+      cum += s[j];
+      if (j + 1 >= m && Math.abs(cum - tau) <= 1e-4 * tau) return true;
+    }
+    return false;
+  }
+
+  /** kRope (pages, nKv, 64, d) bf16 through the page table, as (slots, nKv * d) f32. */
+  static float[] readRoped(DeviceBuffer kRope, int[] table, int pages, int nKv, int d, int slots) {
+    float[] all = gpu.readBf16(kRope, pages * nKv * Kernels.PAGE_SIZE * d);
+    float[] out = new float[slots * nKv * d];
+    for (int s = 0; s < slots; s++) {
+      int page = table[s / Kernels.PAGE_SIZE];
+      for (int h = 0; h < nKv; h++) {
+        System.arraycopy(all, ((page * nKv + h) * Kernels.PAGE_SIZE + s % Kernels.PAGE_SIZE) * d, out, (s * nKv + h) * d, d);
+      }
+    }
+    return out;
+  }
+
+  static Object field(Object o, String name) throws ReflectiveOperationException {
+    Field f = o.getClass().getDeclaredField(name);
+    f.setAccessible(true);
+    return f.get(o);
+  }
+}
