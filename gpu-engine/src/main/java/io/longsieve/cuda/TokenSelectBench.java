@@ -15,8 +15,8 @@ import java.util.Locale;
  * (scoring kernels return at once). Ratios vs dense are rows of their own (ratio in the fraction
  * column). Defaults sinks 128, k 2048, window 512, heads=layer, positions=compact.
  *
- * <p>Failure semantics: a context beyond the device memory throws from the allocation; while
- * ListKernels is only its signatures, list-attention rows are NaN and logged as missing.
+ * <p>Failure semantics: a context beyond the device memory throws from the allocation; should
+ * ListKernels refuse (UnsupportedOperationException), list-attention rows are NaN and logged.
  */
 public final class TokenSelectBench {
   private TokenSelectBench() {}
