@@ -200,7 +200,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       cachedCount[layer] = count; // a miss stores this count's top-k, a hit had it already
       topPtr = cachedTop[layer].ptr();
     } else {
-      sk.cacheCheck(hit.ptr(), hits.ptr(), qf.ptr(), qf.ptr(), qDim, false, false, threshold); // clears the flag
+      // the hit flag stays 0 from construction: only the cache-on path ever sets it
       top = grow(top, (long) lists * count * 4, "TokenSelect top-k");
       topPtr = top.ptr();
     }
