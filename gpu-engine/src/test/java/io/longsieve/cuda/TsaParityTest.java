@@ -228,8 +228,9 @@ class TsaParityTest {
         Arrays.copyOfRange(gpuLists, h * gpuLen, (h + 1) * gpuLen), before, heads, kvHeads, d, h));
     Gpu.assertClose(got, own, TOL, name + " sparse output vs f32 attention over the GPU's lists");
     if (name.startsWith("tied")) assertTrue(identical, "exact ties must select the same (lowest) slots");
-    assertTrue(compared > 0 && (!identical || compared == attended),
-        name + ": rows with the same list on both sides " + compared + " of " + attended);
+    // no minimum: a flipped key below the chunk changes every row of its head (window > chunk: the
+    // CPU model compares 200 of 800 rows), so all heads may differ; the own-list check covers them
+    assertTrue(!identical || compared == attended, name + ": identical lists, yet " + compared + " of " + attended);
     Gpu.assertClose(gotCmp, refCmp, TOL, name + " sparse output vs CPU (" + compared + " rows)");
     return identical;
   }
