@@ -93,6 +93,36 @@ class TsaHostLogicTest {
     }
   }
 
+  /**
+   * TsaParityTest's tied cases as the kernels see them (constant rotated keys: every per-head mass
+   * equal; with pool 7 the three zero-padded slots at each end smaller): the radix mirrors give the
+   * CPU's drop count and its lowest slots.
+   */
+  @Test
+  void tiedMassesOfTheParityTestSelectTheLowestSlots() {
+    float[] flat = new float[1172];
+    Arrays.fill(flat, 1f / 128);  // pool 1: one value
+    float[] pooled = new float[1565];
+    for (int o = 0; o < pooled.length; o++) {
+      int in = 0;
+      for (int j = o - 3; j <= o + 3; j++) if (j >= 0 && j < pooled.length) in++;
+      float s = 0;
+      for (int x = 0; x < in; x++) s += 1f / 64;
+      pooled[o] = s / 7;  // 4/7, 5/7, 6/7 of the interior value at the edges
+    }
+    for (Object[] c : new Object[][] {{flat, 0.3004}, {pooled, 0.2502}}) {
+      float[] p = (float[]) c[0];
+      double tau = (double) c[1];
+      int drop = cpuDrop(p, tau);
+      assertEquals(drop, radixDrop(p, tau));
+      int keep = Math.max(64, p.length - drop - 1);
+      int[] top = radixTopK(p, keep);
+      assertArrayEquals(sortTopK(p, keep), top);
+      int first = p == flat ? 0 : 3;  // the edges rank below the interior
+      for (int i = 0; i < keep; i++) assertEquals(first + i, top[i], "lowest slots of the tied value");
+    }
+  }
+
   // ---- CPU twin definitions (TokenSparseAttention.keepCount, TopK.select) ----
 
   /** n_drop before the +1: g normalised, ascending, equal masses higher slot first, fp32 sum while < tau. */
