@@ -242,7 +242,7 @@ class TokenSelectParityTest {
     }
   }
 
-  @ParameterizedTest(name = "{0}")
+  @ParameterizedTest(name = "tokenselect:{0}")  // "" is the defaults: the name must not be blank
   @ValueSource(strings = {"", "positions=original", "heads=kvhead", "gqa=mod", "pool=3", "pool=4", "cache=off",
       "index=int4", "heads=kvhead,gqa=mod,positions=original,index=int4,scale=sqrt", "k_frac=0.15,cache=off",
       "pool=3,heads=kvhead,cache=off,index=int4"})
