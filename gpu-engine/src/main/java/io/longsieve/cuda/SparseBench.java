@@ -18,7 +18,7 @@ public final class SparseBench {
   private SparseBench() {}
 
   /** Decode policies timed end to end against dense; the prefill is dense and shared. */
-  static final String[] DECODE_POLICIES = {"dense", "decode=tokenselect", "decode=tokenselect(index=int4)",
+  static final String[] DECODE_POLICIES = {"dense", "decode=tokenselect", "decode=tokenselect:index=int4",
       "decode=quest", "decode=streaming"};
 
   public static void run(Bench b, ModelConfig c, int[] contexts, int chunk, int decodeSteps, boolean endToEnd) {
