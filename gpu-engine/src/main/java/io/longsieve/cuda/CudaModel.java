@@ -44,6 +44,8 @@ public final class CudaModel implements AutoCloseable {
   private final DeviceBuffer probs;   // (vocab) f32 sampling scratch
   private final DeviceBuffer tokens;  // (chunk) int input ids; tokens[0] is also the sampled id
   private final DeviceBuffer invFreq; // (headDim / 2) f32 RoPE inverse frequencies from model/Rope
+  private final DeviceBuffer batchLogits; // (MAX_DECODE_BATCH, vocab) f32 logits of a batched decode step
+  private final int[] batchHost = new int[MAX_DECODE_BATCH];
   private final int[] tokenHost = new int[1];
 
   public CudaModel(ModelConfig c, CudaContext ctx, Kernels k, CudaWeights w, int maxChunk) {
@@ -68,6 +70,7 @@ public final class CudaModel implements AutoCloseable {
       probs = act(c.vocabSize() * 4L, "probs");
       tokens = act(Math.max(n, 1) * 4, "tokens");
       invFreq = act(c.headDim() / 2 * 4L, "rope");
+      batchLogits = act((long) MAX_DECODE_BATCH * c.vocabSize() * 4, "batch logits");
       invFreq.upload(new Rope(c).inverseFrequencies());
     } catch (RuntimeException e) {
       close();
@@ -97,7 +100,7 @@ public final class CudaModel implements AutoCloseable {
   public static long activationBytes(ModelConfig c, int chunk) {
     long n = chunk, dim = c.hiddenSize(), h = c.intermediateSize();
     return n * dim * 6 + n * (c.qDim() + 2L * c.kvDim()) * 4 + n * c.qDim() * 4 + n * h * 6 + 8L * c.vocabSize()
-        + n * 4 + dim * 2;
+        + n * 4 + dim * 2 + 4L * MAX_DECODE_BATCH * c.vocabSize();
   }
 
   /** Starts timing GEMMs and attention with events (benchmarks); null stops. */
@@ -147,46 +150,103 @@ public final class CudaModel implements AutoCloseable {
     head(1);
   }
 
-  /** The layers for n rows at positions pos0..; attention through the sequence's policy (dense when null). */
+  /**
+   * Rows [row0, row0 + n) of a forward pass that belong to one sequence: its cache, its policy
+   * (dense when null) and the position of its first row. A prefill chunk is one such run of rows;
+   * a batched decode step is one row per sequence.
+   */
+  private record Rows(PagedKvCache kv, GpuPolicy policy, int row0, int n, int pos0) {}
+
+  /** The layers for one sequence's n rows at positions pos0... */
   private void layers(int n, int pos0, PagedKvCache kv, GpuPolicy policy, boolean decoding) {
+    layers(new Rows[] {new Rows(kv, policy, 0, n, pos0)}, n, decoding);
+  }
+
+  /**
+   * The layers for total rows made of runs of several sequences: the weight matmuls take all rows
+   * at once (one pass over each weight matrix), KV append, RoPE and attention go run by run.
+   * Every kernel treats rows independently, and the GEMV (up to 8 rows) accumulates each row in the
+   * same order whatever the row count, so a sequence's results do not depend on its batch.
+   */
+  private void layers(Rows[] runs, int total, boolean decoding) {
     int dim = c.hiddenSize(), hidden = c.intermediateSize(), qDim = c.qDim(), kvDim = c.kvDim();
     int stride = qDim + 2 * kvDim;
-    kv.reserve(n);  // pages for the rows appended below (a shared KV page pool hands them out on demand)
-    k.embed(x.ptr(), w.embed.ptr(), tokens.ptr(), n, dim, c.vocabSize());
+    for (Rows r : runs) r.kv().reserve(r.n());  // pages for the rows appended below (a shared KV page pool)
+    k.embed(x.ptr(), w.embed.ptr(), tokens.ptr(), total, dim, c.vocabSize());
     for (int l = 0; l < c.numLayers(); l++) {
       CudaWeights.Layer lw = w.layers[l];
-      Kernels.KvView view = kv.layer(l);
-      int before = kv.length(l);
       // attention block
-      k.rmsNorm(xb.ptr(), x.ptr(), lw.attnNorm().ptr(), n, dim, c.rmsNormEps());
+      k.rmsNorm(xb.ptr(), x.ptr(), lw.attnNorm().ptr(), total, dim, c.rmsNormEps());
       mark(Profile.GEMM);
-      k.matmul(qkv.ptr(), Kernels.OUT_F32, xb.ptr(), lw.wqkv().ptr(), lw.bqkv() == null ? null : lw.bqkv().ptr(), n,
-          stride, dim);                                                         // (n, qDim + 2 kvDim)
+      k.matmul(qkv.ptr(), Kernels.OUT_F32, xb.ptr(), lw.wqkv().ptr(), lw.bqkv() == null ? null : lw.bqkv().ptr(), total,
+          stride, dim);                                                         // (total, qDim + 2 kvDim)
       mark(Profile.OTHER);
-      k.kvAppend(view, qkv.ptr(), stride, qDim, qDim + kvDim, n, before, pos0, invFreq.ptr()); // keys before RoPE
-      kv.advance(l, n);
-      k.rope(q.ptr(), qkv.ptr(), stride, n, c.numHeads(), c.headDim(), invFreq.ptr(), null, pos0);
-      mark(Profile.ATTENTION);
-      if (policy == null) {
-        k.attention(att.ptr(), q.ptr(), view, n, c.numHeads(), before, c.slidingWindow(), scale, ws); // (n, qDim)
-      } else {
-        LayerCall call = new LayerCall(l, n, pos0, before, qkv.ptr(), stride, q.ptr(), view, att.ptr());
-        if (decoding) policy.decode(call, kv);
-        else policy.prefill(call);
+      for (Rows r : runs) {
+        Kernels.KvView view = r.kv().layer(l);
+        int before = r.kv().length(l), n = r.n(), pos0 = r.pos0();
+        CUdeviceptr qkvRows = qkv.at((long) r.row0() * stride * 4), qRows = q.at((long) r.row0() * qDim * 2);
+        CUdeviceptr attRows = att.at((long) r.row0() * qDim * 2);
+        k.kvAppend(view, qkvRows, stride, qDim, qDim + kvDim, n, before, pos0, invFreq.ptr()); // keys before RoPE
+        r.kv().advance(l, n);
+        k.rope(qRows, qkvRows, stride, n, c.numHeads(), c.headDim(), invFreq.ptr(), null, pos0);
+        mark(Profile.ATTENTION);
+        if (r.policy() == null) {
+          k.attention(attRows, qRows, view, n, c.numHeads(), before, c.slidingWindow(), scale, ws); // (n, qDim)
+        } else {
+          LayerCall call = new LayerCall(l, n, pos0, before, qkvRows, stride, qRows, view, attRows);
+          if (decoding) r.policy().decode(call, r.kv());
+          else r.policy().prefill(call);
+        }
+        mark(Profile.OTHER);
       }
       mark(Profile.GEMM);
-      k.matmul(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo().ptr(), null, n, dim, qDim);  // x += att · woᵀ
+      k.matmul(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo().ptr(), null, total, dim, qDim);  // x += att · woᵀ
       mark(Profile.OTHER);
       // feed-forward block
-      k.rmsNorm(xb.ptr(), x.ptr(), lw.ffnNorm().ptr(), n, dim, c.rmsNormEps());
+      k.rmsNorm(xb.ptr(), x.ptr(), lw.ffnNorm().ptr(), total, dim, c.rmsNormEps());
       mark(Profile.GEMM);
-      k.matmul(gu.ptr(), Kernels.OUT_BF16, xb.ptr(), lw.wgu().ptr(), null, n, 2 * hidden, dim); // (n, 2 hidden)
+      k.matmul(gu.ptr(), Kernels.OUT_BF16, xb.ptr(), lw.wgu().ptr(), null, total, 2 * hidden, dim); // (total, 2 hidden)
       mark(Profile.OTHER);
-      k.swiglu(hb.ptr(), gu.ptr(), n, hidden);
+      k.swiglu(hb.ptr(), gu.ptr(), total, hidden);
       mark(Profile.GEMM);
-      k.matmul(x.ptr(), Kernels.OUT_F32_ADD, hb.ptr(), lw.wDown().ptr(), null, n, dim, hidden); // x += h · w_downᵀ
+      k.matmul(x.ptr(), Kernels.OUT_F32_ADD, hb.ptr(), lw.wDown().ptr(), null, total, dim, hidden); // x += h · w_downᵀ
       mark(Profile.OTHER);
     }
+  }
+
+  /** Most sequences one batched decode step takes: the GEMV's row limit (larger batches would change numerics). */
+  public static final int MAX_DECODE_BATCH = 8;
+
+  /**
+   * One decode step for n sequences together: sequence i runs ids[i] at positions[i] on its own
+   * cache and policy; the picks go to {@link #pickBatch}. n at most {@link #MAX_DECODE_BATCH}.
+   */
+  public void decodeBatch(int[] ids, int[] positions, PagedKvCache[] kvs, GpuPolicy[] policies, int n) {
+    if (n < 1 || n > MAX_DECODE_BATCH) throw new IllegalArgumentException("batch of " + n + " outside [1, 8]");
+    Rows[] runs = new Rows[n];
+    for (int i = 0; i < n; i++) runs[i] = new Rows(kvs[i], policies[i], i, 1, positions[i]);
+    System.arraycopy(ids, 0, batchHost, 0, n);
+    k.stream().copyToDevice(tokens, 0, Pointer.to(batchHost), n * 4L);
+    layers(runs, n, true);
+    int dim = c.hiddenSize();
+    k.rmsNorm(xb.ptr(), x.ptr(), w.finalNorm.ptr(), n, dim, c.rmsNormEps());           // (n, dim) final-normed rows
+    k.matmul(batchLogits.ptr(), Kernels.OUT_F32, xb.ptr(), w.lmHead.ptr(), null, n, c.vocabSize(), dim); // (n, vocab)
+  }
+
+  /**
+   * Picks row i's next token of the last {@link #decodeBatch} into the device token slots, greedy
+   * where temperature[i] is 0, else top-p at uniform u[i]; then waits and returns them in next.
+   */
+  public void pickBatch(int n, double[] temperature, double[] topP, double[] u, int[] next) {
+    long vocab = c.vocabSize();
+    for (int i = 0; i < n; i++) {
+      CUdeviceptr row = batchLogits.at(i * vocab * 4), slot = tokens.at(i * 4L);
+      if (temperature[i] == 0) k.argmax(slot, row, c.vocabSize());
+      else k.sampleTopP(slot, probs.ptr(), row, c.vocabSize(), (float) temperature[i], (float) topP[i], (float) u[i]);
+    }
+    k.stream().copyToHost(Pointer.to(batchHost), tokens, 0, n * 4L);
+    k.stream().synchronize();
+    System.arraycopy(batchHost, 0, next, 0, n);
   }
 
   /** Final norm of row n-1 and the LM head → logits (vocab) on the device. */

@@ -113,6 +113,51 @@ public final class CudaRunner implements ModelRunner {
     }
   }
 
+  /**
+   * One decode step for n sequences, up to {@link CudaModel#MAX_DECODE_BATCH} at a time through
+   * the weights together (each weight matrix streamed once per group), attention per sequence with
+   * its own cache and policy; picks as {@link Sequence#decodeNext} makes them, one synchronisation
+   * per group.
+   */
+  @Override
+  public void decodeBatch(Sequence[] seqs, int[] tokens, int[] positions, float[][] logits, Sampler[] samplers,
+                          int[] next, int n) {
+    ctx.makeCurrent();
+    int g = CudaModel.MAX_DECODE_BATCH;
+    PagedKvCache[] kvs = new PagedKvCache[g];
+    GpuPolicy[] policies = new GpuPolicy[g];
+    int[] ids = new int[g], pos = new int[g], picked = new int[g];
+    double[] temp = new double[g], topP = new double[g], u = new double[g];
+    for (int s = 0; s < n; s += g) {
+      int m = Math.min(g, n - s);
+      if (m == 1) {
+        next[s] = seqs[s].decodeNext(tokens[s], positions[s], logits[s], samplers[s]);
+        continue;
+      }
+      for (int i = 0; i < m; i++) {
+        CudaSequence cs = (CudaSequence) seqs[s + i];
+        kvs[i] = cs.kv;
+        policies[i] = cs.policy;
+        ids[i] = tokens[s + i];
+        pos[i] = positions[s + i];
+      }
+      tokenOwner = null;  // the batch overwrites the device token slots
+      model.decodeBatch(ids, pos, kvs, policies, m);
+      for (int i = 0; i < m; i++) {  // one uniform per top-p pick, in order, as decodeNext draws
+        SamplingParams sp = samplers[s + i].params();
+        temp[i] = sp.greedy() ? 0 : sp.temperature();
+        topP[i] = sp.topP();
+        u[i] = sp.greedy() ? 0 : samplers[s + i].uniform();
+      }
+      model.pickBatch(m, temp, topP, u, picked);
+      for (int i = 0; i < m; i++) {
+        CudaSequence cs = (CudaSequence) seqs[s + i];
+        cs.lastOnDevice = false;
+        next[s + i] = picked[i];
+      }
+    }
+  }
+
   @Override
   public void close() {
     ctx.makeCurrent();
