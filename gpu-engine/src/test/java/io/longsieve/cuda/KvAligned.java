@@ -73,4 +73,28 @@ final class KvAligned {
     for (int s = 0; s < p.length; s++) p[s] = cpu.position(layer, s, g);
     return p;
   }
+
+  /** {softmax mass of query head h on the odd rows, largest ‖v‖ among them} over one side's n slots. */
+  static double[] oddMass(float[] q, int h, int d, double scale, float[] kRope, float[] v, float[] bias,
+                                  int kvh, int nKv, int kvDim, int n, boolean[] odd) {
+    double[] x = new double[n];
+    double max = Double.NEGATIVE_INFINITY;
+    for (int j = 0; j < n; j++) {
+      double dot = 0;
+      for (int e = 0; e < d; e++) dot += (double) q[h * d + e] * kRope[j * kvDim + kvh * d + e];
+      x[j] = dot * scale + (bias == null ? 0 : bias[j * nKv + kvh]);
+      max = Math.max(max, x[j]);
+    }
+    double z = 0, m = 0, vmax = 0;
+    for (int j = 0; j < n; j++) {
+      double p = Math.exp(x[j] - max);
+      z += p;
+      if (!odd[j]) continue;
+      m += p;
+      double vn = 0;
+      for (int e = 0; e < d; e++) vn += (double) v[j * kvDim + kvh * d + e] * v[j * kvDim + kvh * d + e];
+      vmax = Math.max(vmax, Math.sqrt(vn));
+    }
+    return new double[] {m / z, vmax};
+  }
 }

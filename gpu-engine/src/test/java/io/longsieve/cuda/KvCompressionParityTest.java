@@ -36,7 +36,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  *   <li>the compacted rows ALIGNED BY ORIGINAL POSITION (the same token on both sides): kPre, kRope
  *       and v each within TOL per row, and the bias within 1e-2; with merging only for kept tokens
  *       that merge the same dropped tokens on both sides (KvKeepModel.mergeUnstable: same nearest kept
- *       key, no cosine near-tie, no flip nearby), the others only finite (at least half the rows must
+ *       key, no cosine near-tie, no flip nearby), the others only finite (at least 80 % of the rows must
  *       be comparable);</li>
  *   <li>the following decode steps' attention per query head within TOL plus the bound the rows
  *       held by one side only imply (checkDecode); StreamingLLM eviction (deterministic) row by row;</li>
@@ -173,7 +173,8 @@ class KvCompressionParityTest {
           int[] cpuPos = KvAligned.cpuPositions(cpuKv, l, g);
           String what = policy + ": layer " + l + " KV head " + g;
           // exact against the CPU algorithm on the GPU's bf16 keys (a bug shows here), near-ties against the CPU
-          KvKeepModel.assertFlipsAreTies(bf16[l].keep()[g], gpuKeep[l][g], bf16[l].nearTie()[g], what + " (bf16 model)");
+          KvKeepModel.assertFlipsAreTies(bf16[l].keep()[g], gpuKeep[l][g], bf16[l].nearTie()[g],
+              what + " (bf16 model)");
           int flips = KvKeepModel.assertFlipsAreTies(cpuPos, gpuKeep[l][g], model[l].nearTie()[g], what);
           System.out.printf("%s keeps %d of %d like the CPU%n", what, cpuPos.length - flips, cpuPos.length);
           assertTrue(flips <= 0.01 * cpuPos.length, what + ": " + flips + " of " + cpuPos.length + " kept differ");
@@ -286,7 +287,7 @@ class KvCompressionParityTest {
     }
     if (a != null) System.out.printf("%s: layer %d compared %d rows aligned by position, %d merged from other tokens%n",
         what, l, compared, skipped);
-    assertTrue(compared >= 0.5 * n * nKv, what + ": layer " + l + " only " + compared + " comparable rows");
+    assertTrue(compared >= 0.8 * n * nKv, what + ": layer " + l + " only " + compared + " comparable rows");
     for (int w = 0; w < 3; w++) {
       double e = Math.sqrt(num[w] / Math.max(den[w], 1e-30));
       assertTrue(e <= TOL, what + ": layer " + l + " " + names[w] + " relative error " + e);
@@ -303,11 +304,11 @@ class KvCompressionParityTest {
   /**
    * A dense decode step over the compressed caches, per query head h. Where both sides hold the
    * same rows the outputs agree to TOL (bf16). Rows held by one side only (a near-tie flip) or
-   * merged from other tokens (U_cpu, U_gpu) move the output by at most
-   * 2 · (m_cpu + m_gpu) · max_U ‖v‖ (m: the softmax mass each side puts on its U rows, computed here
-   * from either side's own keys, values and bias; the factor 2 covers the renormalisation of the
-   * shared rows), so that is added to the tolerance: the bound a flip of that weight implies, not a
-   * blanket loosening.
+   * merged from other tokens (U_c, U_g; m_c, m_g: the softmax mass each side puts on them, from its
+   * own keys, values and bias; V = max ‖v‖ over them) move the output by at most
+   * (m_c + m_g)·V for their own terms plus r·(‖out_c‖ + m_c·V) for the renormalisation of the shared
+   * rows, r = m_g + m_c(1 − m_g)/(1 − m_c); that bound, relative to ‖out_c‖, is added to TOL: what
+   * a flip of that weight implies, not a blanket loosening (it is 0 when nothing differs).
    */
   private static void checkDecode(ModelConfig c, Rope rope, KvCache cpuKv, PagedKvCache gKv, int l, float[][] outs,
                                   int pos, int[][] gpuKeep, int total, boolean[][] unstable, String what) {
@@ -321,40 +322,18 @@ class KvCompressionParityTest {
     double scale = 1 / Math.sqrt(d);
     for (int h = 0; h < heads; h++) {
       int kvh = h / group;
-      double[] mc = oddMass(q, h, d, scale, cpuKv.ropedKeys[l], cpuKv.values[l], cpuKv.logitBias[l], kvh, nKv, kvDim, n,
-          a.cpuOdd[kvh]);
-      double[] mg = oddMass(q, h, d, scale, g[1], g[2], gb, kvh, nKv, kvDim, n, a.gpuOdd[kvh]);
+      double[] mc = KvAligned.oddMass(q, h, d, scale, cpuKv.ropedKeys[l], cpuKv.values[l], cpuKv.logitBias[l], kvh, nKv,
+          kvDim, n, a.cpuOdd[kvh]);
+      double[] mg = KvAligned.oddMass(q, h, d, scale, g[1], g[2], gb, kvh, nKv, kvDim, n, a.gpuOdd[kvh]);
       float[] got = java.util.Arrays.copyOfRange(outs[1], h * d, (h + 1) * d);
       float[] ref = java.util.Arrays.copyOfRange(outs[0], h * d, (h + 1) * d);
       double norm = 0;
       for (float x : ref) norm += (double) x * x;
-      double tol = TOL + 2 * (mc[0] + mg[0]) * Math.max(mc[1], mg[1]) / Math.max(Math.sqrt(norm), 1e-30);
+      double out = Math.max(Math.sqrt(norm), 1e-30), v = Math.max(mc[1], mg[1]);
+      double ratio = mg[0] + mc[0] * (1 - mg[0]) / Math.max(1 - mc[0], 1e-30);
+      double tol = TOL + ((mc[0] + mg[0]) * v + ratio * (out + mc[0] * v)) / out;
       Gpu.assertClose(got, ref, tol, what + " head " + h + " (mass off the shared rows " + mc[0] + " / " + mg[0] + ")");
     }
-  }
-
-  /** {softmax mass of query head h on the odd rows, largest ‖v‖ among them} over one side's n slots. */
-  private static double[] oddMass(float[] q, int h, int d, double scale, float[] kRope, float[] v, float[] bias,
-                                  int kvh, int nKv, int kvDim, int n, boolean[] odd) {
-    double[] x = new double[n];
-    double max = Double.NEGATIVE_INFINITY;
-    for (int j = 0; j < n; j++) {
-      double dot = 0;
-      for (int e = 0; e < d; e++) dot += (double) q[h * d + e] * kRope[j * kvDim + kvh * d + e];
-      x[j] = dot * scale + (bias == null ? 0 : bias[j * nKv + kvh]);
-      max = Math.max(max, x[j]);
-    }
-    double z = 0, m = 0, vmax = 0;
-    for (int j = 0; j < n; j++) {
-      double p = Math.exp(x[j] - max);
-      z += p;
-      if (!odd[j]) continue;
-      m += p;
-      double vn = 0;
-      for (int e = 0; e < d; e++) vn += (double) v[j * kvDim + kvh * d + e] * v[j * kvDim + kvh * d + e];
-      vmax = Math.max(vmax, Math.sqrt(vn));
-    }
-    return new double[] {m / z, vmax};
   }
 
   /**
