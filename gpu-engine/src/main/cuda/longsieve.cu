@@ -10,3 +10,4 @@
 #include "quest.cu"
 #include "tsa.cu"
 #include "kv_compress.cu"
+#include "tokenselect.cu"

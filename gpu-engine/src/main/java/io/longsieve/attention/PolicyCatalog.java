@@ -66,7 +66,8 @@ final class PolicyCatalog {
         c("positions", "compact", "compact|original"),  // RoPE by list index (official) or original position
         c("scale", "none", "none|sqrt"),                // vote logits unscaled (official) or / sqrt(d)
         c("cache", "on", "on|off"),                     // Selection Cache
-        p("threshold", "0.9", Param.Kind.DOUBLE));      // Selection Cache cosine threshold
+        p("threshold", "0.9", Param.Kind.DOUBLE),       // Selection Cache cosine threshold
+        c("index", "full", "full|int4"));               // score with the keys, or a symmetric int4 copy (issue 5 §3)
     // Token Sparse Attention (dongwonjo/Token-Sparse-Attention main.py): coverage 0.005, min_tokens 1024,
     // window 128, avg-pool 7; sparse layers from the drift profile.
     add("tsa", EnumSet.of(Slot.PREFILL),

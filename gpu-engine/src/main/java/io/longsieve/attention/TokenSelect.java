@@ -26,6 +26,10 @@ import java.util.Arrays;
  *       last scored one is ≥ threshold and the top-k budget is unchanged, reuse the last top-k
  *       (sinks and window recomputed).</li>
  * </ol>
+ * With {@code index=int4} step 3 scores against the policy's own int4 copy of the pre-RoPE keys
+ * (per slot and KV head: scale = max|k| / 7, values round(k / scale) in [-7, 7]), kept up to date
+ * incrementally per call and rebuilt after {@link #reset}; the GPU part keeps the same copy and
+ * reads a quarter of the key bytes.
  * Buffers grow to the largest context seen and are reused; nothing is allocated per token.
  */
 final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode {
@@ -34,7 +38,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
   private final ModelConfig c;
   private final int sinks, k, window, chunk, pool;
   private final double kFrac, threshold;
-  private final boolean perKvHead, gqaMod, compact, cacheOn;
+  private final boolean perKvHead, gqaMod, compact, cacheOn, int4;
   private final float voteScale;
   private final int heads, kvHeads, d, group, lists;
   private final ListAttention.RopeTable table;
@@ -50,6 +54,11 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
   private int[] top = new int[0];         // (lists, k) selected slots of this call
   private int[] list = new int[0];        // (lists, listLen) slots attended: sinks ++ top ++ local
   private float[] keyBuf = new float[0];  // (kvHeads, listLen, headDim) keys rotated at list index
+  private final byte[][] qKeys;           // (layer) → (slots, kvHeads, headDim) int4 keys, one per byte (index=int4)
+  private final float[][] qScale;         // (layer) → (slots, kvHeads) their scales
+  private final int[] indexed;            // (layer) slots quantised so far
+  private int listLen;                    // entries per list of the last sparse call (tests)
+  private int votedCands;                 // candidates of the last scored call (tests)
 
   TokenSelect(PolicyTerm t, SelectionStats stats, AttentionContext ctx) {
     this.stats = stats;
@@ -66,6 +75,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     voteScale = t.text("scale").equals("sqrt") ? ctx.scale() : 1f;
     cacheOn = t.text("cache").equals("on");
     threshold = t.doubleParam("threshold");
+    int4 = t.text("index").equals("int4");
     heads = c.numHeads();
     kvHeads = c.numKvHeads();
     d = c.headDim();
@@ -76,11 +86,15 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     cachedQf = new float[c.numLayers()][heads * d];
     cachedTop = new int[c.numLayers()][0];
     cachedCount = new int[c.numLayers()];
+    qKeys = new byte[c.numLayers()][0];
+    qScale = new float[c.numLayers()][0];
+    indexed = new int[c.numLayers()];
   }
 
   @Override
   public void prefill(int layer, float[] q, int n, int pos0, KvCache kv, float[] out, AttentionContext ctx) {
     int before = kv.length(layer) - n;
+    if (int4) index(layer, kv);
     for (int s = 0; s < n; s += chunk) {
       int m = Math.min(chunk, n - s);
       block(layer, q, s, m, pos0 + s, before + s + m, kv, out, ctx, false);
@@ -89,12 +103,60 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
 
   @Override
   public void decode(int layer, float[] q, int pos, KvCache kv, float[] out, AttentionContext ctx) {
+    if (int4) index(layer, kv);
     block(layer, q, 0, 1, pos, kv.length(layer), kv, out, ctx, true);
   }
 
   @Override
   public void reset() {
     Arrays.fill(cachedCount, 0);
+    Arrays.fill(indexed, 0); // slots moved: quantise all again on the next call
+  }
+
+  /** Quantises this layer's slots [indexed, length) into the int4 copy. */
+  private void index(int layer, KvCache kv) {
+    int n = kv.length(layer), kvDim = kv.kvDim;
+    if (indexed[layer] > n) indexed[layer] = 0;
+    if (qKeys[layer].length < n * kvDim) {
+      int cap = Math.max(n, kv.capacity);
+      qKeys[layer] = Arrays.copyOf(qKeys[layer], cap * kvDim);
+      qScale[layer] = Arrays.copyOf(qScale[layer], cap * kvHeads);
+    }
+    for (int s = indexed[layer]; s < n; s++) {
+      for (int g = 0; g < kvHeads; g++) {
+        qScale[layer][s * kvHeads + g] = quantise(kv.keys[layer], s * kvDim + g * d, d, qKeys[layer], s * kvDim + g * d);
+      }
+    }
+    indexed[layer] = n;
+  }
+
+  /**
+   * Symmetric int4 of x[off .. off+n): returns scale = max|x| / 7 and writes round(x / scale)
+   * clamped to [-7, 7] (0 when the scale is 0); the GPU kernel rounds the same way (floor(x + 0.5)).
+   */
+  static float quantise(float[] x, int off, int n, byte[] out, int oo) {
+    float mx = 0;
+    for (int i = 0; i < n; i++) mx = Math.max(mx, Math.abs(x[off + i]));
+    float scale = mx / 7f;
+    for (int i = 0; i < n; i++) {
+      int v = scale > 0 ? (int) Math.floor(x[off + i] / scale + 0.5f) : 0;
+      out[oo + i] = (byte) Math.max(-7, Math.min(7, v));
+    }
+    return scale;
+  }
+
+  /** The lists (lists, listLen) of the last sparse call and its length (tests compare them with the GPU's). */
+  int[] lastLists() {
+    return Arrays.copyOf(list, lists * listLen);
+  }
+
+  /** Votes (lists, candidates) of the last scored call, before pooling (tests judge ties with them). */
+  float[] lastVotes() {
+    return Arrays.copyOf(votes, lists * votedCands);
+  }
+
+  int lastListLen() {
+    return listLen;
   }
 
   /** Scoring KV head of query head h: the official modulo mapping or the standard h / group. */
@@ -116,6 +178,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     int cands = end - local - sinks;
     int count = select(layer, q, row0, m, cands, kk, kv, ctx);
     int listLen = sinks + count + local;
+    this.listLen = listLen;
     buildLists(count, listLen, end, local);
     stats.selectionNanos += System.nanoTime() - t0;
     attendLists(layer, q, row0, m, pos0, listLen, kv, out, ctx);
@@ -147,6 +210,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
       }
     }
     score(layer, cands, kv, ctx);
+    votedCands = cands;
     ensureTop(count);
     if (work.length < cands) work = new long[cands];
     for (int g = 0; g < lists; g++) {
@@ -190,12 +254,17 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     if (probs.length < heads * cands) probs = new float[heads * cands];
     if (votes.length < lists * cands) votes = new float[lists * cands];
     float[] keys = kv.keys[layer];
+    byte[] qk = qKeys[layer];
+    float[] qs = qScale[layer];
     int kvDim = kv.kvDim;
     ctx.pool().forRange(heads, (from, to) -> {
       for (int h = from; h < to; h++) {
-        int ko = scoringKvHead(h) * d, po = h * cands;
+        int g = scoringKvHead(h), ko = g * d, po = h * cands;
         for (int cIdx = 0; cIdx < cands; cIdx++) {
-          probs[po + cIdx] = voteScale * CpuOps.dot(qf, h * d, keys, (sinks + cIdx) * kvDim + ko, d);
+          int slot = sinks + cIdx;
+          probs[po + cIdx] = int4
+              ? voteScale * (qs[slot * kvHeads + g] * dotInt4(qf, h * d, qk, slot * kvDim + ko, d))
+              : voteScale * CpuOps.dot(qf, h * d, keys, slot * kvDim + ko, d);
         }
         CpuOps.softmax(probs, po, cands);
       }
@@ -208,6 +277,12 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
         for (int cIdx = from; cIdx < to; cIdx++) votes[vo + cIdx] += probs[po + cIdx];
       }
     });
+  }
+
+  private static float dotInt4(float[] a, int ao, byte[] b, int bo, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += a[ao + i] * b[bo + i];
+    return s;
   }
 
   /**

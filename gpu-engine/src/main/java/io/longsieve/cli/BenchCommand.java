@@ -2,6 +2,7 @@ package io.longsieve.cli;
 
 import io.longsieve.cuda.Bench;
 import io.longsieve.cuda.CudaAvailability;
+import io.longsieve.cuda.SparseBench;
 import io.longsieve.model.ModelConfig;
 import java.io.IOException;
 import java.io.PrintWriter;
@@ -48,6 +49,13 @@ public final class BenchCommand implements Callable<Integer> {
   @Option(names = "--skip-model", description = "Only the kernel benchmarks, not the whole-model runs.")
   boolean skipModel;
 
+  @Option(names = "--sparse", description = "Add the sparse-attention sections (list attention, TokenSelect, Quest, "
+      + "StreamingLLM, TSA, KV compression) and whole decode steps per decode policy at the longest context.")
+  boolean sparse;
+
+  @Option(names = "--skip-dense", description = "Skip the dense sections (GEMMs, dense attention, whole-model runs).")
+  boolean skipDense;
+
   @Override
   public Integer call() throws IOException {
     if (!model.equals("synthetic:llama3-8b")) {
@@ -64,9 +72,12 @@ public final class BenchCommand implements Callable<Integer> {
     try (Bench b = new Bench(gpu, peer, System.err)) {
       System.err.println("bench on " + b.device() + ", model " + model);
       b.copyCeiling();
-      b.matmuls(c, chunk);
-      b.attention(c, contexts, true);
-      if (!skipModel) b.model(c, contexts, chunk, decodeSteps);
+      if (!skipDense) {
+        b.matmuls(c, chunk);
+        b.attention(c, contexts, true);
+        if (!skipModel) b.model(c, contexts, chunk, decodeSteps);
+      }
+      if (sparse) SparseBench.run(b, c, contexts, chunk, decodeSteps, !skipModel);
       print(b);
       write(b, csv);
       System.err.println("wrote " + csv.toAbsolutePath());

@@ -31,6 +31,10 @@ public final class CpuModel implements AutoCloseable {
   private final float[] gate;    // (chunk, hidden)
   private final float[] up;      // (chunk, hidden)
   private final float[] last;    // (dim) final-normed last position
+  private final float[] qRow;    // (qDim) one batched decode row's query, for its own policy
+  private final float[] attRow;  // (qDim) its attention output
+  private float[] lastRows;      // (batch, dim) final-normed rows of a batched decode; grown on demand
+  private float[] logitRows;     // (batch, vocab) their logits; grown on demand
   private LayerObserver observer; // null: none (the normal case)
   private float[] hIn;            // (chunk, dim) residual stream entering the layer, only while observed
 
@@ -58,6 +62,13 @@ public final class CpuModel implements AutoCloseable {
     gate = new float[maxChunk * c.intermediateSize()];
     up = new float[maxChunk * c.intermediateSize()];
     last = new float[dim];
+    qRow = new float[c.qDim()];
+    attRow = new float[c.qDim()];
+  }
+
+  /** Most rows one forward chunk (or one batched decode group) takes. */
+  public int maxChunk() {
+    return maxChunk;
   }
 
   public ModelConfig config() {
@@ -84,7 +95,8 @@ public final class CpuModel implements AutoCloseable {
 
   /**
    * Runs tokens[from, to) at positions pos0.. through the model in chunks of at most maxChunk,
-   * appending to the cache, and writes the logits of the last token into {@code logits} (vocab).
+   * appending to the cache, and writes the logits of the last token into {@code logits} (vocab;
+   * null skips the LM head, for a prefill part that is not the last).
    */
   public synchronized void forward(int[] tokens, int from, int to, int pos0, KvCache kv, AttentionPolicy policy,
                                    boolean decode, float[] logits) {
@@ -94,10 +106,64 @@ public final class CpuModel implements AutoCloseable {
       int n = Math.min(step, to - s);
       chunk(tokens, s, n, pos0 + (s - from), kv, policy, decode && n == 1);
     }
+    if (logits == null) return;
     int dim = c.hiddenSize();
     int lastRow = (to - from - 1) % step;
     CpuOps.rmsNorm(last, 0, x, lastRow * dim, w.finalNorm(), dim, c.rmsNormEps());
     CpuOps.matmul(pool, logits, last, 1, w.lmHead(), null, c.vocabSize(), dim);
+  }
+
+  /**
+   * One decode step for {@code b} sequences: row i runs tokens[i] at positions[i] on caches[i]
+   * with policies[i] and writes logits[i] (vocab). The weight matmuls take the rows together, so
+   * each weight row is read once per four rows instead of once per row; attention runs per row on
+   * its own cache with its own policy. Every element is the same dot product, in the same order, as
+   * in a single-row {@link #forward}, so each row's logits equal its own decode's exactly. With a
+   * layer observer installed the rows run one by one (the observer sees one sequence at a time).
+   */
+  public synchronized void decodeBatch(int[] tokens, int[] positions, KvCache[] caches, AttentionPolicy[] policies,
+                                       int b, float[][] logits) {
+    if (observer != null) {
+      for (int i = 0; i < b; i++) forward(tokens, i, i + 1, positions[i], caches[i], policies[i], true, logits[i]);
+      return;
+    }
+    for (int g = 0; g < b; g += maxChunk) decodeRows(tokens, positions, caches, policies, g, Math.min(maxChunk, b - g),
+        logits);
+  }
+
+  private void decodeRows(int[] tokens, int[] positions, KvCache[] caches, AttentionPolicy[] policies, int g, int n,
+                          float[][] logits) {
+    int dim = c.hiddenSize(), hidden = c.intermediateSize(), qDim = c.qDim(), kvDim = c.kvDim(), vocab = c.vocabSize();
+    double eps = c.rmsNormEps();
+    for (int i = 0; i < n; i++) CpuOps.embed(x, i * dim, w.embed(), tokens[g + i], dim);
+    for (int l = 0; l < c.numLayers(); l++) {
+      CpuWeights.Layer lw = w.layers()[l];
+      for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.attnNorm(), dim, eps);
+      CpuOps.matmul(pool, q, xb, n, lw.wq(), lw.bq(), qDim, dim);              // (n, qDim)
+      CpuOps.matmul(pool, k, xb, n, lw.wk(), lw.bk(), kvDim, dim);             // (n, kvDim)
+      CpuOps.matmul(pool, v, xb, n, lw.wv(), lw.bv(), kvDim, dim);             // (n, kvDim)
+      for (int i = 0; i < n; i++) {                                            // each row: its own cache and policy
+        caches[g + i].append(l, k, i * kvDim, v, i * kvDim, 1, positions[g + i]);
+        System.arraycopy(q, i * qDim, qRow, 0, qDim);
+        policies[g + i].decode(l, qRow, positions[g + i], caches[g + i], attRow, actx);
+        System.arraycopy(attRow, 0, att, i * qDim, qDim);
+      }
+      CpuOps.matmul(pool, proj, att, n, lw.wo(), null, dim, qDim);             // (n, dim)
+      for (int i = 0; i < n * dim; i++) x[i] += proj[i];
+      for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.ffnNorm(), dim, eps);
+      CpuOps.matmul(pool, gate, xb, n, lw.wGate(), null, hidden, dim);         // (n, hidden)
+      CpuOps.matmul(pool, up, xb, n, lw.wUp(), null, hidden, dim);             // (n, hidden)
+      CpuOps.swiglu(gate, up, n * hidden);
+      CpuOps.matmul(pool, proj, gate, n, lw.wDown(), null, dim, hidden);       // (n, dim)
+      for (int i = 0; i < n * dim; i++) x[i] += proj[i];
+    }
+    if (lastRows == null || lastRows.length < n * dim) {
+      lastRows = new float[n * dim];
+      logitRows = new float[n * vocab];
+    }
+    for (int i = 0; i < n; i++) CpuOps.rmsNorm(lastRows, i * dim, x, i * dim, w.finalNorm(), dim, eps);
+    CpuOps.matmul(pool, logitRows, lastRows, n, w.lmHead(), null, vocab, dim);  // (n, vocab)
+    for (int i = 0; i < n; i++) System.arraycopy(logitRows, i * vocab, logits[g + i], 0, vocab);
   }
 
   private void chunk(int[] tokens, int start, int n, int pos0, KvCache kv, AttentionPolicy policy, boolean decode) {

@@ -4,6 +4,8 @@ import io.longsieve.attention.AttentionPolicy;
 import io.longsieve.attention.PolicySpec;
 import io.longsieve.attention.PolicyStats;
 import io.longsieve.engine.ModelRunner;
+import io.longsieve.engine.RequestLimits;
+import io.longsieve.engine.Sampler;
 import io.longsieve.model.Checkpoint;
 import io.longsieve.model.ModelConfig;
 import java.nio.file.Path;
@@ -51,6 +53,39 @@ public final class CpuRunner implements ModelRunner {
     return new CpuSequence(model.newCache(capacity), PolicySpec.parse(policy).createCpu(modelDir));
   }
 
+  /** Keys before RoPE, keys after RoPE and values in fp32, plus the slot's position, per layer. */
+  @Override
+  public long kvBytesPerSlot() {
+    return (long) config.numLayers() * (3L * config.kvDim() * Float.BYTES + Integer.BYTES);
+  }
+
+  /** Half of the heap the JVM may still grow to: the caches are heap arrays next to the weights. */
+  @Override
+  public long defaultKvBudgetBytes() {
+    Runtime rt = Runtime.getRuntime();
+    long free = rt.maxMemory() - (rt.totalMemory() - rt.freeMemory());
+    return Math.max(free / 2, kvBytesPerSlot());
+  }
+
+  /** Batched decode: the rows go through the weight matmuls together ({@link CpuModel#decodeBatch}). */
+  @Override
+  public void decodeBatch(Sequence[] seqs, int[] tokens, int[] positions, float[][] logits, Sampler[] samplers,
+                          int[] next, int n) {
+    if (n == 1) { // nothing to share the weights with
+      next[0] = seqs[0].decodeNext(tokens[0], positions[0], logits[0], samplers[0]);
+      return;
+    }
+    KvCache[] caches = new KvCache[n];
+    AttentionPolicy[] policies = new AttentionPolicy[n];
+    for (int i = 0; i < n; i++) {
+      CpuSequence s = (CpuSequence) seqs[i];
+      caches[i] = s.kv;
+      policies[i] = s.timed;
+    }
+    model.decodeBatch(tokens, positions, caches, policies, n, logits);
+    for (int i = 0; i < n; i++) next[i] = samplers[i].next(logits[i], logits[i].length);
+  }
+
   @Override
   public void close() {
     model.close();
@@ -74,11 +109,30 @@ public final class CpuRunner implements ModelRunner {
     @Override
     public void prefill(int[] tokens, float[] logits) {
       model.forward(tokens, 0, tokens.length, 0, kv, timed, false, logits);
+      afterPrefill();
+    }
+
+    private void afterPrefill() {
       kvBefore = kv.bf16Bytes();
       long t = System.nanoTime();
       policy.afterPrefill(kv, model.attentionContext());
       timed.nanos += System.nanoTime() - t;
       kvAfter = kv.bf16Bytes();
+    }
+
+    /** One forward chunk: the parts then cut the prompt exactly where one {@link #prefill} call does. */
+    @Override
+    public int prefillPartTokens() {
+      return RequestLimits.prefillChunk(model.maxChunk());
+    }
+
+    @Override
+    public int prefillPart(int[] tokens, int from, int to, float[] logits, Sampler sampler) {
+      boolean last = to == tokens.length;
+      model.forward(tokens, from, to, from, kv, timed, false, last ? logits : null);
+      if (!last) return -1;
+      afterPrefill();
+      return sampler.next(logits, logits.length);
     }
 
     @Override

@@ -33,6 +33,7 @@ public final class CudaRunner implements ModelRunner {
   private final CudaWeights weights;
   private final CudaModel model;
   private final GpuEnv env;
+  private CudaSequence tokenOwner;  // whose last pick the model's device token slot holds (sequences interleave)
 
   private CudaRunner(ModelConfig config, CudaContext ctx, KernelModule module, CudaStream stream, CudaWeights weights,
                      CudaModel model, java.nio.file.Path modelDir) {
@@ -131,7 +132,7 @@ public final class CudaRunner implements ModelRunner {
     private final GpuPolicy policy;
     private long kvBefore;
     private double prefillAttentionMs;  // attention kernels of the prefill, timed with events
-    private boolean lastOnDevice;  // the device token slot holds lastPicked
+    private boolean lastOnDevice;  // this sequence's last pick went to the device token slot
     private int lastPicked = -1;
 
     CudaSequence(PagedKvCache kv, GpuPolicy policy) {
@@ -144,6 +145,7 @@ public final class CudaRunner implements ModelRunner {
       ctx.makeCurrent();
       try (CudaModel.Profile p = new CudaModel.Profile()) {
         model.profile(p);
+        tokenOwner = null;  // the prefill overwrote the device token slot
         model.prefill(tokens, 0, kv, policy);
         model.profile(null);
         kvBefore = kv.bf16Bytes();
@@ -159,6 +161,7 @@ public final class CudaRunner implements ModelRunner {
     @Override
     public void decode(int token, int pos, float[] logits) {
       ctx.makeCurrent();
+      tokenOwner = null;
       model.decode(token, false, pos, kv, policy);
       model.readLogits(logits);
       lastOnDevice = false;
@@ -169,6 +172,7 @@ public final class CudaRunner implements ModelRunner {
       ctx.makeCurrent();
       try (CudaModel.Profile p = new CudaModel.Profile()) {
         model.profile(p);
+        tokenOwner = null;
         model.prefill(tokens, 0, kv, policy);
         model.profile(null);
         kvBefore = kv.bf16Bytes();
@@ -184,7 +188,8 @@ public final class CudaRunner implements ModelRunner {
     @Override
     public int decodeNext(int token, int pos, float[] logits, Sampler sampler) {
       ctx.makeCurrent();
-      model.decode(token, lastOnDevice && token == lastPicked, pos, kv, policy);
+      // the batching engine interleaves sequences: the slot holds our token only if no other sequence picked since
+      model.decode(token, tokenOwner == this && lastOnDevice && token == lastPicked, pos, kv, policy);
       return pick(sampler);
     }
 
@@ -194,6 +199,7 @@ public final class CudaRunner implements ModelRunner {
       else model.sampleTopP((float) sp.temperature(), (float) sp.topP(), (float) sampler.uniform());
       lastPicked = model.readToken();
       lastOnDevice = true;
+      tokenOwner = this;
       return lastPicked;
     }
 

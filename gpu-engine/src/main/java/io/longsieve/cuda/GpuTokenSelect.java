@@ -2,14 +2,318 @@ package io.longsieve.cuda;
 
 import io.longsieve.attention.PolicyTerm;
 import io.longsieve.attention.SelectionStats;
+import io.longsieve.model.ModelConfig;
+import java.util.Arrays;
+import jcuda.driver.CUdeviceptr;
 
-/** PLACEHOLDER until its helper's branch lands. */
+/**
+ * TokenSelect on the GPU, the twin of attention/TokenSelect (same options, same statistics; read
+ * its Javadoc for the algorithm). Per layer and call (one decode token, or one prefill sub-chunk of
+ * {@code chunk} rows): fingerprint, Selection Cache check on the device, scoring of the pre-RoPE
+ * keys (or the part's int4 copy with {@code index=int4}) with fused softmax statistics, the soft
+ * vote, optional max-pool, radix top-k, the lists sinks ++ top ++ local, attention over them
+ * (ListKernels). Nothing waits for the device: the host knows every size (a cache hit needs the
+ * cached top-k count to equal this call's), and a hit only makes the scoring kernels return early.
+ *
+ * <p>Failure semantics: unsupported shapes (head size, more than 8 query heads per KV head) throw
+ * IllegalArgumentException from the first call; CUDA errors propagate from the call that queued the
+ * work; device memory grows on demand (synchronising once) and is freed on close. Statistics:
+ * selection time is the host's time to queue the selection, not device time.
+ */
 final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
+
+  private final SelectionStats stats;
+  private final GpuEnv env;
+  private final SelectKernels sk;
+  private final ListKernels lk;
+  private final int sinks, k, window, chunk, pool, heads, kvHeads, d, lists, qDim;
+  private final double kFrac, threshold;
+  private final boolean perKvHead, gqaMod, compact, cacheOn, int4;
+  private final float voteScale;
+
+  private final int[] cachedCount;        // (layer) top-k count of the device's cached top-k; 0: none
+  private final int[] indexed;            // (layer) slots in the int4 copy
+  private final DeviceBuffer[] cachedTop; // (layer) → (lists, cachedCount) int cached top-k slots
+  private final DeviceBuffer[] kq;        // (layer) → (slots, kvHeads, headDim / 2) packed int4 keys
+  private final DeviceBuffer[] ks;        // (layer) → (slots, kvHeads) f32 int4 scales
+  private final DeviceBuffer qf;          // (heads, headDim) f32 fingerprint of this call
+  private final DeviceBuffer cachedQf;    // (layer, heads, headDim) f32 fingerprint the cached top-k was scored with
+  private final DeviceBuffer hit;         // (1) int: this call hit the Selection Cache
+  private final DeviceBuffer hits;        // (1) u64 hits counted on the device
+  private final SelectKernels.TopKScratch topScratch; // radix top-k state for `lists` rows
+  private DeviceBuffer top;               // (lists, count) int top-k when the cache is off
+  private DeviceBuffer logits;            // (heads, cands) f32 vote logits
+  private DeviceBuffer partMl;            // (heads, splits, 2) f32 per-split softmax (max, sum)
+  private DeviceBuffer votes;             // (lists, cands) f32 soft votes
+  private DeviceBuffer pooled;            // (lists, cands) f32 max-pooled votes
+  private DeviceBuffer list;              // (lists, listLen) int slots attended
+  private DeviceBuffer qRot;              // (chunk, heads, headDim) bf16 queries rotated at list index
+  private DeviceBuffer ropeCos, ropeSin;  // (tablePositions, headDim / 2) f32 list-index RoPE tables
+  private final DeviceBuffer fpCos, fpSin; // (chunk, headDim / 2) f32 RoPE of positions window .. window + chunk - 1
+  private int tablePositions;
+  private long hitsFolded;
+  private int lastListLen;
+
   GpuTokenSelect(PolicyTerm t, SelectionStats stats, GpuEnv env) {
-    throw new UnsupportedOperationException("GpuTokenSelect is not implemented yet");
+    this.stats = stats;
+    this.env = env;
+    ModelConfig c = env.config();
+    sinks = t.intParam("sinks");
+    k = t.intParam("k");
+    kFrac = t.doubleParam("k_frac");
+    window = t.intParam("window");
+    chunk = Math.max(1, t.intParam("chunk"));
+    perKvHead = t.text("heads").equals("kvhead");
+    gqaMod = t.text("gqa").equals("mod");
+    pool = t.intParam("pool");
+    compact = t.text("positions").equals("compact");
+    voteScale = t.text("scale").equals("sqrt") ? env.scale() : 1f;
+    cacheOn = t.text("cache").equals("on");
+    threshold = t.doubleParam("threshold");
+    int4 = t.text("index").equals("int4");
+    heads = c.numHeads();
+    kvHeads = c.numKvHeads();
+    d = c.headDim();
+    qDim = heads * d;
+    lists = perKvHead ? kvHeads : 1;
+    SelectKernels.checkShape(d, heads, kvHeads);
+    int layers = c.numLayers();
+    cachedCount = new int[layers];
+    indexed = new int[layers];
+    cachedTop = new DeviceBuffer[layers];
+    kq = new DeviceBuffer[layers];
+    ks = new DeviceBuffer[layers];
+    sk = new SelectKernels(env.k());
+    CudaContext ctx = env.ctx();
+    DeviceBuffer a = null, b = null, h = null, s = null;
+    try {
+      a = ctx.alloc((long) qDim * 4, "TokenSelect fingerprint");
+      b = ctx.alloc((long) layers * qDim * 4, "TokenSelect cached fingerprints");
+      b.fill32(0);
+      h = ctx.alloc(4, "TokenSelect hit flag");
+      h.fill32(0);
+      s = ctx.alloc(8, "TokenSelect hit counter");
+      s.fill32(0);
+    } catch (RuntimeException e) {
+      for (DeviceBuffer x : new DeviceBuffer[] {a, b, h, s}) if (x != null) x.close();
+      throw e;
+    }
+    qf = a;
+    cachedQf = b;
+    hit = h;
+    hits = s;
+    SelectKernels.TopKScratch ts = null;
+    DeviceBuffer fc = null, fs = null;
+    try {
+      ts = new SelectKernels.TopKScratch(ctx, lists);
+      // the fingerprint rotates row i at window + i whatever the call: one table for the part's life
+      fc = ctx.alloc((long) chunk * (d / 2) * 4, "TokenSelect fingerprint cos");
+      fs = ctx.alloc((long) chunk * (d / 2) * 4, "TokenSelect fingerprint sin");
+      sk.ropeTable(fc.ptr(), fs.ptr(), env.invFreq(), window, chunk, d / 2);
+    } catch (RuntimeException e) {
+      for (DeviceBuffer x : new DeviceBuffer[] {a, b, h, s, fc, fs}) if (x != null) x.close();
+      if (ts != null) ts.close();
+      throw e;
+    }
+    topScratch = ts;
+    fpCos = fc;
+    fpSin = fs;
+    lk = new ListKernels(env.k(), ctx);
   }
-  @Override public void prefill(LayerCall c) {}
-  @Override public void decode(LayerCall c) {}
 
+  @Override
+  public void prefill(LayerCall c) {
+    if (int4) index(c);
+    for (int s = 0; s < c.n(); s += chunk) {
+      int m = Math.min(chunk, c.n() - s);
+      block(c, s, m, c.before() + s + m, false);
+    }
+  }
 
+  @Override
+  public void decode(LayerCall c) {
+    if (int4) index(c);
+    block(c, 0, 1, c.before() + 1, true);
+  }
+
+  @Override
+  public void reset() {
+    Arrays.fill(cachedCount, 0);
+    Arrays.fill(indexed, 0); // slots moved: the int4 copy is rebuilt on the next call
+  }
+
+  /** Brings the layer's int4 copy up to the call's last slot (all slots after a reset or growth). */
+  private void index(LayerCall c) {
+    int layer = c.layer(), total = c.before() + c.n();
+    long need = (long) total * kvHeads * (d / 2);
+    if (kq[layer] == null || kq[layer].bytes() < need) {
+      int cap = (int) Math.min(Integer.MAX_VALUE, ((long) total * 5 / 4 + 63) / 64 * 64);
+      kq[layer] = grow(kq[layer], (long) cap * kvHeads * (d / 2), "TokenSelect int4 keys");
+      ks[layer] = grow(ks[layer], (long) cap * kvHeads * 4, "TokenSelect int4 scales");
+      indexed[layer] = 0;
+    }
+    if (indexed[layer] > total) indexed[layer] = 0;
+    sk.quantise(kq[layer].ptr(), ks[layer].ptr(), c.kv(), indexed[layer], total - indexed[layer]);
+    indexed[layer] = total;
+  }
+
+  /**
+   * Sizes of one block as the CPU twin computes them: dense (the budget covers the context), the
+   * local window, candidates [sinks, end - local), the top-k count and the list length.
+   */
+  record BlockPlan(boolean dense, int local, int cands, int count, int listLen) {
+    static BlockPlan of(int sinks, int k, double kFrac, int window, int end, int m) {
+      int local = Math.max(window, m);
+      int kk = kFrac > 0 ? (int) Math.max(1, Math.round(kFrac * end)) : k;
+      if ((long) sinks + kk + local >= end) return new BlockPlan(true, local, 0, 0, end);
+      int cands = end - local - sinks, count = Math.min(kk, cands);
+      return new BlockPlan(false, local, cands, count, sinks + count + local);
+    }
+  }
+
+  /** Rows row0 .. row0+m-1 of the call whose last row sees slots [0, end). */
+  private void block(LayerCall c, int row0, int m, int end, boolean decode) {
+    int layer = c.layer();
+    BlockPlan bp = BlockPlan.of(sinks, k, kFrac, window, end, m);
+    int local = bp.local();
+    CUdeviceptr out = c.out().withByteOffset((long) row0 * qDim * 2);
+    if (bp.dense()) {
+      env.k().attention(out, c.q().withByteOffset((long) row0 * qDim * 2), c.kv(), m, heads, end - m,
+          env.config().slidingWindow(), env.scale(), env.ws());
+      record(layer, m, c.pos0() + row0 + m, end, end, decode);
+      return;
+    }
+    long t0 = System.nanoTime();
+    int cands = bp.cands(), count = bp.count();
+    CUdeviceptr qPre = c.qPre().withByteOffset((long) row0 * c.qStride() * 4);
+    sk.fingerprint(qf.ptr(), qPre, c.qStride(), m, heads, d, fpCos.ptr(), fpSin.ptr());
+    CUdeviceptr topPtr;
+    if (cacheOn) {
+      stats.cacheLookups++;
+      boolean possible = cachedCount[layer] == count && cachedTop[layer] != null;
+      if (!possible) {
+        cachedTop[layer] = grow(cachedTop[layer], (long) lists * Math.max(count, kFrac > 0 ? count * 5 / 4 : k) * 4,
+            "TokenSelect cached top-k");
+      }
+      sk.cacheCheck(hit.ptr(), hits.ptr(), cachedQf.at((long) layer * qDim * 4), qf.ptr(), qDim, possible, true,
+          threshold);
+      cachedCount[layer] = count; // a miss stores this count's top-k, a hit had it already
+      topPtr = cachedTop[layer].ptr();
+    } else {
+      // the hit flag stays 0 from construction: only the cache-on path ever sets it
+      top = grow(top, (long) lists * count * 4, "TokenSelect top-k");
+      topPtr = top.ptr();
+    }
+    if (count > 0) selectTop(c, topPtr, cands, count);
+    int listLen = bp.listLen();
+    list = grow(list, (long) lists * listLen * 4, "TokenSelect lists");
+    sk.buildLists(list.ptr(), topPtr, lists, count, sinks, local, end, listLen);
+    lastListLen = listLen;
+    stats.selectionNanos += System.nanoTime() - t0;
+    attendLists(c, row0, m, listLen, out);
+    record(layer, m, c.pos0() + row0 + m, end, listLen, decode);
+  }
+
+  /** Scoring, vote, pool and top-k into topPtr (lists, count); all skipped on the device on a hit. */
+  private void selectTop(LayerCall c, CUdeviceptr topPtr, int cands, int count) {
+    SelectKernels.ScorePlan p = sk.plan(cands, kvHeads);
+    logits = grow(logits, (long) heads * cands * 4, "TokenSelect logits");
+    partMl = grow(partMl, (long) heads * p.splits() * 2 * 4, "TokenSelect softmax partials");
+    votes = grow(votes, (long) lists * cands * 4, "TokenSelect votes");
+    if (int4) {
+      sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq[c.layer()].ptr(), ks[c.layer()].ptr(), qf.ptr(), heads,
+          kvHeads, d, sinks, cands, p, gqaMod, voteScale);
+    } else {
+      sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), c.kv(), qf.ptr(), heads, sinks, cands, p, gqaMod, voteScale);
+    }
+    sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, kvHeads, cands, p.splits(), perKvHead, gqaMod);
+    CUdeviceptr vals = votes.ptr();
+    int n = cands;
+    if (pool > 1) {
+      pooled = grow(pooled, (long) lists * cands * 4, "TokenSelect pooled votes");
+      n = sk.maxPool(pooled.ptr(), votes.ptr(), hit.ptr(), lists, cands, pool);
+      vals = pooled.ptr();
+    }
+    sk.topK(topPtr, vals, hit.ptr(), lists, n, count, sinks, topScratch);
+  }
+
+  /** Row i sees the first listLen - m + i + 1 entries of its list (its own slot is the last). */
+  private void attendLists(LayerCall c, int row0, int m, int listLen, CUdeviceptr out) {
+    CUdeviceptr q;
+    if (compact) {
+      ensureTable(listLen);
+      qRot = grow(qRot, (long) Math.max(m, chunk) * qDim * 2, "TokenSelect rotated queries");
+      env.k().rope(qRot.ptr(), c.qPre().withByteOffset((long) row0 * c.qStride() * 4), c.qStride(), m, heads, d,
+          env.invFreq(), null, listLen - m);
+      q = qRot.ptr();
+    } else {
+      q = c.q().withByteOffset((long) row0 * qDim * 2);
+    }
+    lk.attend(out, q, c.kv(), list.ptr(), lists, listLen, m, heads, compact, compact ? ropeCos.ptr() : null,
+        compact ? ropeSin.ptr() : null, env.scale());
+  }
+
+  private void ensureTable(int positions) {
+    if (tablePositions >= positions) return;
+    int p = Math.max(positions, tablePositions * 2);
+    ropeCos = grow(ropeCos, (long) p * (d / 2) * 4, "TokenSelect RoPE cos table");
+    ropeSin = grow(ropeSin, (long) p * (d / 2) * 4, "TokenSelect RoPE sin table");
+    lk.ropeTable(ropeCos.ptr(), ropeSin.ptr(), env.invFreq(), p, d / 2);
+    tablePositions = p;
+  }
+
+  /** Counts the block's work exactly as the CPU twin does. */
+  private void record(int layer, int m, int context, int end, int listLen, boolean decode) {
+    if (decode) {
+      stats.decode(layer, (double) listLen * heads, context, heads);
+    } else {
+      stats.prefill(layer, SelectionStats.densePairs(m, listLen - m, heads), SelectionStats.densePairs(m, end - m, heads));
+    }
+  }
+
+  /** b if it holds bytes, else a new buffer (the old one freed after the stream is idle). */
+  private DeviceBuffer grow(DeviceBuffer b, long bytes, String what) {
+    if (b != null && b.bytes() >= bytes) return b;
+    if (b != null) {
+      env.ctx().synchronize(); // queued kernels may still read it
+      b.close();
+    }
+    return env.ctx().alloc(Math.max(bytes, 16), what);
+  }
+
+  @Override
+  public void collect() {
+    if (!cacheOn) return;
+    env.k().stream().synchronize();
+    int[] w = hits.downloadInts(2);
+    long total = (w[0] & 0xFFFFFFFFL) | ((long) w[1] << 32);
+    stats.cacheHits += total - hitsFolded;
+    hitsFolded = total;
+  }
+
+  /** The lists (lists, listLen) of the last sparse call (tests; synchronises). */
+  int[] downloadLists() {
+    env.k().stream().synchronize();
+    return list.downloadInts(lists * lastListLen);
+  }
+
+  int lastListLen() {
+    return lastListLen;
+  }
+
+  @Override
+  public void close() {
+    lk.close();
+    topScratch.close();
+    for (DeviceBuffer[] arr : new DeviceBuffer[][] {cachedTop, kq, ks}) {
+      for (int i = 0; i < arr.length; i++) {
+        if (arr[i] != null) arr[i].close();
+        arr[i] = null;
+      }
+    }
+    for (DeviceBuffer b : new DeviceBuffer[] {qf, cachedQf, hit, hits, top, logits, partMl, votes, pooled, list, qRot,
+        ropeCos, ropeSin, fpCos, fpSin}) {
+      if (b != null) b.close();
+    }
+  }
 }

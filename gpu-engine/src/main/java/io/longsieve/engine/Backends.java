@@ -20,7 +20,7 @@ final class Backends {
     try {
       int maxContext = spec.maxContext() > 0 ? spec.maxContext() : model.config().maxPositions();
       ModelRunner runner = openRunner(spec, model);
-      return new LocalEngine(model, runner, maxContext, spec.defaultPolicy());
+      return new BatchingEngine(model, runner, maxContext, spec.defaultPolicy(), spec.maxBatch(), spec.kvBudgetBytes());
     } catch (RuntimeException e) {
       model.close();
       throw e;

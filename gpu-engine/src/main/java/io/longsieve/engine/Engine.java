@@ -5,8 +5,9 @@ import java.util.List;
 
 /**
  * A loaded model on one device, ready to generate. Open it once per process (per executor JVM in
- * Spark) and share it: {@link #generate} is thread-safe. Closing releases every native and device
- * resource.
+ * Spark) and share it: {@link #generate} is thread-safe, and concurrent calls are batched on the
+ * device (continuous batching) with each result what the request gives alone. Closing releases
+ * every native and device resource and fails the requests still running.
  */
 public interface Engine extends AutoCloseable {
 
@@ -38,6 +39,11 @@ public interface Engine extends AutoCloseable {
     List<GenerationResult> out = new ArrayList<>(requests.size());
     for (GenerationRequest r : requests) out.add(generate(r));
     return out;
+  }
+
+  /** What the engine's scheduler has done so far (batching, memory); all zero for an engine without one. */
+  default EngineCounters counters() {
+    return new EngineCounters(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, Long.MAX_VALUE);
   }
 
   @Override

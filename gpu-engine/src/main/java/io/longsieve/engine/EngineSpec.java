@@ -15,6 +15,9 @@ import java.nio.file.Path;
  * @param maxContext      longest prompt + output the engine accepts; 0 means the model's own limit
  * @param memoryFraction  share of free GPU memory (cuMemGetInfo) the engine may take
  * @param defaultPolicy   attention policy used when a request names none, e.g. "dense"
+ * @param maxBatch        most requests the engine runs at once (prefilling or decoding); decode steps batch them
+ * @param kvBudgetBytes   KV cache bytes the admitted requests may reserve together (prompt + maxNewTokens slots
+ *                        each); 0 means the backend's default (CPU: half the heap; CUDA: no engine-side bound)
  */
 public record EngineSpec(
     String modelDir,
@@ -24,7 +27,19 @@ public record EngineSpec(
     int prefillChunk,
     int maxContext,
     double memoryFraction,
-    String defaultPolicy) implements Serializable {
+    String defaultPolicy,
+    int maxBatch,
+    long kvBudgetBytes) implements Serializable {
+
+  /** Requests run at once when a spec does not say. */
+  public static final int DEFAULT_MAX_BATCH = 8;
+
+  /** A spec with the default batching limits (see {@link #DEFAULT_MAX_BATCH}, backend KV budget). */
+  public EngineSpec(String modelDir, String device, int gpuOrdinal, int threads, int prefillChunk, int maxContext,
+                    double memoryFraction, String defaultPolicy) {
+    this(modelDir, device, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction, defaultPolicy,
+        DEFAULT_MAX_BATCH, 0);
+  }
 
   public EngineSpec {
     if (modelDir == null || modelDir.isBlank()) throw new IllegalArgumentException("modelDir is required");
@@ -36,6 +51,8 @@ public record EngineSpec(
     if (maxContext < 0) throw new IllegalArgumentException("maxContext must be >= 0");
     if (!(memoryFraction > 0 && memoryFraction <= 1)) throw new IllegalArgumentException("memoryFraction must be in (0, 1]");
     if (defaultPolicy == null || defaultPolicy.isBlank()) defaultPolicy = "dense";
+    if (maxBatch <= 0) throw new IllegalArgumentException("maxBatch must be > 0");
+    if (kvBudgetBytes < 0) throw new IllegalArgumentException("kvBudgetBytes must be >= 0");
   }
 
   /** A spec with the defaults: auto device, all cores, 512-token prefill chunks, dense attention. */
@@ -44,26 +61,42 @@ public record EngineSpec(
   }
 
   public EngineSpec withDevice(String d) {
-    return new EngineSpec(modelDir, d, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction, defaultPolicy);
+    return new EngineSpec(modelDir, d, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction,
+        defaultPolicy, maxBatch, kvBudgetBytes);
   }
 
   public EngineSpec withGpuOrdinal(int ordinal) {
-    return new EngineSpec(modelDir, device, ordinal, threads, prefillChunk, maxContext, memoryFraction, defaultPolicy);
+    return new EngineSpec(modelDir, device, ordinal, threads, prefillChunk, maxContext, memoryFraction,
+        defaultPolicy, maxBatch, kvBudgetBytes);
   }
 
   public EngineSpec withThreads(int n) {
-    return new EngineSpec(modelDir, device, gpuOrdinal, n, prefillChunk, maxContext, memoryFraction, defaultPolicy);
+    return new EngineSpec(modelDir, device, gpuOrdinal, n, prefillChunk, maxContext, memoryFraction,
+        defaultPolicy, maxBatch, kvBudgetBytes);
   }
 
   public EngineSpec withPrefillChunk(int n) {
-    return new EngineSpec(modelDir, device, gpuOrdinal, threads, n, maxContext, memoryFraction, defaultPolicy);
+    return new EngineSpec(modelDir, device, gpuOrdinal, threads, n, maxContext, memoryFraction,
+        defaultPolicy, maxBatch, kvBudgetBytes);
   }
 
   public EngineSpec withMaxContext(int n) {
-    return new EngineSpec(modelDir, device, gpuOrdinal, threads, prefillChunk, n, memoryFraction, defaultPolicy);
+    return new EngineSpec(modelDir, device, gpuOrdinal, threads, prefillChunk, n, memoryFraction,
+        defaultPolicy, maxBatch, kvBudgetBytes);
   }
 
   public EngineSpec withDefaultPolicy(String p) {
-    return new EngineSpec(modelDir, device, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction, p);
+    return new EngineSpec(modelDir, device, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction,
+        p, maxBatch, kvBudgetBytes);
+  }
+
+  public EngineSpec withMaxBatch(int n) {
+    return new EngineSpec(modelDir, device, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction, defaultPolicy,
+        n, kvBudgetBytes);
+  }
+
+  public EngineSpec withKvBudgetBytes(long bytes) {
+    return new EngineSpec(modelDir, device, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction, defaultPolicy,
+        maxBatch, bytes);
   }
 }

@@ -57,8 +57,12 @@ public final class RequestLimits {
 
   /** @throws GenerationTimeoutException when this thread's request is past its deadline */
   public static void checkDeadline() {
-    RequestLimits l = CURRENT.get();
-    if (l.deadlineNanos != Long.MAX_VALUE && System.nanoTime() - l.deadlineNanos > 0) {
+    CURRENT.get().check();
+  }
+
+  /** @throws GenerationTimeoutException when these limits' deadline has passed */
+  public void check() {
+    if (deadlineNanos != Long.MAX_VALUE && System.nanoTime() - deadlineNanos > 0) {
       throw new GenerationTimeoutException("the request ran past its time limit");
     }
   }

@@ -1,6 +1,7 @@
 package io.longsieve.job;
 
 import io.longsieve.engine.Engine;
+import io.longsieve.engine.EngineCounters;
 import io.longsieve.engine.EngineSpec;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -18,7 +19,8 @@ import org.apache.spark.TaskContext;
  * because no document of the run could succeed. Per-document failures never reach this class: the
  * caller turns them into error rows. An engine is opened at most once per spec and JVM, lazily by the
  * first task that needs it, under a lock so concurrent tasks wait for that one opening and then share
- * the engine ({@link Engine#generate} is thread-safe). Engines are closed by a JVM shutdown hook when
+ * the engine ({@link Engine#generate} is thread-safe, and the engine batches the tasks' concurrent
+ * requests on its device). Engines are closed by a JVM shutdown hook when
  * the executor exits.
  */
 public final class ExecutorEngine {
@@ -57,6 +59,13 @@ public final class ExecutorEngine {
   /** How many engines this JVM has opened since it started (or since {@link #closeAll}). */
   public static int openings() {
     return OPENINGS.get();
+  }
+
+  /** Each open engine's scheduler counters (requests, batched decode steps, peak batch), in opening order. */
+  public static List<EngineCounters> counters() {
+    synchronized (LOCK) {
+      return ENGINES.values().stream().map(Engine::counters).toList();
+    }
   }
 
   /** Closes every engine; a later {@link #get} opens afresh. Used by the shutdown hook and by tests. */

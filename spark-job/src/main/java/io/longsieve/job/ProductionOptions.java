@@ -13,6 +13,7 @@ import java.io.Serializable;
  *                                0 = no profile (spark.task.resource.gpu.amount applies to every stage)
  * @param charsPerToken           characters per token in the driver's cost estimate
  * @param slices                  commit slices of the generation stage; 0 = one per wave of task slots
+ * @param maxBatch                documents an executor's engine decodes together (continuous batching)
  * @param injectOomDocId          testing only: this doc_id fails as if out of GPU memory; null = off
  * @param injectStickyCudaError   testing only: "DOC_ID@MARKER_FILE": the first attempt of DOC_ID (while
  *                                MARKER_FILE does not exist; it is created) fails with a sticky CUDA error
@@ -24,8 +25,9 @@ public record ProductionOptions(
     double inferenceGpuAmount,
     double charsPerToken,
     int slices,
+    int maxBatch,
     String injectOomDocId,
     String injectStickyCudaError) implements Serializable {
 
-  public static final ProductionOptions DEFAULTS = new ProductionOptions(false, 0, 30, 0, 4.0, 0, null, null);
+  public static final ProductionOptions DEFAULTS = new ProductionOptions(false, 0, 30, 0, 4.0, 0, 8, null, null);
 }

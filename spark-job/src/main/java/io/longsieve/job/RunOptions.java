@@ -80,6 +80,7 @@ public record RunOptions(
         "GPU share each generation task claims through stage-level scheduling (e.g. 0.25); 0 = use spark.task.resource.gpu.amount"),
     CHARS_PER_TOKEN("charsPerToken", "4.0", "characters per token for the driver's cost estimate"),
     SLICES("slices", "0", "commit slices of the generation stage (durable progress for --resume); 0 = one per wave of task slots"),
+    MAX_BATCH("maxBatch", "8", "documents an executor's engine runs at once, decode steps batched (continuous batching)"),
     TEST_INJECT_OOM("test.injectOomDocId", null, "testing: fail this doc_id as if out of GPU memory on every attempt"),
     TEST_INJECT_STICKY("test.injectStickyCudaError", null,
         "testing: DOC_ID@MARKER_FILE, the first attempt of DOC_ID hits a sticky CUDA error (the executor exits with 45)");
@@ -159,7 +160,8 @@ public record RunOptions(
         intAtLeast(values, Key.MAX_CONTEXT, 0), intAtLeast(values, Key.PARTITIONS, 0), spark,
         new ProductionOptions(bool(values, Key.RESUME), intAtLeast(values, Key.DOC_TIMEOUT, 0),
             intAtLeast(values, Key.PROGRESS_INTERVAL, 0), fraction(values, Key.INFERENCE_GPU_AMOUNT),
-            positive(values, Key.CHARS_PER_TOKEN), intAtLeast(values, Key.SLICES, 0), value(values, Key.TEST_INJECT_OOM),
+            positive(values, Key.CHARS_PER_TOKEN), intAtLeast(values, Key.SLICES, 0), intAtLeast(values, Key.MAX_BATCH, 1),
+            value(values, Key.TEST_INJECT_OOM),
             value(values, Key.TEST_INJECT_STICKY)));
     o.engineSpec(); // EngineSpec validates its own fields; fail here, on the driver, not on an executor
     return o;
@@ -170,7 +172,8 @@ public record RunOptions(
    * engine's default stays dense: runs that differ only in policy share one engine per JVM.
    */
   public EngineSpec engineSpec() {
-    return new EngineSpec(model, device, -1, threads, prefillChunk, maxContext, 0.9, "dense");
+    return new EngineSpec(model, device, -1, threads, prefillChunk, maxContext, 0.9, "dense")
+        .withMaxBatch(production.maxBatch());
   }
 
   /** These options as settings (spark.longsieve.* keys and spark.master), for the run manifest. */
@@ -195,6 +198,7 @@ public record RunOptions(
     m.put(Key.INFERENCE_GPU_AMOUNT.conf(), Double.toString(production.inferenceGpuAmount()));
     m.put(Key.CHARS_PER_TOKEN.conf(), Double.toString(production.charsPerToken()));
     m.put(Key.SLICES.conf(), Integer.toString(production.slices()));
+    m.put(Key.MAX_BATCH.conf(), Integer.toString(production.maxBatch()));
     if (production.injectOomDocId() != null) m.put(Key.TEST_INJECT_OOM.conf(), production.injectOomDocId());
     if (production.injectStickyCudaError() != null) {
       m.put(Key.TEST_INJECT_STICKY.conf(), production.injectStickyCudaError());

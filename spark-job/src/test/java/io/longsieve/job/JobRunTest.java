@@ -168,6 +168,12 @@ class JobRunTest {
         .select("partition_id").distinct().count();
     assertTrue(partitionsWithEngine >= 2, "several tasks used the engine: " + partitionsWithEngine);
     assertEquals(1, ExecutorEngine.openings());
+    long generated = table("stats").where(col("run_id").equalTo("e2e").and(col("status").equalTo(JobSchemas.OK)))
+        .count();
+    var counters = ExecutorEngine.counters();
+    assertEquals(1, counters.size());
+    assertTrue(counters.get(0).requests() >= generated,
+        "the tasks' requests all went through the one engine's scheduler: " + counters.get(0));
   }
 
   @Test

@@ -1,0 +1,181 @@
+package io.longsieve.cuda;
+
+import jcuda.driver.CUdeviceptr;
+
+/**
+ * Launch wrappers of TokenSelect's kernels (src/main/cuda/tokenselect.cu), shapes in the parameter
+ * names; asynchronous on the stream of the {@link Kernels} they share a launcher with. Every kernel
+ * after {@link #cacheCheck} takes the device hit flag and does nothing when it is set. Illegal
+ * shapes (head size, group size) throw IllegalArgumentException before anything is queued.
+ */
+final class SelectKernels {
+
+  static final int SCORE_THREADS = 256;
+  static final int TOPK_THREADS = 1024;
+  static final int MAX_GROUP = 8;   // TS_GMAX in tokenselect.cu
+  static final int TOPK_MAX_BLOCKS = 64;
+
+  private final Launcher l;
+  private final int smCount;
+
+  SelectKernels(Kernels k) {
+    this.l = k.launcher();
+    this.smCount = k.smCount();
+  }
+
+  /** Candidates per scoring block and block count along the candidates (grid (nKv, splits)). */
+  record ScorePlan(int chunk, int splits) {}
+
+  /** About four scoring blocks per multiprocessor, chunks a multiple of 64 candidates. */
+  static ScorePlan scorePlan(int cands, int nKv, int sms) {
+    int target = Math.max(1, (4 * sms + nKv - 1) / nKv);
+    int chunk = (int) Math.max(64, ((long) (cands + target - 1) / target + 63) / 64 * 64);
+    return new ScorePlan(chunk, Math.max(1, (cands + chunk - 1) / chunk));
+  }
+
+  ScorePlan plan(int cands, int nKv) {
+    return scorePlan(cands, nKv, smCount);
+  }
+
+  static void checkShape(int headDim, int heads, int nKv) {
+    if (headDim != 16 && headDim != 32 && headDim != 64 && headDim != 128 && headDim != 256) {
+      throw new IllegalArgumentException("TokenSelect scoring takes head size 16/32/64/128/256, not " + headDim);
+    }
+    if (heads % nKv != 0 || heads / nKv > MAX_GROUP || heads > 256) {
+      throw new IllegalArgumentException("TokenSelect scoring takes <= " + MAX_GROUP + " query heads per KV head and "
+          + "<= 256 heads, not " + heads + "/" + nKv);
+    }
+  }
+
+  /** cos, sin (positions, half) f32 = RoPE of positions pos0 .. pos0 + positions - 1. */
+  void ropeTable(CUdeviceptr cos, CUdeviceptr sin, CUdeviceptr invFreq, int pos0, int positions, int half) {
+    l.launch("ts_rope_table", positions, 1, 1, Math.max(32, Math.min(256, (half + 31) / 32 * 32)), 0, cos, sin, invFreq,
+        pos0, half);
+  }
+
+  /**
+   * qf (heads, d) f32 = mean over the m rows of qPre (rows of qStride f32) rotated with rows
+   * 0 .. m-1 of cos, sin (>= m, d / 2) f32.
+   */
+  void fingerprint(CUdeviceptr qf, CUdeviceptr qPre, int qStride, int m, int heads, int d, CUdeviceptr cos,
+                   CUdeviceptr sin) {
+    l.launch("ts_fingerprint", heads, (d / 2 + 31) / 32, 1, 256, 0, qf, qPre, qStride, m, heads, d, cos, sin);
+  }
+
+  /**
+   * hit (1) int = possible && cosine(qf, cachedQf) >= threshold; hits (1) u64 += hit; on a miss
+   * with store, cachedQf (n) f32 = qf (n) f32.
+   */
+  void cacheCheck(CUdeviceptr hit, CUdeviceptr hits, CUdeviceptr cachedQf, CUdeviceptr qf, int n, boolean possible,
+                  boolean store, double threshold) {
+    l.launch("ts_cache_check", 1, 1, 1, 256, 0, hit, hits, cachedQf, qf, n, possible ? 1 : 0, store ? 1 : 0, threshold);
+  }
+
+  /**
+   * logits (heads, cands) f32 = voteScale * qf_h . kPre[sinks + c] of KV head h's scoring head,
+   * partMl (heads, plan.splits, 2) f32 per-split softmax (max, sum).
+   */
+  void score(CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, Kernels.KvView kv, CUdeviceptr qf, int heads,
+             int sinks, int cands, ScorePlan p, boolean gqaMod, float voteScale) {
+    checkShape(kv.headDim(), heads, kv.nKv());
+    l.launch("ts_score_d" + kv.headDim(), kv.nKv(), p.splits(), 1, SCORE_THREADS, 0, logits, partMl, hit, kv.kPre(),
+        kv.pageTable(), qf, heads, kv.nKv(), kv.pageSize(), sinks, cands, p.chunk(), gqaMod ? 1 : 0, voteScale);
+  }
+
+  /** As {@link #score} from the int4 copy: kq (slots, nKv, d / 2) packed, ks (slots, nKv) f32. */
+  void scoreInt4(CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, CUdeviceptr kq, CUdeviceptr ks, CUdeviceptr qf,
+                 int heads, int nKv, int d, int sinks, int cands, ScorePlan p, boolean gqaMod, float voteScale) {
+    checkShape(d, heads, nKv);
+    l.launch("ts_score_int4_d" + d, nKv, p.splits(), 1, SCORE_THREADS, 0, logits, partMl, hit, kq, ks, qf, heads, nKv,
+        sinks, cands, p.chunk(), gqaMod ? 1 : 0, voteScale);
+  }
+
+  /** votes (perKv ? nKv : 1, cands) f32 = summed per-head softmax of logits (heads, cands). */
+  void votes(CUdeviceptr votes, CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, int heads, int nKv, int cands,
+             int splits, boolean perKv, boolean gqaMod) {
+    int blocks = Math.max(1, Math.min(8 * smCount, (cands + 255) / 256));
+    l.launch("ts_votes", blocks, 1, 1, 256, 0, votes, logits, partMl, hit, heads, nKv, cands, splits, perKv ? 1 : 0,
+        gqaMod ? 1 : 0);
+  }
+
+  /** Length of max_pool1d's output with padding (kernel - 1) / 2: one short of n for an even kernel. */
+  static int pooledLength(int n, int kernel) {
+    int pad = (kernel - 1) / 2;
+    return n + 2 * pad - kernel + 1;
+  }
+
+  /** pooled (lists, pooledLength) f32 = max_pool1d of each row of votes (lists, n); returns the length. */
+  int maxPool(CUdeviceptr pooled, CUdeviceptr votes, CUdeviceptr hit, int lists, int n, int kernel) {
+    int len = pooledLength(n, kernel);
+    l.launch("ts_maxpool", Math.max(1, Math.min(4096, (len + 255) / 256)), lists, 1, 256, 0, pooled, votes, hit, n, len,
+        kernel);
+    return len;
+  }
+
+  /** Blocks per list of the top-k's counting and writing kernels: about 2048 values each, at most 64. */
+  static int topKBlocks(int n) {
+    return Math.max(1, Math.min(TOPK_MAX_BLOCKS, (n + 2047) / 2048));
+  }
+
+  /**
+   * top (lists, count) int = base + ascending indices of the count largest of each row of vals
+   * (lists, n), ties to the lower index; count >= n: every index, the last repeated. Six launches.
+   */
+  void topK(CUdeviceptr top, CUdeviceptr vals, CUdeviceptr hit, int lists, int n, int count, int base, TopKScratch s) {
+    if (lists > s.lists) throw new IllegalArgumentException(lists + " lists, scratch for " + s.lists);
+    int hb = Math.max(1, Math.min(2 * smCount / lists + 1, (n + 255) / 256));
+    for (int pass = 0; pass < 2; pass++) {
+      l.launch("ts_topk_hist", hb, lists, 1, 256, 0, s.hist.ptr(), s.state.ptr(), vals, hit, n, count, pass);
+      l.launch("ts_topk_resolve", 1, lists, 1, TOPK_THREADS, 0, s.hist.ptr(), s.state.ptr(), hit, n, count, pass);
+    }
+    int blocks = topKBlocks(n);
+    l.launch("ts_topk_count", blocks, lists, 1, 256, 0, s.counts.ptr(), s.state.ptr(), vals, hit, n, count);
+    l.launch("ts_topk_write", blocks, lists, 1, 256, 0, top, s.counts.ptr(), s.state.ptr(), vals, hit, n, count, base);
+  }
+
+  /** Device scratch of {@link #topK} for up to `lists` rows; freed on close. */
+  static final class TopKScratch implements AutoCloseable {
+    final int lists;
+    final DeviceBuffer hist;    // (lists, 65536) u32 radix histogram, zero between uses
+    final DeviceBuffer state;   // (lists, 2) u32 digit prefix / threshold key, keys still to take
+    final DeviceBuffer counts;  // (lists, TOPK_MAX_BLOCKS, 2) int keys > T and == T per block segment
+
+    TopKScratch(CudaContext ctx, int lists) {
+      this.lists = lists;
+      DeviceBuffer h = null, st = null, c = null;
+      try {
+        h = ctx.alloc((long) lists * 65536 * 4, "top-k histogram");
+        h.fill32(0);
+        st = ctx.alloc((long) lists * 2 * 4, "top-k state");
+        c = ctx.alloc((long) lists * TOPK_MAX_BLOCKS * 2 * 4, "top-k segment counts");
+      } catch (RuntimeException e) {
+        for (DeviceBuffer x : new DeviceBuffer[] {h, st, c}) if (x != null) x.close();
+        throw e;
+      }
+      hist = h;
+      state = st;
+      counts = c;
+    }
+
+    @Override
+    public void close() {
+      hist.close();
+      state.close();
+      counts.close();
+    }
+  }
+
+  /** lists (nLists, listLen) int = [0, sinks) ++ top (nLists, count) ++ [end - local, end). */
+  void buildLists(CUdeviceptr lists, CUdeviceptr top, int nLists, int count, int sinks, int local, int end, int listLen) {
+    l.launch("ts_build_lists", Math.max(1, (listLen + 255) / 256), nLists, 1, 256, 0, lists, top, count, sinks, local,
+        end, listLen);
+  }
+
+  /** Quantises slots slot0 .. slot0 + n - 1 of kv's kPre into kq (slots, nKv, d / 2) and ks (slots, nKv). */
+  void quantise(CUdeviceptr kq, CUdeviceptr ks, Kernels.KvView kv, int slot0, int n) {
+    if (n <= 0) return;
+    int threads = Math.max(32, (kv.headDim() / 2 + 31) / 32 * 32);
+    l.launch("ts_quantise", n, kv.nKv(), 1, threads, 0, kq, ks, kv.kPre(), kv.pageTable(), kv.nKv(), kv.headDim(),
+        kv.pageSize(), slot0);
+  }
+}

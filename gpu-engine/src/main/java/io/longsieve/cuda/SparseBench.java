@@ -1,0 +1,95 @@
+package io.longsieve.cuda;
+
+import io.longsieve.attention.PolicySpec;
+import io.longsieve.model.ModelConfig;
+import java.util.Arrays;
+import java.util.Locale;
+import java.util.Random;
+
+/**
+ * The sparse-attention benchmarks of {@code longsieve bench --sparse} (issue 5 §3): each kernel
+ * family's own section (list attention, TokenSelect, TSA, KV compression, Quest), then whole decode
+ * steps of the synthetic Llama-3.1-8B at a long context with dense attention and with each decode
+ * policy, on one prefilled cache, so the end-to-end ratio is measured in one run. Random weights fix
+ * the kernels' speed, not the sparsity a trained model would realise (Selection Cache hits need
+ * similar consecutive queries, which random weights rarely give).
+ */
+public final class SparseBench {
+  private SparseBench() {}
+
+  /** Decode policies timed end to end against dense; the prefill is dense and shared. */
+  static final String[] DECODE_POLICIES = {"dense", "decode=tokenselect", "decode=tokenselect(index=int4)",
+      "decode=quest", "decode=streaming"};
+
+  public static void run(Bench b, ModelConfig c, int[] contexts, int chunk, int decodeSteps, boolean endToEnd) {
+    section(b, "list attention", () -> ListAttentionBench.run(b, c, contexts));
+    section(b, "TokenSelect", () -> TokenSelectBench.run(b, c, contexts));
+    section(b, "Quest and StreamingLLM", () -> BaselinesBench.run(b, c, contexts));
+    section(b, "Token Sparse Attention", () -> TsaBench.run(b, c, contexts));
+    section(b, "KV compression", () -> KvCompressionBench.run(b, c, contexts));
+    if (endToEnd) section(b, "end to end", () -> endToEnd(b, c, Arrays.stream(contexts).max().orElse(32768), chunk, decodeSteps));
+  }
+
+  /** Runs one section; a failure is logged and the next section still runs (one run measures as much as it can). */
+  private static void section(Bench b, String name, Runnable body) {
+    b.log().println("== sparse bench: " + name);
+    long t0 = System.nanoTime();
+    try {
+      body.run();
+    } catch (RuntimeException e) {
+      b.log().println("sparse bench section '" + name + "' failed: " + e);
+      e.printStackTrace(b.log());
+      b.kernels().stream().synchronize();
+    }
+    b.log().printf(Locale.ROOT, "== %s took %.1f s%n", name, (System.nanoTime() - t0) / 1e9);
+  }
+
+  /** One dense prefill of L random tokens, then decodeSteps greedy steps per decode policy, each from position L. */
+  static void endToEnd(Bench b, ModelConfig c, int L, int chunk, int decodeSteps) {
+    CudaContext ctx = b.ctx();
+    Kernels k = b.kernels();
+    try (CudaWeights w = CudaWeights.synthetic(ctx, k, c, 11); CudaModel m = new CudaModel(c, ctx, k, w, chunk);
+         PagedKvCache kv = new PagedKvCache(ctx, c, L + decodeSteps + 1)) {
+      m.reserveDecode(kv.capacity);
+      Random r = new Random(3);
+      int[] ids = new int[L];
+      for (int i = 0; i < L; i++) ids[i] = r.nextInt(c.vocabSize());
+      long t0 = System.nanoTime();
+      m.prefill(ids, 0, kv, null);
+      m.sampleGreedy();
+      m.readToken();
+      b.log().printf(Locale.ROOT, "end-to-end: prefilled %d tokens in %.1f s%n", L, (System.nanoTime() - t0) / 1e9);
+      double denseMs = Double.NaN;
+      for (String policy : DECODE_POLICIES) {
+        double ms;
+        try (GpuPolicy p = GpuPolicy.open(PolicySpec.parse(policy), m.env(null))) {
+          ms = decodeMs(m, kv, p, L, decodeSteps);
+        } catch (RuntimeException e) {
+          b.log().println("end-to-end " + policy + " failed: " + e);
+          continue;
+        }
+        if (policy.equals("dense")) denseMs = ms;
+        b.add(new Bench.Row("end-to-end", "decode ms/token L=" + L + " " + policy,
+            String.format(Locale.ROOT, "%.1f tok/s; %.2fx dense", 1000 / ms, denseMs / ms), ms, Double.NaN, Double.NaN,
+            denseMs / ms, Double.NaN));
+      }
+    }
+  }
+
+  /** Median wall time of a decode step (token picked on the device, one synchronisation per step). */
+  private static double decodeMs(CudaModel m, PagedKvCache kv, GpuPolicy p, int L, int steps) {
+    int[] len = new int[kv.layers];
+    for (int l = 0; l < kv.layers; l++) len[l] = kv.length(l);
+    double[] t = new double[steps];
+    for (int s = 0; s < steps + 2; s++) {
+      long ts = System.nanoTime();
+      m.decode(0, true, L + s, kv, p);
+      m.sampleGreedy();
+      m.readToken();
+      if (s >= 2) t[s - 2] = (System.nanoTime() - ts) / 1e6;  // two warm-up steps (first launches, workspace growth)
+    }
+    for (int l = 0; l < kv.layers; l++) kv.setLength(l, len[l]);  // the next policy decodes from the same context
+    Arrays.sort(t);
+    return t[steps / 2];
+  }
+}

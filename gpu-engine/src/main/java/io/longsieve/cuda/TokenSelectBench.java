@@ -1,0 +1,176 @@
+package io.longsieve.cuda;
+
+import io.longsieve.model.ModelConfig;
+import io.longsieve.model.Rope;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * TokenSelect decode attention per layer against dense decode attention (issue 5 §3), on one layer
+ * of the model's shapes with a random paged cache: dense flash decoding; TokenSelect split into
+ * scoring (fingerprint, cache check, logits with softmax statistics, soft vote; full keys and the
+ * int4 copy), top-k (radix select and the list) and attention over the list (ListKernels); and the
+ * totals of a step with full-key scoring and no cache hit, int4 scoring and no hit, and a cache hit
+ * (scoring kernels return at once). Ratios vs dense are rows of their own (ratio in the fraction
+ * column). Defaults sinks 128, k 2048, window 512, heads=layer, positions=compact.
+ *
+ * <p>Failure semantics: a context beyond the device memory throws from the allocation; should
+ * ListKernels refuse (UnsupportedOperationException), list-attention rows are NaN and logged.
+ */
+public final class TokenSelectBench {
+  private TokenSelectBench() {}
+
+  static final int SINKS = 128, K = 2048, WINDOW = 512;
+
+  public static void run(Bench b, ModelConfig c, int[] contexts) {
+    int maxL = Arrays.stream(contexts).max().orElse(0);
+    ModelConfig one = new ModelConfig("llama", c.hiddenSize(), c.intermediateSize(), 1, c.numHeads(), c.numKvHeads(),
+        c.headDim(), c.vocabSize(), c.rmsNormEps(), c.ropeTheta(), c.ropeScaling(), c.maxPositions(), false, false, 0, 0,
+        List.of());
+    int heads = c.numHeads(), nKv = c.numKvHeads(), d = c.headDim(), qDim = c.qDim(), listLen = SINKS + K + WINDOW;
+    float scale = (float) (1.0 / Math.sqrt(d));
+    CudaContext ctx = b.ctx();
+    Kernels k = b.kernels();
+    SelectKernels sk = new SelectKernels(k);
+    try (PagedKvCache kv = new PagedKvCache(ctx, one, maxL); Kernels.Workspace ws = new Kernels.Workspace(ctx);
+         ListKernels lk = new ListKernels(k, ctx);
+         SelectKernels.TopKScratch scratch = new SelectKernels.TopKScratch(ctx, 1);
+         DeviceBuffer qPre = ctx.alloc((long) qDim * 4, "bench qPre");
+         DeviceBuffer q = ctx.alloc((long) qDim * 2, "bench q");
+         DeviceBuffer qRot = ctx.alloc((long) qDim * 2, "bench q at list index");
+         DeviceBuffer out = ctx.alloc((long) qDim * 2, "bench out");
+         DeviceBuffer qf = ctx.alloc((long) qDim * 4, "bench fingerprint");
+         DeviceBuffer cachedQf = ctx.alloc((long) qDim * 4, "bench cached fingerprint");
+         DeviceBuffer hit = ctx.alloc(4, "bench hit");
+         DeviceBuffer hits = ctx.alloc(8, "bench hits");
+         DeviceBuffer logits = ctx.alloc((long) heads * maxL * 4, "bench logits");
+         DeviceBuffer partMl = ctx.alloc((long) heads * 4096 * 2 * 4, "bench partials");
+         DeviceBuffer votes = ctx.alloc((long) maxL * 4, "bench votes");
+         DeviceBuffer top = ctx.alloc((long) K * 4, "bench top");
+         DeviceBuffer lists = ctx.alloc((long) listLen * 4, "bench lists");
+         DeviceBuffer kq = ctx.alloc((long) kv.capacity * nKv * (d / 2), "bench int4 keys");
+         DeviceBuffer ks = ctx.alloc((long) kv.capacity * nKv * 4, "bench int4 scales");
+         DeviceBuffer cos = ctx.alloc((long) listLen * (d / 2) * 4, "bench rope cos");
+         DeviceBuffer sin = ctx.alloc((long) listLen * (d / 2) * 4, "bench rope sin");
+         DeviceBuffer invFreq = ctx.alloc((long) (d / 2) * 4, "bench inv freq");
+         DeviceBuffer fpCos = ctx.alloc((long) (d / 2) * 4, "bench fingerprint cos");
+         DeviceBuffer fpSin = ctx.alloc((long) (d / 2) * 4, "bench fingerprint sin")) {
+      Kernels.KvView v = kv.layer(0);
+      long cacheElems = (long) kv.pages * nKv * kv.pageSize * d;
+      k.fillRandomBf16(v.kPre(), cacheElems, 11, 1f);
+      k.fillRandomBf16(v.kRope(), cacheElems, 12, 1f);
+      k.fillRandomBf16(v.v(), cacheElems, 13, 1f);
+      k.fillRandomBf16(q.ptr(), qDim, 14, 0.1f);
+      k.bf16ToF32(qPre.ptr(), q.ptr(), qDim);
+      invFreq.upload(new Rope(one).inverseFrequencies());
+      sk.ropeTable(fpCos.ptr(), fpSin.ptr(), invFreq.ptr(), WINDOW, 1, d / 2);
+      hits.fill32(0);
+      sk.quantise(kq.ptr(), ks.ptr(), v, 0, maxL);
+      boolean haveLists = true;
+      try {
+        lk.ropeTable(cos.ptr(), sin.ptr(), invFreq.ptr(), listLen, d / 2);
+      } catch (UnsupportedOperationException e) {
+        haveLists = false;
+        b.log().println("  tokenselect: ListKernels not merged yet, list-attention rows are NaN");
+      }
+      for (int L : contexts) {
+        int cands = L - WINDOW - SINKS;
+        SelectKernels.ScorePlan p = sk.plan(cands, nKv);
+        String shape = "1x" + heads + "x1x" + d + " kv " + L + " k " + K;
+        k.flashDecode(out.ptr(), q.ptr(), v, 1, heads, L - 1, 0, scale, ws);  // sizes the workspace
+        double dense = b.medianMs(() -> k.flashDecode(out.ptr(), q.ptr(), v, 1, heads, L - 1, 0, scale, ws), 3, 15, 20);
+        double kvBytes = 2.0 * L * c.kvDim() * 2;
+        b.add(new Bench.Row("tokenselect", "dense decode attention L=" + L, shape, dense, Double.NaN, kvBytes / dense / 1e6,
+            kvBytes / dense / 1e6 / b.copyGbps(), Double.NaN));
+
+        Runnable front = () -> {  // fingerprint and a cache check that misses
+          sk.fingerprint(qf.ptr(), qPre.ptr(), qDim, 1, heads, d, fpCos.ptr(), fpSin.ptr());
+          sk.cacheCheck(hit.ptr(), hits.ptr(), cachedQf.ptr(), qf.ptr(), qDim, false, true, 0.9);
+        };
+        Runnable scoreFull = () -> {
+          front.run();
+          sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), v, qf.ptr(), heads, SINKS, cands, p, false, 1f);
+          sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false, false);
+        };
+        Runnable scoreInt4 = () -> {
+          front.run();
+          sk.quantise(kq.ptr(), ks.ptr(), v, L - 1, 1);  // the step's own slot joins the copy
+          sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq.ptr(), ks.ptr(), qf.ptr(), heads, nKv, d, SINKS, cands,
+              p, false, 1f);
+          sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false, false);
+        };
+        Runnable topk = () -> {
+          sk.topK(top.ptr(), votes.ptr(), hit.ptr(), 1, cands, K, SINKS, scratch);
+          sk.buildLists(lists.ptr(), top.ptr(), 1, K, SINKS, WINDOW, L, listLen);
+        };
+        Runnable attend = () -> {
+          k.rope(qRot.ptr(), qPre.ptr(), qDim, 1, heads, d, invFreq.ptr(), null, listLen - 1);
+          lk.attend(out.ptr(), qRot.ptr(), v, lists.ptr(), 1, listLen, 1, heads, true, cos.ptr(), sin.ptr(), scale);
+        };
+        Runnable hitStep = () -> {  // cached fingerprint equals this one: scoring and top-k return at once
+          sk.fingerprint(qf.ptr(), qPre.ptr(), qDim, 1, heads, d, fpCos.ptr(), fpSin.ptr());
+          sk.fingerprint(cachedQf.ptr(), qPre.ptr(), qDim, 1, heads, d, fpCos.ptr(), fpSin.ptr());
+          sk.cacheCheck(hit.ptr(), hits.ptr(), cachedQf.ptr(), qf.ptr(), qDim, true, true, 0.9);
+          sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), v, qf.ptr(), heads, SINKS, cands, p, false, 1f);
+          sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false, false);
+          topk.run();
+          attend.run();
+        };
+        scoreFull.run();  // votes for the top-k timing
+        double msFull = b.medianMs(scoreFull, 3, 15, 20);
+        double keyBytes = (double) cands * c.kvDim() * 2;
+        b.add(new Bench.Row("tokenselect", "scoring full keys L=" + L, shape, msFull, Double.NaN, keyBytes / msFull / 1e6,
+            keyBytes / msFull / 1e6 / b.copyGbps(), Double.NaN));
+        double msInt4 = b.medianMs(scoreInt4, 3, 15, 20);
+        double qBytes = (double) cands * nKv * (d / 2 + 4);
+        b.add(new Bench.Row("tokenselect", "scoring int4 keys L=" + L, shape, msInt4, Double.NaN, qBytes / msInt4 / 1e6,
+            qBytes / msInt4 / 1e6 / b.copyGbps(), Double.NaN));
+        scoreFull.run();
+        double msTop = b.medianMs(topk, 3, 15, 20);
+        b.add(new Bench.Row("tokenselect", "top-k + list L=" + L, shape, msTop, Double.NaN, Double.NaN, Double.NaN,
+            Double.NaN));
+        double msList = Double.NaN, totFull = Double.NaN, totInt4 = Double.NaN, totHit = Double.NaN;
+        if (haveLists) {
+          msList = b.medianMs(attend, 3, 15, 20);
+          totFull = b.medianMs(() -> {
+            scoreFull.run();
+            topk.run();
+            attend.run();
+          }, 3, 15, 20);
+          totInt4 = b.medianMs(() -> {
+            scoreInt4.run();
+            topk.run();
+            attend.run();
+          }, 3, 15, 20);
+          totHit = b.medianMs(hitStep, 3, 15, 20);
+        }
+        b.add(new Bench.Row("tokenselect", "list attention L=" + L, shape, msList, Double.NaN, Double.NaN, Double.NaN,
+            Double.NaN));
+        b.add(new Bench.Row("tokenselect", "total full-key no hit L=" + L, shape, totFull, Double.NaN, Double.NaN,
+            Double.NaN, Double.NaN));
+        b.add(new Bench.Row("tokenselect", "total int4 no hit L=" + L, shape, totInt4, Double.NaN, Double.NaN, Double.NaN,
+            Double.NaN));
+        b.add(new Bench.Row("tokenselect", "total cache hit L=" + L, shape, totHit, Double.NaN, Double.NaN, Double.NaN,
+            Double.NaN));
+        ratio(b, "list attention", L, dense, msList, 25);
+        ratio(b, "total full-key no hit", L, dense, totFull, 1.7);
+        ratio(b, "total int4 no hit", L, dense, totInt4, 5);
+        ratio(b, "total cache hit", L, dense, totHit, Double.NaN);
+        ratio(b, "scoring full keys", L, dense, msFull, Double.NaN);
+        ratio(b, "scoring int4 keys", L, dense, msInt4, Double.NaN);
+      }
+    }
+  }
+
+  /** A ratio row (dense ms / part ms in the fraction column); the issue's target is logged at 128K. */
+  private static void ratio(Bench b, String what, int L, double dense, double ms, double target) {
+    double x = dense / ms;
+    b.add(new Bench.Row("tokenselect", "speedup vs dense: " + what + " L=" + L, "dense ms / ms", Double.NaN, Double.NaN,
+        Double.NaN, x, Double.NaN));
+    if (L >= 131072 && !Double.isNaN(target)) {
+      b.log().printf(Locale.ROOT, "  target %s >= %.1fx at 128K: %.2fx (%s)%n", what, target, x,
+          x >= target ? "met" : Double.isNaN(x) ? "not measured" : "NOT met");
+    }
+  }
+}

@@ -1,0 +1,313 @@
+package io.longsieve.engine;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/**
+ * The one thread that owns a runner and drives every admitted request: continuous batching. Each
+ * round it admits waiting requests (first come, first served) while fewer than maxBatch run and
+ * their reserved KV (capacity slots × {@link ModelRunner#kvBytesPerSlot}) fits the budget, runs one
+ * prefill part of the oldest prefilling request, then one decode step for every decoding request
+ * together ({@link ModelRunner#decodeBatch}). Finished requests complete their futures.
+ *
+ * <p>Failure semantics: a request that fails (its sequence cannot be opened, a prefill part or its
+ * sampling throws, it passes its deadline) fails only its own future; the others go on. An exception
+ * from a batched decode step cannot be pinned on one request and fails every request in that step.
+ * A request alone larger than the budget still runs when nothing else does, so it never waits
+ * forever. A sequence that cannot be opened for lack of memory (the CUDA backend allocates its KV
+ * pages at open and the engine sets it no byte budget by default) while others run is not failed:
+ * it goes back to the head of the queue and admission pauses until a running request ends; only
+ * when it fails with nothing else running does it fail. {@link #close} fails whatever has not finished with {@link IllegalStateException}.
+ */
+final class BatchScheduler implements AutoCloseable {
+
+  private static final Logger LOG = Logger.getLogger(BatchScheduler.class.getName());
+
+  /** A submitted request and where its result goes. */
+  record Pending(GenerationTask task, long kvBytes, CompletableFuture<GenerationResult> future) {}
+
+  private final ModelRunner runner;
+  private final int maxBatch;
+  private final long kvBudget;
+  private final long bytesPerSlot;
+  private final Thread thread;
+  private final Object lock = new Object();
+  private final ArrayDeque<Pending> waiting = new ArrayDeque<>(); // guarded by lock
+  private boolean closed;                                          // guarded by lock
+  private int active;                                              // guarded by lock: admitted, not finished
+  private long reserved;                                           // guarded by lock: their KV bytes
+  private boolean paused;                                          // guarded by lock: tests hold admission
+  private boolean held;                                            // guarded by lock: an open ran out of memory;
+                                                                   //   admit nothing until a request ends
+  // scheduler thread only
+  private final List<Pending> prefilling = new ArrayList<>();
+  private final List<Pending> decoding = new ArrayList<>();
+  private final ModelRunner.Sequence[] seqs;  // (maxBatch) one decode step's inputs and outputs
+  private final int[] tokens;
+  private final int[] positions;
+  private final float[][] logits;
+  private final Sampler[] samplers;
+  private final int[] next;
+  private final Pending[] inStep;
+  // counters, guarded by lock
+  private long requests, failed, deferred, prefillParts, decodeSteps, batchedDecodeSteps, decodedTokens, peakKv;
+  private int peakBatch, peakSequences;
+
+  BatchScheduler(ModelRunner runner, int maxBatch, long kvBudget) {
+    this.runner = runner;
+    this.maxBatch = maxBatch;
+    this.kvBudget = kvBudget;
+    this.bytesPerSlot = runner.kvBytesPerSlot();
+    seqs = new ModelRunner.Sequence[maxBatch];
+    tokens = new int[maxBatch];
+    positions = new int[maxBatch];
+    logits = new float[maxBatch][];
+    samplers = new Sampler[maxBatch];
+    next = new int[maxBatch];
+    inStep = new Pending[maxBatch];
+    thread = new Thread(this::loop, "longsieve-scheduler");
+    thread.setDaemon(true);
+    thread.start();
+  }
+
+  /** Queues a task (not yet opened); the future completes with its result or its failure. */
+  CompletableFuture<GenerationResult> submit(GenerationTask task) {
+    Pending p = new Pending(task, (long) task.capacity() * bytesPerSlot, new CompletableFuture<>());
+    synchronized (lock) {
+      if (closed) throw new IllegalStateException("the engine is closed");
+      waiting.add(p);
+      lock.notifyAll();
+    }
+    return p.future;
+  }
+
+  /** Holds (or releases) admission: requests queue but none starts. For tests that need a full queue. */
+  void pause(boolean p) {
+    synchronized (lock) {
+      paused = p;
+      lock.notifyAll();
+    }
+  }
+
+  /** Requests queued and not yet admitted. */
+  int waiting() {
+    synchronized (lock) {
+      return waiting.size();
+    }
+  }
+
+  EngineCounters counters() {
+    synchronized (lock) {
+      return new EngineCounters(requests, failed, deferred, prefillParts, decodeSteps, batchedDecodeSteps, decodedTokens,
+          peakBatch, peakSequences, peakKv, maxBatch, kvBudget);
+    }
+  }
+
+  private void loop() {
+    try {
+      while (true) {
+        List<Pending> admitted = new ArrayList<>();
+        synchronized (lock) {
+          while (!closed && (waiting.isEmpty() || paused) && active == 0) lock.wait();
+          if (closed) break;
+          while (!paused && !waiting.isEmpty() && active < maxBatch
+              && (active == 0 || !held && reserved + waiting.peek().kvBytes <= kvBudget)) {
+            Pending p = waiting.poll();
+            active++;
+            reserved += p.kvBytes;
+            admitted.add(p);
+          }
+        }
+        List<Pending> again = new ArrayList<>();
+        for (Pending p : admitted) {
+          if (!again.isEmpty()) {
+            again.add(p); // keep the queue's order behind a deferred one
+            continue;
+          }
+          try {
+            p.task.open();
+            prefilling.add(p);
+          } catch (Throwable e) {
+            if (outOfMemory(e) && !(prefilling.isEmpty() && decoding.isEmpty())) again.add(p);
+            else fail(p, e);
+          }
+        }
+        if (!again.isEmpty()) defer(again);
+        synchronized (lock) { // after any deferral: what actually holds memory now
+          peakSequences = Math.max(peakSequences, active);
+          peakKv = Math.max(peakKv, reserved);
+        }
+        dropCancelled(prefilling);
+        dropCancelled(decoding);
+        if (!prefilling.isEmpty()) prefillPart(prefilling.get(0));
+        if (!decoding.isEmpty()) decodeStep();
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (Throwable e) {
+      LOG.log(Level.SEVERE, "the batch scheduler stopped", e);
+      synchronized (lock) {
+        closed = true;
+      }
+    }
+    IllegalStateException gone = new IllegalStateException("the engine was closed before the request finished");
+    for (Pending p : new ArrayList<>(prefilling)) fail(p, gone);
+    for (Pending p : new ArrayList<>(decoding)) fail(p, gone);
+    List<Pending> rest;
+    synchronized (lock) {
+      rest = new ArrayList<>(waiting);
+      waiting.clear();
+    }
+    for (Pending p : rest) p.future.completeExceptionally(gone);
+  }
+
+  /** Back to the head of the queue, in order; admission waits for a running request to end. */
+  private void defer(List<Pending> again) {
+    synchronized (lock) {
+      for (int i = again.size() - 1; i >= 0; i--) {
+        Pending p = again.get(i);
+        waiting.addFirst(p);
+        active--;
+        reserved -= p.kvBytes;
+      }
+      deferred++;
+      held = true;
+    }
+  }
+
+  /** The heuristics the job's retry uses: a Java OutOfMemoryError or a backend's out-of-memory error. */
+  static boolean outOfMemory(Throwable t) {
+    for (Throwable c = t; c != null; c = c.getCause() == c ? null : c.getCause()) {
+      String msg = c.getMessage() == null ? "" : c.getMessage().toUpperCase(java.util.Locale.ROOT);
+      if (c instanceof OutOfMemoryError || c.getClass().getSimpleName().contains("OutOfMemory")
+          || msg.contains("CUDA_ERROR_OUT_OF_MEMORY") || msg.contains("OUT OF MEMORY")) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private void prefillPart(Pending p) {
+    try {
+      p.task.prefillStep();
+    } catch (Throwable e) {
+      fail(p, e);
+      return;
+    } finally {
+      synchronized (lock) {
+        prefillParts++;
+      }
+    }
+    if (p.task.prefilling()) return;
+    prefilling.remove(p);
+    if (p.task.done()) complete(p);
+    else decoding.add(p);
+  }
+
+  private void decodeStep() {
+    int n = 0;
+    for (Pending p : new ArrayList<>(decoding)) {
+      try {
+        p.task.checkDeadline();
+      } catch (Throwable e) {
+        fail(p, e);
+        continue;
+      }
+      GenerationTask t = p.task;
+      inStep[n] = p;
+      seqs[n] = t.sequence();
+      tokens[n] = t.nextToken();
+      positions[n] = t.nextPosition();
+      logits[n] = t.logits();
+      samplers[n] = t.sampler();
+      n++;
+    }
+    if (n == 0) return;
+    synchronized (lock) {
+      decodeSteps++;
+      if (n > 1) batchedDecodeSteps++;
+      decodedTokens += n;
+      peakBatch = Math.max(peakBatch, n);
+    }
+    try {
+      runner.decodeBatch(seqs, tokens, positions, logits, samplers, next, n);
+    } catch (Throwable e) {
+      for (int i = 0; i < n; i++) fail(inStep[i], e);
+      clearStep(n);
+      return;
+    }
+    for (int i = 0; i < n; i++) {
+      Pending p = inStep[i];
+      try {
+        p.task.accept(next[i]);
+      } catch (Throwable e) {
+        fail(p, e);
+        continue;
+      }
+      if (p.task.done()) complete(p);
+    }
+    clearStep(n);
+  }
+
+  private void clearStep(int n) {
+    for (int i = 0; i < n; i++) {
+      inStep[i] = null;
+      seqs[i] = null;
+      logits[i] = null;
+      samplers[i] = null;
+    }
+  }
+
+  /** Requests whose caller gave up (interrupted) leave without running further. */
+  private void dropCancelled(List<Pending> list) {
+    for (Pending p : new ArrayList<>(list)) {
+      if (p.future.isDone()) fail(p, new IllegalStateException("cancelled"));
+    }
+  }
+
+  private void complete(Pending p) {
+    decoding.remove(p);
+    release(p, false);
+    p.future.complete(p.task.result());
+  }
+
+  private void fail(Pending p, Throwable e) {
+    prefilling.remove(p);
+    decoding.remove(p);
+    try {
+      p.task.close();
+    } catch (Throwable closing) {
+      e.addSuppressed(closing);
+    }
+    release(p, true);
+    p.future.completeExceptionally(e);
+  }
+
+  private void release(Pending p, boolean failure) {
+    synchronized (lock) {
+      active--;
+      reserved -= p.kvBytes;
+      held = false;
+      requests++;
+      if (failure) failed++;
+    }
+  }
+
+  /** Stops the thread; unfinished requests fail. Waits for the step in progress. */
+  @Override
+  public void close() {
+    synchronized (lock) {
+      closed = true;
+      lock.notifyAll();
+    }
+    try {
+      thread.join();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+}

@@ -1,0 +1,123 @@
+package io.longsieve.engine;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+
+/**
+ * An engine whose callers share one runner through continuous batching: {@link #generate}
+ * tokenizes on the caller's thread, queues the request for the {@link BatchScheduler} and waits for
+ * its own result. Concurrent callers (Spark task threads of one executor) are decoded together, one
+ * forward pass per step for all of them, and each gets exactly what its request gives alone.
+ */
+final class BatchingEngine implements Engine {
+
+  private final LoadedModel model;
+  private final ModelRunner runner;
+  private final Generator generator;
+  private final BatchScheduler scheduler;
+
+  /** @param kvBudgetBytes KV bytes admitted requests may reserve together; 0: the runner's default */
+  BatchingEngine(LoadedModel model, ModelRunner runner, int maxContext, String defaultPolicy, int maxBatch,
+                 long kvBudgetBytes) {
+    this.model = model;
+    this.runner = runner;
+    this.generator = new Generator(model, runner, maxContext, defaultPolicy);
+    this.scheduler = new BatchScheduler(runner, maxBatch,
+        kvBudgetBytes > 0 ? kvBudgetBytes : runner.defaultKvBudgetBytes());
+  }
+
+  @Override
+  public LoadedModel model() {
+    return model;
+  }
+
+  @Override
+  public String backend() {
+    return runner.backend();
+  }
+
+  @Override
+  public String device() {
+    return runner.device();
+  }
+
+  @Override
+  public int maxContext() {
+    return generator.maxContext();
+  }
+
+  @Override
+  public EngineCounters counters() {
+    return scheduler.counters();
+  }
+
+  /** Holds admission while true (requests queue, none starts): lets tests line up concurrent requests. */
+  void pauseAdmission(boolean paused) {
+    scheduler.pause(paused);
+  }
+
+  /** Requests queued, not yet admitted. */
+  int waiting() {
+    return scheduler.waiting();
+  }
+
+  /**
+   * Generates for one request, batched with whatever else runs. The caller's {@link RequestLimits}
+   * go with the request. Throws what generating it alone would throw; an interrupt while waiting
+   * abandons the request and throws {@link IllegalStateException} with the interrupt flag set.
+   */
+  @Override
+  public GenerationResult generate(GenerationRequest request) {
+    return await(submit(request));
+  }
+
+  /** Submits every request at once so they batch with each other; fails with the first failure in order. */
+  @Override
+  public List<GenerationResult> generate(List<GenerationRequest> requests) {
+    List<CompletableFuture<GenerationResult>> futures = new ArrayList<>(requests.size());
+    try {
+      for (GenerationRequest r : requests) futures.add(submit(r));
+      List<GenerationResult> out = new ArrayList<>(requests.size());
+      for (CompletableFuture<GenerationResult> f : futures) out.add(await(f));
+      return out;
+    } finally {
+      for (CompletableFuture<GenerationResult> f : futures) f.cancel(false); // no-op for the finished ones
+    }
+  }
+
+  private CompletableFuture<GenerationResult> submit(GenerationRequest request) {
+    GenerationTask task = generator.start(request, RequestLimits.current());
+    return scheduler.submit(task);
+  }
+
+  private static GenerationResult await(Future<GenerationResult> f) {
+    try {
+      return f.get();
+    } catch (InterruptedException e) {
+      f.cancel(false);
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while waiting for generation", e);
+    } catch (ExecutionException e) {
+      Throwable c = e.getCause();
+      if (c instanceof RuntimeException re) throw re;
+      if (c instanceof Error err) throw err;
+      throw new IllegalStateException(c);
+    }
+  }
+
+  @Override
+  public void close() {
+    try {
+      scheduler.close();
+    } finally {
+      try {
+        runner.close();
+      } finally {
+        model.close();
+      }
+    }
+  }
+}

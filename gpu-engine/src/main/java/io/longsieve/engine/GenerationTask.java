@@ -1,0 +1,214 @@
+package io.longsieve.engine;
+
+import io.longsieve.attention.PolicySpec;
+import io.longsieve.attention.PolicyStats;
+import java.util.Arrays;
+
+/**
+ * One request's generation as a state machine that a driver steps: {@link #open}, then
+ * {@link #prefillStep} (one prompt part each) while {@link #prefilling()}, then decode steps until
+ * {@link #done()}. A decode step runs the model on {@link #nextToken()} at {@link #nextPosition()},
+ * alone ({@link #decodeAlone}) or batched with other tasks' steps ({@link ModelRunner#decodeBatch}),
+ * and hands the picked token to {@link #accept}. The semantics are those of one request run alone:
+ * its own seeded {@link Sampler}, end-of-sequence ids, stop strings, maxNewTokens, the context
+ * limit, its {@link RequestLimits} (deadline, prefill chunk) and the same statistics.
+ *
+ * <p>Failure semantics: the constructor throws {@link PromptTooLongException} or
+ * {@link IllegalArgumentException} (unknown policy, empty prompt) before anything runs; a step
+ * throws {@link GenerationTimeoutException} past the deadline, or whatever the backend threw. After
+ * a throw the task is dead: its driver closes it, which frees its sequence. Not thread-safe: one
+ * driver thread at a time.
+ */
+public final class GenerationTask implements AutoCloseable {
+
+  private final LoadedModel model;
+  private final ModelRunner runner;
+  private final GenerationRequest request;
+  private final RequestLimits limits;
+  private final String policy;     // canonical
+  private final int[] prompt;
+  private final int capacity;      // prompt + output slots the sequence reserves
+  private final long t0;           // request start (before tokenizing)
+  private final float[] logits;    // (vocab) this request's scratch
+  private final int[] out;         // (capacity - prompt) generated ids
+  private final Sampler sampler;
+  private ModelRunner.Sequence seq; // open between open() and the end
+  private int prefilled;           // prompt tokens run so far
+  private boolean prefillDone;
+  private int produced;
+  private double prefillMs;
+  private double ttftMs;
+  private long td;                 // nanoTime of the first token
+  private long kvBefore;
+  private long kvAfter;
+  private GenerationResult result; // set when done
+
+  GenerationTask(LoadedModel model, ModelRunner runner, int maxContext, String defaultPolicy, GenerationRequest r,
+                 RequestLimits limits) {
+    this.t0 = System.nanoTime();
+    this.model = model;
+    this.runner = runner;
+    this.request = r;
+    this.limits = limits;
+    this.policy = PolicySpec.parse(r.policy() != null ? r.policy() : defaultPolicy).canonical();
+    this.prompt = model.promptTokens(r);
+    if (prompt.length == 0) throw new IllegalArgumentException("prompt has no tokens");
+    if (prompt.length >= maxContext) throw new PromptTooLongException(prompt.length, maxContext);
+    this.capacity = (int) Math.min((long) prompt.length + Math.max(r.maxNewTokens(), 1), maxContext);
+    int vocab = model.config().vocabSize();
+    this.logits = new float[vocab];
+    this.out = new int[capacity - prompt.length];
+    this.sampler = new Sampler(r.sampling(), vocab);
+  }
+
+  public GenerationRequest request() {
+    return request;
+  }
+
+  /** Token slots the sequence reserves: prompt + maxNewTokens (at least one), within the context. */
+  public int capacity() {
+    return capacity;
+  }
+
+  /** Opens the backend sequence (allocates its KV cache). */
+  public void open() {
+    seq = runner.open(capacity, policy);
+  }
+
+  public boolean prefilling() {
+    return !prefillDone;
+  }
+
+  public boolean done() {
+    return result != null;
+  }
+
+  /** Runs the next prompt part (the backend's chunk, or the request's smaller one); the last one picks the first token. */
+  public void prefillStep() {
+    limits.with(() -> {
+      limits.check();
+      int step = Math.max(1, seq.prefillPartTokens());
+      int to = (int) Math.min((long) prefilled + step, prompt.length);
+      int next = seq.prefillPart(prompt, prefilled, to, logits, sampler);
+      prefilled = to;
+      if (to == prompt.length) afterPrefill(next);
+      return null;
+    });
+  }
+
+  private void afterPrefill(int first) {
+    long now = System.nanoTime();
+    prefillMs = ms(now - t0);
+    kvBefore = seq.kvBytesBeforeCompression();
+    kvAfter = seq.kvBytesAfterCompression();
+    td = now;
+    prefillDone = true;
+    if (request.maxNewTokens() == 0) finish(FinishReason.LENGTH, null);
+    else accept(first);
+  }
+
+  /** @throws GenerationTimeoutException when the request is past its deadline */
+  public void checkDeadline() {
+    limits.check();
+  }
+
+  /** The token the next decode step runs (the last one picked). */
+  public int nextToken() {
+    return out[produced - 1];
+  }
+
+  /** Its position. */
+  public int nextPosition() {
+    return prompt.length + produced - 1;
+  }
+
+  public ModelRunner.Sequence sequence() {
+    return seq;
+  }
+
+  public float[] logits() {
+    return logits;
+  }
+
+  public Sampler sampler() {
+    return sampler;
+  }
+
+  /** One decode step of this request alone, under its limits. */
+  public void decodeAlone() {
+    limits.with(() -> {
+      limits.check();
+      accept(seq.decodeNext(nextToken(), nextPosition(), logits, sampler));
+      return null;
+    });
+  }
+
+  /** Takes a picked token: records it, then ends on EOS, a stop string, maxNewTokens or a full context. */
+  public void accept(int token) {
+    out[produced++] = token;
+    if (produced == 1) {
+      ttftMs = ms(System.nanoTime() - t0);
+      td = System.nanoTime();
+    }
+    if (model.eosIds().contains(token)) {
+      finish(FinishReason.EOS, null);
+      return;
+    }
+    if (!request.stopStrings().isEmpty()) {
+      String sofar = model.tokenizer().decode(out, 0, produced, true);
+      int cut = firstStop(sofar, request);
+      if (cut >= 0) {
+        finish(FinishReason.STOP_STRING, sofar.substring(0, cut));
+        return;
+      }
+    }
+    if (produced >= request.maxNewTokens()) finish(FinishReason.LENGTH, null);
+    else if (prompt.length + produced >= capacity) finish(FinishReason.CONTEXT_FULL, null);
+  }
+
+  private void finish(FinishReason finish, String stopText) {
+    double decodeMs = produced > 1 ? ms(System.nanoTime() - td) : 0;
+    int[] ids = Arrays.copyOf(out, produced);
+    String text = stopText != null ? stopText : model.tokenizer().decode(ids, true);
+    double ttft = request.maxNewTokens() == 0 ? prefillMs : ttftMs;
+    PolicyStats ps = seq.policyStats();
+    double totalMs = ms(System.nanoTime() - t0);
+    double attentionMs = seq.attentionMs();
+    GenerationStats stats = new GenerationStats(prompt.length, produced, ttft, prefillMs, decodeMs, totalMs,
+        runner.backend(), runner.device(), seq.policy(), ps.attendedTokensMean(), ps.selectedFractionByLayer(),
+        ps.selectionCacheHitRate(), kvBefore, kvAfter, ps.sparseLayers(), ps.selectionMs(),
+        Math.max(0, attentionMs - ps.selectionMs()));
+    result = new GenerationResult(request.id(), text, ids, finish, stats);
+    close();
+  }
+
+  /** The result once {@link #done()}. */
+  public GenerationResult result() {
+    if (result == null) throw new IllegalStateException("request " + request.id() + " has not finished");
+    return result;
+  }
+
+  /** Frees the sequence; safe to call more than once and after a failure. */
+  @Override
+  public void close() {
+    if (seq != null) {
+      ModelRunner.Sequence s = seq;
+      seq = null;
+      s.close();
+    }
+  }
+
+  private static int firstStop(String text, GenerationRequest r) {
+    int best = -1;
+    for (String s : r.stopStrings()) {
+      if (s.isEmpty()) continue;
+      int i = text.indexOf(s);
+      if (i >= 0 && (best < 0 || i < best)) best = i;
+    }
+    return best;
+  }
+
+  private static double ms(long nanos) {
+    return nanos / 1e6;
+  }
+}

@@ -1,0 +1,56 @@
+package io.longsieve.cuda;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.longsieve.attention.AttentionContext;
+import io.longsieve.attention.TokenSelectProbe;
+import io.longsieve.cpu.KvCache;
+import io.longsieve.cpu.ThreadPool;
+import io.longsieve.model.ModelConfig;
+import io.longsieve.model.Rope;
+import io.longsieve.model.RopeScaling;
+import java.util.List;
+import java.util.Random;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * The GPU part's block sizes (runs without a GPU): dense or sparse, and the list length, equal
+ * what the CPU TokenSelect does on the same call, so the device never has to report them.
+ */
+class GpuTokenSelectPlanTest {
+
+  @ParameterizedTest(name = "{0} len={1} m={2}")
+  @CsvSource({"'sinks=4,k=12,window=8', 97, 1", "'sinks=4,k=12,window=8', 24, 1", "'sinks=4,k=12,window=8', 25, 1",
+      "'sinks=4,k=12,window=8,k_frac=0.1', 200, 1", "'sinks=2,k=10,window=6,chunk=16', 60, 16",
+      "'sinks=2,k=10,window=6,chunk=16', 60, 40", "'sinks=0,k=1,window=0', 30, 1"})
+  void listLengthsMatchTheCpu(String params, int len, int m) {
+    ModelConfig c = new ModelConfig("llama", 32, 16, 1, 4, 2, 8, 32, 1e-5, 10000.0, RopeScaling.NONE, 1 << 16, false,
+        false, 0, -1, List.of());
+    Rope rope = new Rope(c);
+    try (ThreadPool pool = new ThreadPool(1)) {
+      AttentionContext ctx = new AttentionContext(c, rope, pool);
+      Random r = new Random(len * 31L + m);
+      KvCache kv = new KvCache(c, rope, len);
+      float[] k = new float[len * c.kvDim()], v = new float[len * c.kvDim()], q = new float[m * c.qDim()];
+      for (int i = 0; i < k.length; i++) k[i] = (float) r.nextGaussian();
+      for (int i = 0; i < v.length; i++) v[i] = (float) r.nextGaussian();
+      for (int i = 0; i < q.length; i++) q[i] = (float) r.nextGaussian();
+      kv.append(0, k, 0, v, 0, len, 0);
+      TokenSelectProbe cpu = new TokenSelectProbe(params + ",cache=off", ctx);
+      float[] out = new float[m * c.qDim()];
+      if (m == 1) cpu.decode(0, q, len - 1, kv, out);
+      else cpu.prefill(0, q, m, len - m, kv, out);
+      var t = io.longsieve.attention.PolicySpec.parse("prefill=tokenselect:" + params).prefill();
+      int chunk = t.intParam("chunk"), lastM = m == 1 ? 1 : (m - 1) % chunk + 1; // the CPU keeps the last sub-chunk's lists
+      GpuTokenSelect.BlockPlan p = GpuTokenSelect.BlockPlan.of(t.intParam("sinks"), t.intParam("k"),
+          t.doubleParam("k_frac"), t.intParam("window"), len, lastM);
+      if (p.dense()) {
+        assertEquals(len, p.listLen());
+      } else {
+        assertEquals(cpu.listLen(), p.listLen(), "list length");
+        assertEquals(cpu.lists().length, p.listLen(), "one list");
+      }
+    }
+  }
+}
