@@ -149,12 +149,19 @@ extern "C" __global__ void __launch_bounds__(256)
     if (i >= R) continue;
     size_t row = (size_t)(g * G + i / cnt) * cnt + i % cnt;
     float M = stats[row * 2], inv = 1.f / stats[row * 2 + 1];
+    const int hl = i / cnt - hl0;
 #pragma unroll
-    for (int b = 0; b < 4; b++)
-      if (acc[a][b] != -INFINITY) atomicAdd(&sAttn[i / cnt - hl0][tx + 16 * b], expf(acc[a][b] - M) * inv);
+    for (int b = 0; b < 4; b++) {
+      if (acc[a][b] == -INFINITY) continue;
+      float p = expf(acc[a][b] - M) * inv;
+      // a tile spans up to 64 / cnt + 2 heads: past 16 (G > 16 with a window of 4 or fewer rows)
+      // straight to global memory rather than past the end of sAttn
+      if (hl < 16) atomicAdd(&sAttn[hl][tx + 16 * b], p);
+      else atomicAdd(&attn[(size_t)(g * G + i / cnt) * n + j0 + tx + 16 * b], p);
+    }
   }
   __syncthreads();
-  const int hl1 = min(R - 1, i0 + KVC_T - 1) / cnt;
+  const int hl1 = min(min(R - 1, i0 + KVC_T - 1) / cnt, hl0 + 15);
   for (int c = tid; c < (hl1 - hl0 + 1) * KVC_T; c += 256) {
     int hl = c / KVC_T, jj = c % KVC_T, j = j0 + jj;
     if (j < n && sAttn[hl][jj] != 0.f) atomicAdd(&attn[(size_t)(g * G + hl0 + hl) * n + j], sAttn[hl][jj]);

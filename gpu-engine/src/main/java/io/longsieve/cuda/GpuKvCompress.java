@@ -1,6 +1,8 @@
 package io.longsieve.cuda;
 
 import io.longsieve.model.ModelConfig;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import jcuda.driver.CUdeviceptr;
 
 /**
@@ -12,6 +14,19 @@ import jcuda.driver.CUdeviceptr;
  */
 final class GpuKvCompress {
   private GpuKvCompress() {}
+
+  /**
+   * Test hook: while true, every SelKV / SnapKV compaction also downloads its keep lists (one
+   * synchronising read per layer) into {@link #keptPositions}. Off in production.
+   */
+  static volatile boolean recordKeep = false;
+
+  /**
+   * Test hook: layer → (nKv) → the original positions each KV head kept, ascending (the keep
+   * list's slots plus the layer's position offset), from the latest compaction of that layer while
+   * {@link #recordKeep} was on. Tests clear it; one recording test runs at a time.
+   */
+  static final Map<Integer, int[][]> keptPositions = new ConcurrentHashMap<>();
 
   /** Growable device buffers by slot; freed (after a synchronisation) on close. */
   static final class Scratch implements AutoCloseable {
@@ -144,5 +159,23 @@ final class GpuKvCompress {
     CUdeviceptr scratch = s.get(slot, KvCompressKernels.compactScratchBytes(count, kv.nKv, kv.headDim));
     kk.compact(view, scratch, keep, count, 0, 0, count, n);
     kv.setLength(layer, count);
+  }
+
+  /** retain, first recording the keep lists as positions (slot + posOffset) while {@link #recordKeep} is on. */
+  static void retain(PagedKvCache kv, int layer, CUdeviceptr keep, int count, KvCompressKernels kk, Scratch s,
+                     int slot, int posOffset) {
+    if (recordKeep) record(layer, keep, count, kv.nKv, posOffset);
+    retain(kv, layer, keep, count, kk, s, slot);
+  }
+
+  private static void record(int layer, CUdeviceptr keep, int count, int nKv, int posOffset) {
+    jcuda.driver.JCudaDriver.cuCtxSynchronize();  // the lists were written on the kernels' stream
+    int[] flat = new int[nKv * count];
+    jcuda.driver.JCudaDriver.cuMemcpyDtoH(jcuda.Pointer.to(flat), keep, (long) flat.length * 4);
+    int[][] kept = new int[nKv][count];
+    for (int g = 0; g < nKv; g++) {
+      for (int i = 0; i < count; i++) kept[g][i] = flat[g * count + i] + posOffset;
+    }
+    keptPositions.put(layer, kept);
   }
 }

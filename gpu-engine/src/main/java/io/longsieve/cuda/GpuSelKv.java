@@ -97,7 +97,7 @@ final class GpuSelKv implements GpuParts.Kv {
     kk.lists(keep, budget, dropList, Math.max(1, drop), counts.ptr(), flagsG, mid, nKv, n, sinks, n - win);
     GpuKvCompress.checkCounts(env, counts, nKv, budget, drop);
     if (merging) merge(layer, kv, view, attn, keep, budget, dropList, drop, n, s);
-    GpuKvCompress.retain(kv, layer, keep, budget, kk, s, 20);
+    GpuKvCompress.retain(kv, layer, keep, budget, kk, s, 20, obs.posOffset(layer));
   }
 
   /** The gated merge of every dropped slot into its nearest kept one, and the logit bias. */

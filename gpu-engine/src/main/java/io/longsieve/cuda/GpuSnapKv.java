@@ -71,7 +71,7 @@ final class GpuSnapKv implements GpuParts.Kv {
     kk.topkFlags(flags, prefix, pooled, prefix, nKv, prefix, pick);
     kk.lists(keep, cap, null, 1, counts.ptr(), flags, prefix, nKv, n, 0, prefix);
     GpuKvCompress.checkCounts(env, counts, nKv, cap, n - cap);
-    GpuKvCompress.retain(kv, layer, keep, cap, kk, s, 20);
+    GpuKvCompress.retain(kv, layer, keep, cap, kk, s, 20, obs.posOffset(layer));
   }
 
   @Override

@@ -26,14 +26,42 @@ import org.junit.jupiter.params.provider.ValueSource;
 /**
  * The GPU KV compression parts against their CPU twins through the policy API: the same random
  * prompt (two prefill chunks, so the observation window spans calls) goes through
- * PolicySpec.createCpu on a CPU KvCache and through GpuPolicy on a PagedKvCache; then the compacted
- * caches (keys both ways, values), the logit bias, the following decode steps' attention and
- * kvBytesAfter must agree. Also: a logit bias shifts the dense decode kernels as DenseAttention.
+ * PolicySpec.createCpu on a CPU KvCache and through GpuPolicy on a PagedKvCache, then:
+ * <ul>
+ *   <li>SelKV / SnapKV keep sets (the GPU's downloaded keep lists, GpuKvCompress.recordKeep, vs the
+ *       CPU's KvCache.position per KV head): the GPU keeps exactly what the CPU algorithm keeps when
+ *       fed the GPU's bf16 rotated keys (KvKeepModel, ties within GPU_TIE_EPS excepted); every
+ *       position kept by one side only must be a near-tie of the CPU's own scores (within TIE_EPS of
+ *       the cut-off), and at most 1 % of a head's kept positions may differ;</li>
+ *   <li>the compacted rows ALIGNED BY ORIGINAL POSITION (the same token on both sides): kPre, kRope
+ *       and v each within TOL per row, and the bias within 1e-2; with merging only for kept tokens
+ *       that merge the same dropped tokens on both sides (KvKeepModel.mergeUnstable: same nearest kept
+ *       key, no cosine near-tie, no flip nearby), the others only finite (at least 80 % of the rows must
+ *       be comparable);</li>
+ *   <li>the following decode steps' attention per query head within TOL plus the bound the rows
+ *       held by one side only imply (checkDecode); StreamingLLM eviction (deterministic) row by row;</li>
+ *   <li>kvBytesAfter.</li>
+ * </ul>
+ * Comparing compacted slots row by row (the former metric) cannot tell a single near-tie flip, which
+ * shifts every row between the two flipped positions, from a bug. Also: a logit bias shifts the dense
+ * decode kernels as DenseAttention.
  */
 @Tag("gpu")
 class KvCompressionParityTest {
 
   static final double TOL = 2e-2;
+  /**
+   * CPU vs GPU: keep decisions whose f32-key score lies within this relative margin of the top-k
+   * cut-off may flip. Rounding the rotated keys to bf16 (what the GPU stores) moves the scores by up
+   * to ~5e-4 relative on this data (KvKeepModelTest: every bf16 flip lies within 1e-3); 2e-3 leaves
+   * a factor 4.
+   */
+  static final double TIE_EPS = 2e-3;
+  /**
+   * GPU vs the model fed the GPU's own bf16 rotated keys: only f32 summation order separates them,
+   * so decisions may differ only within 1e-4 of the cut-off.
+   */
+  static final double GPU_TIE_EPS = 1e-4;
 
   static Gpu gpu;
   static ThreadPool pool;
@@ -87,7 +115,9 @@ class KvCompressionParityTest {
     Rope rope = new Rope(c);
     AttentionContext actx = new AttentionContext(c, rope, pool);
     int total = 1000, first = 600, kvDim = c.kvDim(), qDim = c.qDim(), cap = total + decodeSteps + 64;
+    int layers = c.numLayers(), nKv = c.numKvHeads();
     PolicySpec spec = PolicySpec.parse(policy);
+    boolean merging = spec.kv().name().equals("selkv") && !spec.kv().text("merge").equals("off");
     AttentionPolicy cpu = spec.createCpu();
     KvCache cpuKv = new KvCache(c, rope, cap);
     DeviceBuffer invFreq = gpu.f32(rope.inverseFrequencies());
@@ -104,37 +134,83 @@ class KvCompressionParityTest {
         }
       }
       // the prompt, in two chunks
+      float[][] qAll = new float[layers][total * qDim];
       for (int s = 0; s < total; s = s == 0 ? first : total) {
         int n = s == 0 ? first : total - first;
-        step(r, c, actx, cpu, cpuKv, gp, gKv, invFreq, n, s, false);
+        step(r, c, actx, cpu, cpuKv, gp, gKv, invFreq, n, s, false, qAll);
       }
-      cpu.afterPrefill(cpuKv, actx);
-      gp.afterPrefill(gKv);
+      // what the CPU scores say about each keep decision, and the keys the merge compares
+      KvKeepModel.Selection[] model = KvKeepModel.of(spec, c, rope, cpuKv, qAll, total, TIE_EPS, false);
+      KvKeepModel.Selection[] bf16 = KvKeepModel.of(spec, c, rope, cpuKv, qAll, total, GPU_TIE_EPS, true);
+      float[][] kPre = new float[layers][];
+      for (int l = 0; l < layers && merging; l++) kPre[l] = java.util.Arrays.copyOf(cpuKv.keys[l], total * kvDim);
+      GpuKvCompress.keptPositions.clear();
+      GpuKvCompress.recordKeep = model != null;
+      try {
+        cpu.afterPrefill(cpuKv, actx);
+        gp.afterPrefill(gKv);
+      } finally {
+        GpuKvCompress.recordKeep = false;
+      }
       assertEquals(cpu.stats().kvBytesAfter(), gp.stats().kvBytesAfter(), "kvBytesAfter");
       if (pooled) {
         int longest = 0;
-        for (int l = 0; l < c.numLayers(); l++) longest = Math.max(longest, gKv.length(l));
+        for (int l = 0; l < layers; l++) longest = Math.max(longest, gKv.length(l));
         assertEquals((longest + 63) / 64, gKv.mappedPages(), "pages kept after shrinking");
         assertEquals(poolPages - 16 - gKv.mappedPages(), shared.freePages(), "pages back in the pool");
       }
-      for (int l = 0; l < c.numLayers(); l++) compareLayer(c, cpuKv, gKv, l, policy);
+      // the keep sets: equal up to near-ties of the CPU's own scores, and >= 99 % overlapping
+      int[][][] gpuKeep = new int[layers][][];
+      boolean[][][] unstable = new boolean[layers][][];
+      for (int l = 0; l < layers && model != null; l++) {
+        gpuKeep[l] = GpuKvCompress.keptPositions.get(l);
+        if (gpuKeep[l] == null) {  // nothing dropped on the GPU: it keeps every slot
+          gpuKeep[l] = new int[nKv][];
+          for (int g = 0; g < nKv; g++) gpuKeep[l][g] = java.util.stream.IntStream.range(0, gKv.length(l)).toArray();
+        }
+        unstable[l] = merging ? new boolean[nKv][] : null;
+        for (int g = 0; g < nKv; g++) {
+          int[] cpuPos = KvAligned.cpuPositions(cpuKv, l, g);
+          String what = policy + ": layer " + l + " KV head " + g;
+          // exact against the CPU algorithm on the GPU's bf16 keys (a bug shows here), near-ties against the CPU
+          KvKeepModel.assertFlipsAreTies(bf16[l].keep()[g], gpuKeep[l][g], bf16[l].nearTie()[g],
+              what + " (bf16 model)");
+          int flips = KvKeepModel.assertFlipsAreTies(cpuPos, gpuKeep[l][g], model[l].nearTie()[g], what);
+          System.out.printf("%s keeps %d of %d like the CPU%n", what, cpuPos.length - flips, cpuPos.length);
+          assertTrue(flips <= 0.01 * cpuPos.length, what + ": " + flips + " of " + cpuPos.length + " kept differ");
+          if (merging) unstable[l][g] = KvKeepModel.mergeUnstable(c, kPre[l], total, g, cpuPos, gpuKeep[l][g], 2e-4);
+        }
+      }
+      for (int l = 0; l < layers; l++) compareLayer(c, cpuKv, gKv, l, policy, gpuKeep[l], total, unstable[l]);
       // the following decode steps (the rolling cache evicts at each of them)
       for (int t = 0; t < decodeSteps; t++) {
-        float[][] outs = step(r, c, actx, cpu, cpuKv, gp, gKv, invFreq, 1, total + t, true);
-        Gpu.assertClose(outs[1], outs[0], TOL, policy + ": decode step " + t);
+        float[][][] outs = step(r, c, actx, cpu, cpuKv, gp, gKv, invFreq, 1, total + t, true, null);
+        for (int l = 0; l < layers; l++) {
+          String what = policy + ": decode step " + t + " layer " + l;
+          if (model == null) Gpu.assertClose(outs[l][1], outs[l][0], TOL, what);
+          else checkDecode(c, rope, cpuKv, gKv, l, outs[l], total + t, gpuKeep[l], total, unstable[l], what);
+        }
       }
-      for (int l = 0; l < c.numLayers(); l++) compareLayer(c, cpuKv, gKv, l, policy + " after decoding");
+      for (int l = 0; l < layers; l++) {
+        compareLayer(c, cpuKv, gKv, l, policy + " after decoding", gpuKeep[l], total, unstable[l]);
+      }
     }
   }
 
-  /** One prefill chunk or decode step of n rows at pos0 on both backends; returns {cpu, gpu} outputs of the last layer. */
-  private static float[][] step(Random r, ModelConfig c, AttentionContext actx, AttentionPolicy cpu, KvCache cpuKv,
-                                GpuPolicy gp, PagedKvCache gKv, DeviceBuffer invFreq, int n, int pos0, boolean decode) {
+  /**
+   * One prefill chunk or decode step of n rows at pos0 on both backends; returns per layer {cpu
+   * output, gpu output, queries before RoPE}. qAll (layer) → (prompt, qDim): the chunk's queries
+   * are copied there at pos0 (or null).
+   */
+  private static float[][][] step(Random r, ModelConfig c, AttentionContext actx, AttentionPolicy cpu, KvCache cpuKv,
+                                  GpuPolicy gp, PagedKvCache gKv, DeviceBuffer invFreq, int n, int pos0,
+                                  boolean decode, float[][] qAll) {
     int kvDim = c.kvDim(), qDim = c.qDim(), heads = c.numHeads(), d = c.headDim();
-    float[][] result = new float[2][];
+    float[][][] result = new float[c.numLayers()][][];
     gKv.reserve(n);
     for (int l = 0; l < c.numLayers(); l++) {
       float[] k = Gpu.random(r, n * kvDim, 1), v = Gpu.random(r, n * kvDim, 1), q = Gpu.random(r, n * qDim, 1);
+      if (qAll != null) System.arraycopy(q, 0, qAll[l], pos0 * qDim, n * qDim);
       // CPU
       cpuKv.append(l, k, 0, v, 0, n, pos0);
       float[] ref = new float[n * qDim];
@@ -156,60 +232,107 @@ class KvCompressionParityTest {
       LayerCall call = new LayerCall(l, n, pos0, before, qPre.ptr(), qDim, qRot.ptr(), view, out.ptr());
       if (decode) gp.decode(call, gKv);
       else gp.prefill(call);
-      result[0] = ref;
-      result[1] = gpu.readBf16(out, n * qDim);
+      result[l] = new float[][] {ref, gpu.readBf16(out, n * qDim), q};
     }
     return result;
   }
 
-  /** Lengths, keys (before and after RoPE), values and bias of one layer, row by row. */
-  private static void compareLayer(ModelConfig c, KvCache cpuKv, PagedKvCache gKv, int l, String what) {
+  /** Lengths, then rows row by row (gpuKeep null: a deterministic eviction) or aligned by position. */
+  private static void compareLayer(ModelConfig c, KvCache cpuKv, PagedKvCache gKv, int l, String what,
+                                   int[][] gpuKeep, int total, boolean[][] unstable) {
     int n = cpuKv.length(l), nKv = c.numKvHeads(), d = c.headDim(), kvDim = c.kvDim();
     assertEquals(n, gKv.length(l), what + ": layer " + l + " length");
     float[][] g = PagedKvCacheReader.read(gpu, gKv, l, n);
     float[][] ref = {cpuKv.keys[l], cpuKv.ropedKeys[l], cpuKv.values[l]};
+    float[] cpuBias = cpuKv.logitBias[l];
+    assertEquals(cpuBias != null, gKv.hasBias(), what + ": bias present");
+    float[] gb = cpuBias == null ? null : readBias(gKv, l, n * nKv);
+    KvAligned a = gpuKeep == null ? null : KvAligned.of(cpuKv, l, gpuKeep, total, unstable);
     String[] names = {"kPre", "kRope", "v"};
-    // a row matches when all three of its tensors do: the keep set (ties may pick another slot)
-    int matched = 0;
     double[] num = new double[3], den = new double[3];
-    for (int s = 0; s < n; s++) {
-      for (int h = 0; h < nKv; h++) {
-        int o = s * kvDim + h * d;
-        boolean ok = true;
-        double[] rn = new double[3], rd = new double[3];
-        for (int w = 0; w < 3; w++) {
-          for (int e = 0; e < d; e++) {
-            float a = g[w][o + e], b = ref[w][o + e];
-            assertTrue(Float.isFinite(a), what + ": " + names[w] + " not finite at slot " + s);
-            rn[w] += (double) (a - b) * (a - b);
-            rd[w] += (double) b * b;
-          }
-          ok &= Math.sqrt(rn[w] / Math.max(rd[w], 1e-30)) <= 3 * TOL;
-        }
-        if (ok) {
-          matched++;
+    int compared = 0, skipped = 0;
+    for (int h = 0; h < nKv; h++) {
+      int pairs = a == null ? n : a.common[h];
+      for (int i = 0; i < pairs; i++) {
+        int sc = a == null ? i : a.cpuSlot[h][i], sg = a == null ? i : a.gpuSlot[h][i];
+        if (a != null && !a.stable[h][i]) {  // merged from other tokens on the two sides: only finite
+          skipped++;
           for (int w = 0; w < 3; w++) {
-            num[w] += rn[w];
-            den[w] += rd[w];
+            for (int e = 0; e < d; e++) assertTrue(Float.isFinite(g[w][sg * kvDim + h * d + e]), what + " not finite");
           }
+          continue;
+        }
+        compared++;
+        for (int w = 0; w < 3; w++) {
+          double rn = 0, rd = 0;
+          for (int e = 0; e < d; e++) {
+            float x = g[w][sg * kvDim + h * d + e], y = ref[w][sc * kvDim + h * d + e];
+            assertTrue(Float.isFinite(x), what + ": " + names[w] + " not finite at slot " + sg);
+            rn += (double) (x - y) * (x - y);
+            rd += (double) y * y;
+          }
+          // bf16 storage of the same row: ≤ 2^-9 per element; a different token: ~1.4
+          assertTrue(Math.sqrt(rn / Math.max(rd, 1e-30)) <= TOL, what + ": layer " + l + " KV head " + h + " "
+              + names[w] + " of CPU slot " + sc + " / GPU slot " + sg + " differs by " + Math.sqrt(rn / rd));
+          num[w] += rn;
+          den[w] += rd;
+        }
+        if (cpuBias != null) {
+          // the same tokens' attention masses with bf16 vs f32 rotated keys: log ratios within 1e-2
+          float x = gb[sg * nKv + h], y = cpuBias[sc * nKv + h];
+          assertTrue(Math.abs(x - y) <= 1e-2 * Math.max(1, Math.abs(y)), what + ": layer " + l + " KV head " + h
+              + " bias of CPU slot " + sc + " / GPU slot " + sg + ": " + x + " vs " + y);
         }
       }
     }
-    double overlap = matched / (double) Math.max(1, n * nKv);
-    assertTrue(overlap >= 0.99, what + ": layer " + l + " keeps the same slots for only " + overlap + " of rows");
+    if (a != null) System.out.printf("%s: layer %d compared %d rows aligned by position, %d merged from other tokens%n",
+        what, l, compared, skipped);
+    assertTrue(compared >= 0.8 * n * nKv, what + ": layer " + l + " only " + compared + " comparable rows");
     for (int w = 0; w < 3; w++) {
       double e = Math.sqrt(num[w] / Math.max(den[w], 1e-30));
       assertTrue(e <= TOL, what + ": layer " + l + " " + names[w] + " relative error " + e);
     }
-    float[] cpuBias = cpuKv.logitBias[l];
-    assertEquals(cpuBias != null, gKv.hasBias(), what + ": bias present");
-    if (cpuBias != null) {
-      float[] gb = new float[n * nKv];
-      gpu.stream.synchronize();
-      JCudaDriver.cuMemcpyDtoH(Pointer.to(gb), gKv.layer(l).bias(), n * nKv * 4L);
-      int close = 0;
-      for (int i = 0; i < n * nKv; i++) if (Math.abs(gb[i] - cpuBias[i]) <= 1e-3) close++;
-      assertTrue(close >= 0.99 * n * nKv, what + ": layer " + l + " bias equal for only " + close + " of " + n * nKv);
+  }
+
+  private static float[] readBias(PagedKvCache gKv, int l, int count) {
+    float[] gb = new float[count];
+    gpu.stream.synchronize();
+    JCudaDriver.cuMemcpyDtoH(Pointer.to(gb), gKv.layer(l).bias(), count * 4L);
+    return gb;
+  }
+
+  /**
+   * A dense decode step over the compressed caches, per query head h. Where both sides hold the
+   * same rows the outputs agree to TOL (bf16). Rows held by one side only (a near-tie flip) or
+   * merged from other tokens (U_c, U_g; m_c, m_g: the softmax mass each side puts on them, from its
+   * own keys, values and bias; V = max ‖v‖ over them) move the output by at most
+   * (m_c + m_g)·V for their own terms plus r·(‖out_c‖ + m_c·V) for the renormalisation of the shared
+   * rows, r = m_g + m_c(1 − m_g)/(1 − m_c); that bound, relative to ‖out_c‖, is added to TOL: what
+   * a flip of that weight implies, not a blanket loosening (it is 0 when nothing differs).
+   */
+  private static void checkDecode(ModelConfig c, Rope rope, KvCache cpuKv, PagedKvCache gKv, int l, float[][] outs,
+                                  int pos, int[][] gpuKeep, int total, boolean[][] unstable, String what) {
+    int n = cpuKv.length(l), heads = c.numHeads(), nKv = c.numKvHeads(), d = c.headDim(), kvDim = c.kvDim();
+    int group = c.group();
+    KvAligned a = KvAligned.of(cpuKv, l, gpuKeep, total, unstable);
+    float[][] g = PagedKvCacheReader.read(gpu, gKv, l, n);
+    float[] gb = gKv.hasBias() ? readBias(gKv, l, n * nKv) : null;
+    float[] q = outs[2].clone();
+    rope.rotate(q, 0, heads, pos);
+    double scale = 1 / Math.sqrt(d);
+    for (int h = 0; h < heads; h++) {
+      int kvh = h / group;
+      double[] mc = KvAligned.oddMass(q, h, d, scale, cpuKv.ropedKeys[l], cpuKv.values[l], cpuKv.logitBias[l], kvh, nKv,
+          kvDim, n, a.cpuOdd[kvh]);
+      double[] mg = KvAligned.oddMass(q, h, d, scale, g[1], g[2], gb, kvh, nKv, kvDim, n, a.gpuOdd[kvh]);
+      float[] got = java.util.Arrays.copyOfRange(outs[1], h * d, (h + 1) * d);
+      float[] ref = java.util.Arrays.copyOfRange(outs[0], h * d, (h + 1) * d);
+      double norm = 0;
+      for (float x : ref) norm += (double) x * x;
+      double out = Math.max(Math.sqrt(norm), 1e-30), v = Math.max(mc[1], mg[1]);
+      double ratio = mg[0] + mc[0] * (1 - mg[0]) / Math.max(1 - mc[0], 1e-30);
+      double tol = TOL + ((mc[0] + mg[0]) * v + ratio * (out + mc[0] * v)) / out;
+      Gpu.assertClose(got, ref, tol, what + " head " + h + " (mass off the shared rows " + mc[0] + " / " + mg[0] + ")");
     }
   }
 
