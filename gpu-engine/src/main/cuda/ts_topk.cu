@@ -219,8 +219,10 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)
       }
     }
     __syncthreads();
+    // most threads hold no pick (k << n): skip the position arithmetic
 #pragma unroll
     for (int u = 0; u < TK_U; u++) {
+      if ((((gbits | ebits) >> (u * 4)) & 15u) == 0u) continue;
       int gB = gtSeen + (int)(sBase[0][u] + sPre[0][warp][u] + ((gi >> (8 * u)) & 0xFFu) - ((gw >> (8 * u)) & 0xFFu));
       int eB = eqSeen + (int)(sBase[1][u] + sPre[1][warp][u] + ((ei >> (8 * u)) & 0xFFu) - ((ew >> (8 * u)) & 0xFFu));
 #pragma unroll

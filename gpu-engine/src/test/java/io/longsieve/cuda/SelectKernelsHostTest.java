@@ -202,8 +202,11 @@ class SelectKernelsHostTest {
       for (int t = 0; t < nt; t++) {
         int warp = t / 32;
         for (int u = 0; u < 4; u++) {
-          int gB = gtSeen + base[0][u] + pre[0][warp * 4 + u] + ((gi[t] >>> (8 * u)) & 0xFF) - ((gw[t] >>> (8 * u)) & 0xFF);
-          int eB = eqSeen + base[1][u] + pre[1][warp * 4 + u] + ((ei[t] >>> (8 * u)) & 0xFF) - ((ew[t] >>> (8 * u)) & 0xFF);
+          if ((((gbits[t] | ebits[t]) >>> (u * 4)) & 15) == 0) continue;  // no pick: skipped
+          int gB = gtSeen + base[0][u] + pre[0][warp * 4 + u] + ((gi[t] >>> (8 * u)) & 0xFF)
+              - ((gw[t] >>> (8 * u)) & 0xFF);
+          int eB = eqSeen + base[1][u] + pre[1][warp * 4 + u] + ((ei[t] >>> (8 * u)) & 0xFF)
+              - ((ew[t] >>> (8 * u)) & 0xFF);
           for (int e = 0; e < 4; e++) {
             boolean isG = ((gbits[t] >>> (u * 4 + e)) & 1) != 0, isE = ((ebits[t] >>> (u * 4 + e)) & 1) != 0;
             if (isG || (isE && eB < rem)) {
