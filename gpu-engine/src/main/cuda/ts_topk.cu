@@ -6,7 +6,8 @@
 //
 // Algorithm (exact, deterministic): radix select on the unsigned key of TopK.sortable with digits of
 // 11, 11 and 10 bits (shared 2048-bin histogram, the votes re-read from L2 each pass, only keys whose
-// higher digits match the prefix counted), stopping early when the chosen bin is taken whole; that
+// higher digits match the prefix counted; pass 1 also copies the keys of pass 0's bin to shared memory
+// when at most TK_CAP, and pass 2 then reads them there), stopping early when the chosen bin is taken whole; that
 // leaves (shift, prefix, rem): every key with key >> shift > prefix is selected, and the `rem`
 // lowest-index keys with key >> shift == prefix (when shift > 0, rem is that whole bin). One ordered
 // pass then writes the picks: the block walks tiles of 16 * TK_THREADS values in index order, a
@@ -17,6 +18,7 @@
 #define TK_THREADS 1024
 #define TK_BINS 2048
 #define TK_U 4  // float4 loads per thread in flight per step (16 values)
+#define TK_CAP 8192  // keys of pass 0's chosen bin kept in shared memory for pass 2 (32 KB)
 
 // Unsigned bits whose order is the float's total order (attention/TopK.sortable + 2^31).
 __device__ __forceinline__ unsigned tk_key(float f) {
@@ -82,8 +84,9 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)
   __shared__ unsigned sW[2][32];       // per warp: its lane 31's inclusive packed counts (a byte per sub-tile)
   __shared__ unsigned sPre[2][32][4];  // per warp and sub-tile: counts of the warps before it
   __shared__ unsigned sBase[2][5];     // per sub-tile: counts of the sub-tiles before it; [4]: the tile's
+  __shared__ unsigned cand[TK_CAP];    // pass 1 gathers the keys of pass 0's bin here when they fit
   __shared__ unsigned sPrefix;
-  __shared__ int sRem, sDone;
+  __shared__ int sRem, sDone, sGather, sCount;
   const int t = threadIdx.x, nt = blockDim.x, lane = t & 31, warp = t >> 5, nw = nt >> 5, list = blockIdx.x;
   const int listLen = sinks + max(count, 0) + local;
   int* row = lists + (size_t)list * listLen;
@@ -114,26 +117,48 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)
   // the keys with that prefix are still to take
   unsigned prefix = 0u;
   int rem = count, shift = 21;  // pass 0 does not read prefix nor shift
+  bool gather = false;          // pass 1 copies the keys it counts into cand; pass 2 reads them there
   for (int pass = 0; pass < 3; pass++) {
     const int sh = pass == 0 ? 21 : (pass == 1 ? 10 : 0);
     const unsigned mask = pass == 2 ? 0x3FFu : 0x7FFu;
     for (int b = t; b < TK_BINS; b += nt) hist[b] = 0u;
+    if (t == 0 && pass == 1) sCount = 0;
     __syncthreads();
-    for (int jb = 0; jb < hi; jb += step) {  // block-uniform trip count: the warp votes below are safe
-      unsigned key[TK_U][4], ok[TK_U];
+    if (pass == 2 && gather) {  // block-uniform: the sCount keys of pass 0's bin, from shared memory
+      const int c0 = sCount;
+      for (int i0 = 0; i0 < c0; i0 += nt) {  // block-uniform trip count
+        int i = i0 + t;
+        unsigned k = i < c0 ? cand[i] : 0u;
+        bool in = i < c0 && (k >> shift) == prefix;
+        if (__ballot_sync(0xffffffffu, in) == 0u) continue;
+        unsigned digit = in ? (k >> sh) & mask : 0xFFFFFFFFu;
+        unsigned peers = __match_any_sync(0xffffffffu, digit);
+        if (in && (__ffs(peers) - 1) == lane) atomicAdd(&hist[digit], (unsigned)__popc(peers));
+      }
+    } else {
+      for (int jb = 0; jb < hi; jb += step) {  // block-uniform trip count: the warp votes below are safe
+        unsigned key[TK_U][4], ok[TK_U];
 #pragma unroll
-      for (int u = 0; u < TK_U; u++) ok[u] = tk_load4(p, jb + u * quad + 4 * t, off, hi, key[u]);
+        for (int u = 0; u < TK_U; u++) ok[u] = tk_load4(p, jb + u * quad + 4 * t, off, hi, key[u]);
 #pragma unroll
-      for (int u = 0; u < TK_U; u++) {
+        for (int u = 0; u < TK_U; u++) {
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-          unsigned k = key[u][e];
-          // shift (the previous pass's sh) is 21 or 10 here: never a shift by 32
-          bool in = ((ok[u] >> e) & 1u) && (pass == 0 || (k >> shift) == prefix);
-          if (__ballot_sync(0xffffffffu, in) == 0u) continue;  // later passes: most warps have none
-          unsigned digit = in ? (k >> sh) & mask : 0xFFFFFFFFu;
-          unsigned peers = __match_any_sync(0xffffffffu, digit);  // one atomic per distinct digit: ties
-          if (in && (__ffs(peers) - 1) == lane) atomicAdd(&hist[digit], (unsigned)__popc(peers));
+          for (int e = 0; e < 4; e++) {
+            unsigned k = key[u][e];
+            // shift (the previous pass's sh) is 21 or 10 here: never a shift by 32
+            bool in = ((ok[u] >> e) & 1u) && (pass == 0 || (k >> shift) == prefix);
+            unsigned bal = __ballot_sync(0xffffffffu, in);
+            if (bal == 0u) continue;  // later passes: most warps have none
+            if (pass == 1 && gather) {  // warp-uniform; sCount ends at pass 0's bin count <= TK_CAP
+              int leader = __ffs(bal) - 1, base = 0;
+              if (lane == leader) base = atomicAdd(&sCount, __popc(bal));
+              base = __shfl_sync(0xffffffffu, base, leader) + __popc(bal & ((1u << lane) - 1u));
+              if (in && base < TK_CAP) cand[base] = k;
+            }
+            unsigned digit = in ? (k >> sh) & mask : 0xFFFFFFFFu;
+            unsigned peers = __match_any_sync(0xffffffffu, digit);  // one atomic per distinct digit: ties
+            if (in && (__ffs(peers) - 1) == lane) atomicAdd(&hist[digit], (unsigned)__popc(peers));
+          }
         }
       }
     }
@@ -157,11 +182,13 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)
       sPrefix = (prefix << (pass == 2 ? 10 : 11)) | (unsigned)digit;
       sRem = rem - acc;
       sDone = pass == 2 || (int)hist[digit] == rem - acc;  // the whole bin is taken: no finer digit needed
+      if (pass == 0) sGather = (int)hist[digit] <= TK_CAP;
     }
     __syncthreads();
     prefix = sPrefix;
     rem = sRem;
     shift = sh;
+    if (pass == 0) gather = sGather;
     if (sDone) break;  // block-uniform
   }
 

@@ -47,6 +47,7 @@ class SelectKernelsHostTest {
   @CsvSource({"1024", "64", "32"})
   void topKModelMatchesTopKOnTiedInputs(int threads) {
     Random r = new Random(3 + threads);
+    Arrays.fill(pass2, 0);
     for (int trial = 0; trial < 240; trial++) {
       int n = 1 + r.nextInt(trial < 80 ? 300 : trial < 200 ? 5000 : 70000);
       int count = r.nextInt(4) == 0 ? r.nextInt(n + 3) : 1 + r.nextInt(Math.min(n, 3000));
@@ -61,7 +62,12 @@ class SelectKernelsHostTest {
       for (int i = 0; i < count; i++) assertEquals(want[i], list[sinks + i], what);
       for (int i = 0; i < local; i++) assertEquals(end - local + i, list[sinks + count + i], what);
     }
+    assertTrue(pass2[0] > 0 && pass2[1] > 0, "pass 2 both from shared memory and from the votes: " + pass2[0] + ", "
+        + pass2[1]);
   }
+
+  /** Model runs of pass 2 from the gathered keys [0] and from the votes [1] (tests run one at a time). */
+  private static final int[] pass2 = new int[2];
 
   @Test
   void topKModelTakesTheLowestIndicesOfOneValue() {
@@ -124,13 +130,26 @@ class SelectKernelsHostTest {
     int hi = n + off, quad = 4 * nt, step = 4 * quad;
     long prefix = 0;
     int rem = count, shift = 21;
+    boolean gather = false;
+    long[] cand = new long[8192]; // TK_CAP
+    int sCount = 0;
     for (int pass = 0; pass < 3; pass++) {
       int sh = pass == 0 ? 21 : pass == 1 ? 10 : 0;
       long mask = pass == 2 ? 0x3FF : 0x7FF;
       int[] hist = new int[2048];
-      for (int j = off; j < hi; j++) {
-        long k = key(vals[j - off]);
-        if (pass == 0 || (k >>> shift) == prefix) hist[(int) ((k >>> sh) & mask)]++;
+      if (pass == 2) pass2[gather ? 0 : 1]++;
+      if (pass == 2 && gather) {  // from the keys pass 1 gathered
+        for (int i = 0; i < sCount; i++) {
+          if ((cand[i] >>> shift) == prefix) hist[(int) ((cand[i] >>> sh) & mask)]++;
+        }
+      } else {
+        for (int j = off; j < hi; j++) {
+          long k = key(vals[j - off]);
+          if (pass == 0 || (k >>> shift) == prefix) {
+            hist[(int) ((k >>> sh) & mask)]++;
+            if (pass == 1 && gather) cand[sCount++] = k;
+          }
+        }
       }
       int per = 2048 / nt, before = 0, found = 0;
       long nPrefix = 0;
@@ -153,6 +172,7 @@ class SelectKernelsHostTest {
           nPrefix = ((prefix << (pass == 2 ? 10 : 11)) | digit) & 0xFFFFFFFFL;
           nRem = rem - acc;
           done = pass == 2 || hist[digit] == rem - acc;
+          if (pass == 0) gather = hist[digit] <= cand.length;
         }
         before += mine;
       }
