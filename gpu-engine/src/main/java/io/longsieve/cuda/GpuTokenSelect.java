@@ -11,7 +11,7 @@ import jcuda.driver.CUdeviceptr;
  * its Javadoc for the algorithm). Per layer and call (one decode token, or one prefill sub-chunk of
  * {@code chunk} rows): fingerprint, Selection Cache check on the device, scoring of the pre-RoPE
  * keys (or the part's int4 copy with {@code index=int4}) with fused softmax statistics, the soft
- * vote, optional max-pool, radix top-k, the lists sinks ++ top ++ local, attention over them
+ * vote, optional max-pool, radix top-k and the lists sinks ++ top ++ local (one launch), attention over them
  * (ListKernels). Nothing waits for the device: the host knows every size (a cache hit needs the
  * cached top-k count to equal this call's), and a hit only makes the scoring kernels return early.
  *
@@ -40,7 +40,6 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   private final DeviceBuffer cachedQf;    // (layer, heads, headDim) f32 fingerprint the cached top-k was scored with
   private final DeviceBuffer hit;         // (1) int: this call hit the Selection Cache
   private final DeviceBuffer hits;        // (1) u64 hits counted on the device
-  private final SelectKernels.TopKScratch topScratch; // radix top-k state for `lists` rows
   private DeviceBuffer top;               // (lists, count) int top-k when the cache is off
   private DeviceBuffer logits;            // (heads, cands) f32 vote logits
   private DeviceBuffer partMl;            // (heads, splits, 2) f32 per-split softmax (max, sum)
@@ -102,20 +101,16 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     cachedQf = b;
     hit = h;
     hits = s;
-    SelectKernels.TopKScratch ts = null;
     DeviceBuffer fc = null, fs = null;
     try {
-      ts = new SelectKernels.TopKScratch(ctx, lists);
       // the fingerprint rotates row i at window + i whatever the call: one table for the part's life
       fc = ctx.alloc((long) chunk * (d / 2) * 4, "TokenSelect fingerprint cos");
       fs = ctx.alloc((long) chunk * (d / 2) * 4, "TokenSelect fingerprint sin");
       sk.ropeTable(fc.ptr(), fs.ptr(), env.invFreq(), window, chunk, d / 2);
     } catch (RuntimeException e) {
       for (DeviceBuffer x : new DeviceBuffer[] {a, b, h, s, fc, fs}) if (x != null) x.close();
-      if (ts != null) ts.close();
       throw e;
     }
-    topScratch = ts;
     fpCos = fc;
     fpSin = fs;
     lk = new ListKernels(env.k(), ctx);
@@ -204,18 +199,21 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       top = grow(top, (long) lists * count * 4, "TokenSelect top-k");
       topPtr = top.ptr();
     }
-    if (count > 0) selectTop(c, topPtr, cands, count);
     int listLen = bp.listLen();
     list = grow(list, (long) lists * listLen * 4, "TokenSelect lists");
-    sk.buildLists(list.ptr(), topPtr, lists, count, sinks, local, end, listLen);
+    if (count > 0) selectTop(c, topPtr, cands, count, local, end);
+    else sk.topKLists(topPtr, list.ptr(), null, hit.ptr(), lists, cands, 0, sinks, local, end); // the lists only
     lastListLen = listLen;
     stats.selectionNanos += System.nanoTime() - t0;
     attendLists(c, row0, m, listLen, out);
     record(layer, m, c.pos0() + row0 + m, end, listLen, decode);
   }
 
-  /** Scoring, vote, pool and top-k into topPtr (lists, count); all skipped on the device on a hit. */
-  private void selectTop(LayerCall c, CUdeviceptr topPtr, int cands, int count) {
+  /**
+   * Scoring, vote, pool, then ONE launch for the top-k into topPtr (lists, count) and the lists
+   * sinks ++ top ++ local; on a hit all but the lists are skipped on the device (topPtr is cached).
+   */
+  private void selectTop(LayerCall c, CUdeviceptr topPtr, int cands, int count, int local, int end) {
     SelectKernels.ScorePlan p = sk.plan(cands, kvHeads);
     logits = grow(logits, (long) heads * cands * 4, "TokenSelect logits");
     partMl = grow(partMl, (long) heads * p.splits() * 2 * 4, "TokenSelect softmax partials");
@@ -234,7 +232,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       n = sk.maxPool(pooled.ptr(), votes.ptr(), hit.ptr(), lists, cands, pool);
       vals = pooled.ptr();
     }
-    sk.topK(topPtr, vals, hit.ptr(), lists, n, count, sinks, topScratch);
+    sk.topKLists(topPtr, list.ptr(), vals, hit.ptr(), lists, n, count, sinks, local, end);
   }
 
   /** Row i sees the first listLen - m + i + 1 entries of its list (its own slot is the last). */
@@ -304,7 +302,6 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   @Override
   public void close() {
     lk.close();
-    topScratch.close();
     for (DeviceBuffer[] arr : new DeviceBuffer[][] {cachedTop, kq, ks}) {
       for (int i = 0; i < arr.length; i++) {
         if (arr[i] != null) arr[i].close();

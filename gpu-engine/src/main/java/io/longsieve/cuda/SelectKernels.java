@@ -3,7 +3,7 @@ package io.longsieve.cuda;
 import jcuda.driver.CUdeviceptr;
 
 /**
- * Launch wrappers of TokenSelect's kernels (src/main/cuda/tokenselect.cu), shapes in the parameter
+ * Launch wrappers of TokenSelect's kernels (src/main/cuda/tokenselect.cu, ts_topk.cu), shapes in the parameter
  * names; asynchronous on the stream of the {@link Kernels} they share a launcher with. Every kernel
  * after {@link #cacheCheck} takes the device hit flag and does nothing when it is set. Illegal
  * shapes (head size, group size) throw IllegalArgumentException before anything is queued.
@@ -11,9 +11,8 @@ import jcuda.driver.CUdeviceptr;
 final class SelectKernels {
 
   static final int SCORE_THREADS = 256;
-  static final int TOPK_THREADS = 1024;
+  static final int TOPK_THREADS = 1024; // TK_THREADS in ts_topk.cu
   static final int MAX_GROUP = 8;   // TS_GMAX in tokenselect.cu
-  static final int TOPK_MAX_BLOCKS = 64;
 
   private final Launcher l;
   private final int smCount;
@@ -112,63 +111,20 @@ final class SelectKernels {
     return len;
   }
 
-  /** Blocks per list of the top-k's counting and writing kernels: about 2048 values each, at most 64. */
-  static int topKBlocks(int n) {
-    return Math.max(1, Math.min(TOPK_MAX_BLOCKS, (n + 2047) / 2048));
-  }
-
   /**
-   * top (lists, count) int = base + ascending indices of the count largest of each row of vals
-   * (lists, n), ties to the lower index; count >= n: every index, the last repeated. Six launches.
+   * top (lists, count) int = sinks + ascending indices of the count largest of each row of vals
+   * (lists, n) f32, ties to the lower index (count &gt;= n: every index, the last repeated, as the
+   * CPU pads), and lists (lists, sinks + count + local) int = [0, sinks) ++ top ++ [end - local, end).
+   * ONE launch (ts_topk.cu), one block per list. When the hit flag is set top already holds the
+   * cached top-k and is only copied into the lists; count == 0 builds the lists without reading vals
+   * (which may then be null).
    */
-  void topK(CUdeviceptr top, CUdeviceptr vals, CUdeviceptr hit, int lists, int n, int count, int base, TopKScratch s) {
-    if (lists > s.lists) throw new IllegalArgumentException(lists + " lists, scratch for " + s.lists);
-    int hb = Math.max(1, Math.min(2 * smCount / lists + 1, (n + 255) / 256));
-    for (int pass = 0; pass < 2; pass++) {
-      l.launch("ts_topk_hist", hb, lists, 1, 256, 0, s.hist.ptr(), s.state.ptr(), vals, hit, n, count, pass);
-      l.launch("ts_topk_resolve", 1, lists, 1, TOPK_THREADS, 0, s.hist.ptr(), s.state.ptr(), hit, n, count, pass);
+  void topKLists(CUdeviceptr top, CUdeviceptr lists, CUdeviceptr vals, CUdeviceptr hit, int nLists, int n, int count,
+                 int sinks, int local, int end) {
+    if (count < 0 || n < 0 || nLists < 1) {
+      throw new IllegalArgumentException("top-k of " + count + " from " + nLists + " x " + n);
     }
-    int blocks = topKBlocks(n);
-    l.launch("ts_topk_count", blocks, lists, 1, 256, 0, s.counts.ptr(), s.state.ptr(), vals, hit, n, count);
-    l.launch("ts_topk_write", blocks, lists, 1, 256, 0, top, s.counts.ptr(), s.state.ptr(), vals, hit, n, count, base);
-  }
-
-  /** Device scratch of {@link #topK} for up to `lists` rows; freed on close. */
-  static final class TopKScratch implements AutoCloseable {
-    final int lists;
-    final DeviceBuffer hist;    // (lists, 65536) u32 radix histogram, zero between uses
-    final DeviceBuffer state;   // (lists, 2) u32 digit prefix / threshold key, keys still to take
-    final DeviceBuffer counts;  // (lists, TOPK_MAX_BLOCKS, 2) int keys > T and == T per block segment
-
-    TopKScratch(CudaContext ctx, int lists) {
-      this.lists = lists;
-      DeviceBuffer h = null, st = null, c = null;
-      try {
-        h = ctx.alloc((long) lists * 65536 * 4, "top-k histogram");
-        h.fill32(0);
-        st = ctx.alloc((long) lists * 2 * 4, "top-k state");
-        c = ctx.alloc((long) lists * TOPK_MAX_BLOCKS * 2 * 4, "top-k segment counts");
-      } catch (RuntimeException e) {
-        for (DeviceBuffer x : new DeviceBuffer[] {h, st, c}) if (x != null) x.close();
-        throw e;
-      }
-      hist = h;
-      state = st;
-      counts = c;
-    }
-
-    @Override
-    public void close() {
-      hist.close();
-      state.close();
-      counts.close();
-    }
-  }
-
-  /** lists (nLists, listLen) int = [0, sinks) ++ top (nLists, count) ++ [end - local, end). */
-  void buildLists(CUdeviceptr lists, CUdeviceptr top, int nLists, int count, int sinks, int local, int end, int listLen) {
-    l.launch("ts_build_lists", Math.max(1, (listLen + 255) / 256), nLists, 1, 256, 0, lists, top, count, sinks, local,
-        end, listLen);
+    l.launch("ts_topk_lists", nLists, 1, 1, TOPK_THREADS, 0, top, lists, vals, hit, n, count, sinks, local, end);
   }
 
   /** Quantises slots slot0 .. slot0 + n - 1 of kv's kPre into kq (slots, nKv, d / 2) and ks (slots, nKv). */

@@ -35,7 +35,6 @@ public final class TokenSelectBench {
     SelectKernels sk = new SelectKernels(k);
     try (PagedKvCache kv = new PagedKvCache(ctx, one, maxL); Kernels.Workspace ws = new Kernels.Workspace(ctx);
          ListKernels lk = new ListKernels(k, ctx);
-         SelectKernels.TopKScratch scratch = new SelectKernels.TopKScratch(ctx, 1);
          DeviceBuffer qPre = ctx.alloc((long) qDim * 4, "bench qPre");
          DeviceBuffer q = ctx.alloc((long) qDim * 2, "bench q");
          DeviceBuffer qRot = ctx.alloc((long) qDim * 2, "bench q at list index");
@@ -101,8 +100,7 @@ public final class TokenSelectBench {
           sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false, false);
         };
         Runnable topk = () -> {
-          sk.topK(top.ptr(), votes.ptr(), hit.ptr(), 1, cands, K, SINKS, scratch);
-          sk.buildLists(lists.ptr(), top.ptr(), 1, K, SINKS, WINDOW, L, listLen);
+          sk.topKLists(top.ptr(), lists.ptr(), votes.ptr(), hit.ptr(), 1, cands, K, SINKS, WINDOW, L);
         };
         Runnable attend = () -> {
           k.rope(qRot.ptr(), qPre.ptr(), qDim, 1, heads, d, invFreq.ptr(), null, listLen - 1);
