@@ -18,6 +18,13 @@ public final class ListAttentionBench {
   private ListAttentionBench() {}
 
   static final int SINKS = 128, TOP = 2048, WINDOW = 512, LIST = SINKS + TOP + WINDOW, PREFILL_ROWS = 512;
+  /**
+   * Untimed calls before a list decode measurement: enough for the JIT to compile the host path (a few
+   * hundred invocations), as it is in a decode loop; interpreted, the host alone can take longer than the kernel.
+   */
+  static final int WARM_CALLS = 300;
+  /** Calls whose host enqueue time (no GPU wait) is averaged for the launch-cost row. */
+  static final int HOST_CALLS = 200;
 
   /** Needs {@link Bench#copyCeiling} first for the fraction column (NaN otherwise). */
   public static void run(Bench b, ModelConfig c, int[] contexts) {
@@ -70,10 +77,21 @@ public final class ListAttentionBench {
           Runnable call = () -> lk.attend(out.ptr(), q.ptr(), v, lists.ptr(), nLists, LIST, 1, heads, compact, cos.ptr(),
               sin.ptr(), scale);
           call.run();  // sizes the scratch
-          double ms = b.medianMs(call, 3, 15, 20);
+          double ms = b.medianMs(call, WARM_CALLS, 15, 20);
           if (variant == 0) best = ms;
           b.add(new Bench.Row("list", "list decode " + name + " L=" + L, shape, ms, Double.NaN, listBytes / ms / 1e6,
               listBytes / ms / 1e6 / b.copyGbps(), Double.NaN));
+          if (variant == 0) {
+            // the host's side of one call (checks, plan, launch through JCuda), enqueue only: when it is close to
+            // the GPU time above, the calls are bound by the launch path, not by the kernel
+            b.stream().synchronize();
+            long t0 = System.nanoTime();
+            for (int i = 0; i < HOST_CALLS; i++) call.run();
+            double hostMs = (System.nanoTime() - t0) / 1e6 / HOST_CALLS;
+            b.stream().synchronize();
+            b.add(new Bench.Row("list", "host enqueue per list decode call, original L=" + L + " (no GPU wait)", shape,
+                hostMs, Double.NaN, Double.NaN, Double.NaN, Double.NaN));
+          }
         }
         // tuning sweep of the split (the default aims at ListKernels.TC_BLOCKS_PER_SM blocks per multiprocessor)
         for (int bps : new int[] {1, 2}) {
@@ -81,7 +99,7 @@ public final class ListAttentionBench {
           Runnable call = () -> lk.attend(out.ptr(), q.ptr(), v, lists.ptr(), 1, LIST, 1, heads, false, cos.ptr(),
               sin.ptr(), scale);
           call.run();
-          double ms = b.medianMs(call, 3, 15, 20);
+          double ms = b.medianMs(call, WARM_CALLS, 15, 20);
           ListKernels.Plan p = ListKernels.plan(1, LIST, d, heads / nKv, nKv, false, k.smCount(), bps);
           b.add(new Bench.Row("list", "list decode original L=" + L + " split for " + bps + " blocks/SM",
               shape + ", " + p.splits() + " splits of " + p.chunk(), ms, Double.NaN, listBytes / ms / 1e6,
