@@ -91,6 +91,7 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
     if (st < myTiles) load(st, warp + st * LD_WARPS);
     cp_async_commit();
   }
+  asm volatile("" ::: "memory");  // keep the lookups below (and their waits) after the copies above
   // the rest of the warp's tiles, looked up while the first ones are in flight
   for (int e = LD_STAGES * LD_TK + lane; e < myTiles * LD_TK; e += 32) {
     const int i = warpEntry(e);
