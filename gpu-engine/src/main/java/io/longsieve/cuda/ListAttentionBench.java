@@ -1,10 +1,21 @@
 package io.longsieve.cuda;
 
+import static jcuda.driver.JCudaDriver.cuGraphDestroy;
+import static jcuda.driver.JCudaDriver.cuGraphExecDestroy;
+import static jcuda.driver.JCudaDriver.cuGraphInstantiate;
+import static jcuda.driver.JCudaDriver.cuGraphLaunch;
+import static jcuda.driver.JCudaDriver.cuStreamBeginCapture;
+import static jcuda.driver.JCudaDriver.cuStreamEndCapture;
+
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
+import jcuda.driver.CUgraph;
+import jcuda.driver.CUgraphExec;
+import jcuda.driver.CUstream;
+import jcuda.driver.CUstreamCaptureMode;
 
 /**
  * List attention (ListKernels) against dense attention on one layer of Llama-3.1-8B shapes (issue 5
@@ -81,6 +92,12 @@ public final class ListAttentionBench {
           if (variant == 0) best = ms;
           b.add(new Bench.Row("list", "list decode " + name + " L=" + L, shape, ms, Double.NaN, listBytes / ms / 1e6,
               listBytes / ms / 1e6 / b.copyGbps(), Double.NaN));
+          if (variant < 2) {
+            // the same calls replayed from a CUDA graph: the GPU's time alone, without the host's launch path
+            double g = graphMs(b, call, 20, 15);
+            b.add(new Bench.Row("list", "list decode " + name + " L=" + L + " in a CUDA graph (no host launch cost)",
+                shape, g, Double.NaN, listBytes / g / 1e6, listBytes / g / 1e6 / b.copyGbps(), Double.NaN));
+          }
           if (variant == 0) {
             // the host's side of one call (checks, plan, launch through JCuda), enqueue only: when it is close to
             // the GPU time above, the calls are bound by the launch path, not by the kernel
@@ -125,6 +142,38 @@ public final class ListAttentionBench {
         b.add(new Bench.Row("list", "dense prefill " + n + " rows L=" + L, n + "x" + heads + "x" + d + " kv " + L, dms,
             dflops / dms / 1e9, Double.NaN, Double.NaN, Double.NaN));
       }
+    }
+  }
+
+  /**
+   * Milliseconds per call of {@code inner} calls captured into one CUDA graph and replayed (median of reps):
+   * what the kernels take on the GPU once the host's per-launch cost is gone. The calls must not allocate or
+   * synchronise (run one first to size the scratch). NaN, with the reason on stderr, where capture fails.
+   */
+  static double graphMs(Bench b, Runnable call, int inner, int reps) {
+    CUstream s = b.stream().handle();
+    b.stream().synchronize();
+    CUgraph graph = new CUgraph();
+    CUgraphExec exec = new CUgraphExec();
+    boolean captured = false, instantiated = false;
+    try {
+      cuStreamBeginCapture(s, CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED);
+      try {
+        for (int i = 0; i < inner; i++) call.run();
+      } finally {
+        cuStreamEndCapture(s, graph);
+        captured = true;
+      }
+      cuGraphInstantiate(exec, graph, 0);
+      instantiated = true;
+      return b.medianMs(() -> cuGraphLaunch(exec, s), 3, reps) / inner;
+    } catch (RuntimeException e) {
+      System.err.println("list bench: CUDA graph capture failed: " + e);
+      return Double.NaN;
+    } finally {
+      if (instantiated) cuGraphExecDestroy(exec);
+      if (captured) cuGraphDestroy(graph);
+      b.stream().synchronize();
     }
   }
 
