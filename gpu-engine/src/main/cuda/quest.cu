@@ -15,7 +15,7 @@
 #define QT_THREADS 256
 #define QA_THREADS 128
 #define QA_KEYS 8        // keys a warp of quest_attend scores together (their loads in flight at once)
-#define QA_UNROLL 8      // entries whose value loads a thread of quest_attend issues together
+#define QA_UNROLL 16     // entries whose value loads a thread of quest_attend issues together
 
 // Grid (p1 - p0), block QB_THREADS. mn, mx (pages, nKv * d) bf16: min/max over the page's slots of kRope
 // (keys rotated at their positions; min/max of bf16 values is exact, so bf16 storage loses nothing).
@@ -191,7 +191,7 @@ extern "C" __global__ void __launch_bounds__(QT_THREADS)
 // partO (nHeads, splits, d) f32 unnormalised, partML (nHeads, splits, 2) (max, sum): attn_combine's layout, one row.
 // Latency: a warp scores QA_KEYS keys at a time (lanes look their slots up in parallel, then every key's
 // loads go out before any sum), and the entries' cache offsets are kept in shared memory so the value
-// pass has no lookups and keeps QA_UNROLL loads in flight. Each score and output is summed in the
+// pass has no lookups and keeps QA_UNROLL loads in flight per thread. Each score and output is summed in the
 // same order as one key / one entry at a time.
 extern "C" __global__ void __launch_bounds__(QA_THREADS)
     quest_attend(float* __restrict__ partO, float* __restrict__ partML, const float* __restrict__ qPre,
