@@ -14,6 +14,8 @@
 #define QS_MAXG 16       // query heads per KV head quest_scores takes
 #define QT_THREADS 256
 #define QA_THREADS 128
+#define QA_KEYS 8        // keys a warp of quest_attend scores together (their loads in flight at once)
+#define QA_UNROLL 16     // entries whose value loads a thread of quest_attend issues together
 
 // Grid (p1 - p0), block QB_THREADS. mn, mx (pages, nKv * d) bf16: min/max over the page's slots of kRope
 // (keys rotated at their positions; min/max of bf16 values is exact, so bf16 storage loses nothing).
@@ -183,10 +185,14 @@ extern "C" __global__ void __launch_bounds__(QT_THREADS)
   }
 }
 
-// Grid (nHeads, splits), block QA_THREADS; dynamic shared memory (d + chunk + 32) floats.
+// Grid (nHeads, splits), block QA_THREADS; dynamic shared memory (d + chunk + 32) floats + chunk size_t.
 // Head h attends to list entries e in [0, pick * qpage + tail): entry e < pick * qpage is slot
 // chosen[h][e / qpage] * qpage + e % qpage, the rest are the slots full * qpage .. of the newest page.
 // partO (nHeads, splits, d) f32 unnormalised, partML (nHeads, splits, 2) (max, sum): attn_combine's layout, one row.
+// Latency: a warp scores QA_KEYS keys at a time (lanes look their slots up in parallel, then every key's
+// loads go out before any sum), and the entries' cache offsets are kept in shared memory so the value
+// pass has no lookups and keeps QA_UNROLL loads in flight per thread. Each score and output is summed in the
+// same order as one key / one entry at a time.
 extern "C" __global__ void __launch_bounds__(QA_THREADS)
     quest_attend(float* __restrict__ partO, float* __restrict__ partML, const float* __restrict__ qPre,
                  const float* __restrict__ invFreq, int pos, const bf16* __restrict__ kRope, const bf16* __restrict__ V,
@@ -197,20 +203,43 @@ extern "C" __global__ void __launch_bounds__(QA_THREADS)
   float* qr = quest_smem;              // (d) rotated query
   float* sc = quest_smem + d;          // (chunk) scores, then probabilities
   float* red = quest_smem + d + chunk; // (32) reductions
+  size_t* sOff = reinterpret_cast<size_t*>(red + 32);  // (chunk) cache offset of each entry's row (d + chunk even)
   const int h = blockIdx.x, split = blockIdx.y, splits = gridDim.y, g = h / (nHeads / nKv);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = QA_THREADS / 32;
   const int len = pick * qpage + tail, e0 = split * chunk, cnt = max(0, min(len, e0 + chunk) - e0);
   const int* pages = chosen + (size_t)h * pick;
   rotate_query(qr, qPre, invFreq, h, d, pos);
   __syncthreads();
-  for (int j = warp; j < cnt; j += nw) {
-    const int e = e0 + j;
-    const int slot = e < pick * qpage ? pages[e / qpage] * qpage + e % qpage : full * qpage + (e - pick * qpage);
-    const size_t o = kv_offset(pageTable, slot, g, nKv, cachePage, d);
-    float s = 0.f;
-    for (int i = lane; i < d; i += 32) s += qr[i] * bf2f(kRope[o + i]);
-    s = warp_sum(s);
-    if (lane == 0) sc[j] = s * scale + (bias ? bias[(size_t)slot * nKv + g] : 0.f);
+  for (int j0 = warp * QA_KEYS; j0 < cnt; j0 += nw * QA_KEYS) {
+    // lane u < QA_KEYS looks up entry j0 + u (slot, offset, bias), all in parallel
+    size_t myOff = 0;
+    float myBias = 0.f;
+    if (lane < QA_KEYS && j0 + lane < cnt) {
+      const int e = e0 + j0 + lane;
+      const int slot = e < pick * qpage ? pages[e / qpage] * qpage + e % qpage : full * qpage + (e - pick * qpage);
+      myOff = kv_offset(pageTable, slot, g, nKv, cachePage, d);
+      myBias = bias ? bias[(size_t)slot * nKv + g] : 0.f;
+      sOff[j0 + lane] = myOff;
+    }
+    size_t o[QA_KEYS];
+#pragma unroll
+    for (int u = 0; u < QA_KEYS; u++) o[u] = __shfl_sync(0xffffffffu, (unsigned long long)myOff, u);
+    float s[QA_KEYS];
+#pragma unroll
+    for (int u = 0; u < QA_KEYS; u++) s[u] = 0.f;
+    for (int i = lane; i < d; i += 32) {
+      const float q = qr[i];
+#pragma unroll
+      for (int u = 0; u < QA_KEYS; u++)
+        if (j0 + u < cnt) s[u] += q * bf2f(kRope[o[u] + i]);
+    }
+    float mine = 0.f;
+#pragma unroll
+    for (int u = 0; u < QA_KEYS; u++) {
+      const float t = warp_sum(s[u]);  // every lane takes part (the bound is warp-uniform)
+      if (lane == u) mine = t;
+    }
+    if (lane < QA_KEYS && j0 + lane < cnt) sc[j0 + lane] = mine * scale + myBias;
   }
   __syncthreads();
   float m = -INFINITY;
@@ -227,11 +256,15 @@ extern "C" __global__ void __launch_bounds__(QA_THREADS)
   const size_t base = (size_t)h * splits + split;
   for (int i = threadIdx.x; i < d; i += QA_THREADS) {
     float acc = 0.f;
-    for (int j = 0; j < cnt; j++) {
-      const int e = e0 + j;
-      const int slot = e < pick * qpage ? pages[e / qpage] * qpage + e % qpage : full * qpage + (e - pick * qpage);
-      acc += sc[j] * bf2f(V[kv_offset(pageTable, slot, g, nKv, cachePage, d) + i]);
+    int j = 0;
+    for (; j + QA_UNROLL <= cnt; j += QA_UNROLL) {
+      float v[QA_UNROLL];
+#pragma unroll
+      for (int u = 0; u < QA_UNROLL; u++) v[u] = bf2f(V[sOff[j + u] + i]);
+#pragma unroll
+      for (int u = 0; u < QA_UNROLL; u++) acc += sc[j + u] * v[u];
     }
+    for (; j < cnt; j++) acc += sc[j] * bf2f(V[sOff[j] + i]);
     partO[base * d + i] = acc;
   }
   if (threadIdx.x == 0) {

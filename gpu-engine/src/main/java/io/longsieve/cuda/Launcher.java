@@ -2,8 +2,8 @@ package io.longsieve.cuda;
 
 import static jcuda.driver.JCudaDriver.*;
 
-import java.util.HashSet;
-import java.util.Set;
+import java.util.HashMap;
+import java.util.Map;
 import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
 import jcuda.driver.CUfunction;
@@ -20,7 +20,10 @@ final class Launcher {
 
   private final KernelModule module;
   private final CudaStream stream;
-  private final Set<String> raisedSmem = new HashSet<>();
+  // per kernel, the dynamic shared memory its attribute allows: only ever raised. (Keyed by size, a
+  // smaller new size used to lower the attribute under a larger size seen before, which then failed
+  // with CUDA_ERROR_INVALID_VALUE: the list bench's split sweep at its second context.)
+  private final Map<String, Integer> raisedSmem = new HashMap<>();
 
   Launcher(KernelModule module, CudaStream stream) {
     this.module = module;
@@ -37,12 +40,18 @@ final class Launcher {
 
   void launch(String kernel, int gx, int gy, int gz, int block, int smemBytes, Object... args) {
     CUfunction f = module.function(kernel);
-    if (smemBytes > 32 * 1024 && raisedSmem.add(kernel + ":" + smemBytes)) {
+    if (smemBytes > 32 * 1024 && smemBytes > raisedSmem.getOrDefault(kernel, 0)) {
       if (smemBytes > module.context().maxSharedPerBlockOptin()) {
         throw new IllegalStateException(kernel + " needs " + smemBytes + " B of shared memory per block; "
             + module.context().describe() + " allows " + module.context().maxSharedPerBlockOptin());
       }
-      cuFuncSetAttribute(f, CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smemBytes);
+      // another launcher of the module may have raised it further: never lower it
+      int[] now = new int[1];
+      cuFuncGetAttribute(now, CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f);
+      if (now[0] < smemBytes) {
+        cuFuncSetAttribute(f, CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smemBytes);
+      }
+      raisedSmem.put(kernel, Math.max(now[0], smemBytes));
     }
     Pointer[] ps = new Pointer[args.length];
     for (int i = 0; i < args.length; i++) ps[i] = param(args[i]);

@@ -1,10 +1,21 @@
 package io.longsieve.cuda;
 
+import static jcuda.driver.JCudaDriver.cuGraphDestroy;
+import static jcuda.driver.JCudaDriver.cuGraphExecDestroy;
+import static jcuda.driver.JCudaDriver.cuGraphInstantiate;
+import static jcuda.driver.JCudaDriver.cuGraphLaunch;
+import static jcuda.driver.JCudaDriver.cuStreamBeginCapture;
+import static jcuda.driver.JCudaDriver.cuStreamEndCapture;
+
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
+import jcuda.driver.CUgraph;
+import jcuda.driver.CUgraphExec;
+import jcuda.driver.CUstream;
+import jcuda.driver.CUstreamCaptureMode;
 
 /**
  * List attention (ListKernels) against dense attention on one layer of Llama-3.1-8B shapes (issue 5
@@ -18,6 +29,13 @@ public final class ListAttentionBench {
   private ListAttentionBench() {}
 
   static final int SINKS = 128, TOP = 2048, WINDOW = 512, LIST = SINKS + TOP + WINDOW, PREFILL_ROWS = 512;
+  /**
+   * Untimed calls before a list decode measurement: enough for the JIT to compile the host path (a few
+   * hundred invocations), as it is in a decode loop; interpreted, the host alone can take longer than the kernel.
+   */
+  static final int WARM_CALLS = 300;
+  /** Calls whose host enqueue time (no GPU wait) is averaged for the launch-cost row. */
+  static final int HOST_CALLS = 200;
 
   /** Needs {@link Bench#copyCeiling} first for the fraction column (NaN otherwise). */
   public static void run(Bench b, ModelConfig c, int[] contexts) {
@@ -70,10 +88,27 @@ public final class ListAttentionBench {
           Runnable call = () -> lk.attend(out.ptr(), q.ptr(), v, lists.ptr(), nLists, LIST, 1, heads, compact, cos.ptr(),
               sin.ptr(), scale);
           call.run();  // sizes the scratch
-          double ms = b.medianMs(call, 3, 15, 20);
+          double ms = b.medianMs(call, WARM_CALLS, 15, 20);
           if (variant == 0) best = ms;
           b.add(new Bench.Row("list", "list decode " + name + " L=" + L, shape, ms, Double.NaN, listBytes / ms / 1e6,
               listBytes / ms / 1e6 / b.copyGbps(), Double.NaN));
+          if (variant < 2) {
+            // the same calls replayed from a CUDA graph: the GPU's time alone, without the host's launch path
+            double g = graphMs(b, call, 20, 15);
+            b.add(new Bench.Row("list", "list decode " + name + " L=" + L + " in a CUDA graph (no host launch cost)",
+                shape, g, Double.NaN, listBytes / g / 1e6, listBytes / g / 1e6 / b.copyGbps(), Double.NaN));
+          }
+          if (variant == 0) {
+            // the host's side of one call (checks, plan, launch through JCuda), enqueue only: when it is close to
+            // the GPU time above, the calls are bound by the launch path, not by the kernel
+            b.stream().synchronize();
+            long t0 = System.nanoTime();
+            for (int i = 0; i < HOST_CALLS; i++) call.run();
+            double hostMs = (System.nanoTime() - t0) / 1e6 / HOST_CALLS;
+            b.stream().synchronize();
+            b.add(new Bench.Row("list", "host enqueue per list decode call, original L=" + L + " (no GPU wait)", shape,
+                hostMs, Double.NaN, Double.NaN, Double.NaN, Double.NaN));
+          }
         }
         // tuning sweep of the split (the default aims at ListKernels.TC_BLOCKS_PER_SM blocks per multiprocessor)
         for (int bps : new int[] {1, 2}) {
@@ -81,7 +116,7 @@ public final class ListAttentionBench {
           Runnable call = () -> lk.attend(out.ptr(), q.ptr(), v, lists.ptr(), 1, LIST, 1, heads, false, cos.ptr(),
               sin.ptr(), scale);
           call.run();
-          double ms = b.medianMs(call, 3, 15, 20);
+          double ms = b.medianMs(call, WARM_CALLS, 15, 20);
           ListKernels.Plan p = ListKernels.plan(1, LIST, d, heads / nKv, nKv, false, k.smCount(), bps);
           b.add(new Bench.Row("list", "list decode original L=" + L + " split for " + bps + " blocks/SM",
               shape + ", " + p.splits() + " splits of " + p.chunk(), ms, Double.NaN, listBytes / ms / 1e6,
@@ -107,6 +142,38 @@ public final class ListAttentionBench {
         b.add(new Bench.Row("list", "dense prefill " + n + " rows L=" + L, n + "x" + heads + "x" + d + " kv " + L, dms,
             dflops / dms / 1e9, Double.NaN, Double.NaN, Double.NaN));
       }
+    }
+  }
+
+  /**
+   * Milliseconds per call of {@code inner} calls captured into one CUDA graph and replayed (median of reps):
+   * what the kernels take on the GPU once the host's per-launch cost is gone. The calls must not allocate or
+   * synchronise (run one first to size the scratch). NaN, with the reason on stderr, where capture fails.
+   */
+  static double graphMs(Bench b, Runnable call, int inner, int reps) {
+    CUstream s = b.stream().handle();
+    b.stream().synchronize();
+    CUgraph graph = new CUgraph();
+    CUgraphExec exec = new CUgraphExec();
+    boolean captured = false, instantiated = false;
+    try {
+      cuStreamBeginCapture(s, CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED);
+      try {
+        for (int i = 0; i < inner; i++) call.run();
+      } finally {
+        cuStreamEndCapture(s, graph);
+        captured = true;
+      }
+      cuGraphInstantiate(exec, graph, 0);
+      instantiated = true;
+      return b.medianMs(() -> cuGraphLaunch(exec, s), 3, reps) / inner;
+    } catch (RuntimeException e) {
+      System.err.println("list bench: CUDA graph capture failed: " + e);
+      return Double.NaN;
+    } finally {
+      if (instantiated) cuGraphExecDestroy(exec);
+      if (captured) cuGraphDestroy(graph);
+      b.stream().synchronize();
     }
   }
 

@@ -29,6 +29,15 @@ public final class ListKernels implements AutoCloseable {
   /** Entries per tile of a warp in the tensor-core decode kernel, and warps per block. */
   static final int TC_TILE = 16;
   static final int TC_WARPS = 4;
+  /**
+   * Tiles each warp of the tensor-core decode kernel keeps in flight (list_decode.cu LD_STAGES). Two: at
+   * d = 128 a block then takes 73 KB and three fit a multiprocessor, whose shared memory is then all in
+   * flight; a third stage would only move those bytes from three blocks to two.
+   */
+  static final int TC_STAGES = 2;
+  /** The tensor-core decode kernels by [d == 128][compact]: no string building per call. */
+  private static final String[][] TC_KERNELS = {{"list_decode_d64", "list_decode_d64_compact"},
+      {"list_decode_d128", "list_decode_d128_compact"}};
   /** Blocks per multiprocessor the tensor-core decode split aims at (about 3 are resident at d = 128). */
   static final int TC_BLOCKS_PER_SM = 4;
   /** Largest split of the tensor-core decode kernel (its slot offsets and biases are staged in shared memory). */
@@ -92,9 +101,10 @@ public final class ListKernels implements AutoCloseable {
     DeviceBuffer w = partials.ensure((partO + partMl) * 4);
     CUdeviceptr o = w.ptr(), ml = w.at(partO * 4);
     if (p.path() == Path.TC_DECODE) {
-      boolean fused = fusedCombine && fusedFits(d, group, p.splits());
+      // the fused merge needs no shared memory: any split count merges in the one launch
+      boolean fused = fusedCombine;
       CUdeviceptr count = fused ? counters(n * nKv) : null;
-      l.launch("list_decode_d" + d + (compact ? "_compact" : ""), nKv, p.splits(), n, TC_WARPS * 32,
+      l.launch(TC_KERNELS[d == 128 ? 1 : 0][isCompact], nKv, p.splits(), n, TC_WARPS * 32,
           tcSmem(d, p.chunk()), out, count, o, ml, q, keys, kv.v(), kv.pageTable(), lists, kv.bias(), ropeCos, ropeSin,
           nHeads, nKv, kv.pageSize(), listLen, n, perHead, p.chunk(), scale);
       if (fused) return;  // the kernel's last block per (row, KV head) merged the splits
@@ -193,20 +203,15 @@ public final class ListKernels implements AutoCloseable {
     return new Plan(Path.CORE, chunk, (listLen + chunk - 1) / chunk, headBlocks);
   }
 
-  /** Shared memory of the tensor-core decode kernel: queries, staged offsets + biases, per-warp K/V double buffers. */
+  /** Shared memory of the tensor-core decode kernel: queries, staged offsets + biases, per-warp K/V stages. */
   static int tcSmem(int d, int chunk) {
     int ld = d + 8;
     return 16 * ld * 2 + chunk * (8 + 4) + tcKvBytes(d);
   }
 
-  /** The K/V double buffers of the tensor-core decode kernel's warps (the merges reuse them). */
+  /** The K/V stage buffers of the tensor-core decode kernel's warps (the warps' merge reuses them). */
   static int tcKvBytes(int d) {
-    return TC_WARPS * 2 * 2 * TC_TILE * (d + 8) * 2;
-  }
-
-  /** Whether the fused merge's (group, splits) maxima and sums fit the K/V buffers. */
-  static boolean fusedFits(int d, int group, int splits) {
-    return (long) group * splits * 2 * 4 <= tcKvBytes(d);
+    return TC_WARPS * TC_STAGES * 2 * TC_TILE * (d + 8) * 2;
   }
 
   /** Shared memory of the CUDA-core kernel: scores, reduction scratch, staged offsets + biases. */

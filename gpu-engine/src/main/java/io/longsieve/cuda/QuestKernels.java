@@ -13,7 +13,7 @@ import jcuda.driver.CUdeviceptr;
 final class QuestKernels {
 
   static final int SCORE_PAGES = 64;   // QS_PAGES: pages scored per block
-  static final int MAX_CHUNK = 2048;   // list entries per attention block (shared memory: chunk floats)
+  static final int MAX_CHUNK = 2048;   // list entries per attention block (shared memory: chunk floats + offsets)
   static final int MAX_GROUP = 16;     // QS_MAXG: query heads per KV head the score kernel takes
 
   private final Launcher l;
@@ -52,6 +52,11 @@ final class QuestKernels {
     l.launch("quest_topk", nHeads, 1, 1, 256, 0, chosen, score, full, pick);
   }
 
+  /** quest_attend's shared memory: rotated query, scores and reduction (f32), then the entries' offsets (size_t). */
+  static int attendSmem(int d, int chunk) {
+    return (d + chunk + 32) * 4 + chunk * 8;
+  }
+
   /** List entries per attention block and the number of blocks per head. */
   record Plan(int chunk, int splits) {
     long partialFloats(int nHeads, int d) {
@@ -83,7 +88,7 @@ final class QuestKernels {
     checkHeadDim(d);
     long partO = (long) nHeads * plan.splits() * d;
     CUdeviceptr ml = part.withByteOffset(partO * 4);
-    int smem = (d + plan.chunk() + 32) * 4;
+    int smem = attendSmem(d, plan.chunk());
     l.launch("quest_attend", nHeads, plan.splits(), 1, 128, smem, part, ml, qPre, invFreq, pos, kv.kRope(), kv.v(),
         kv.pageTable(), kv.bias(), chosen, nHeads, kv.nKv(), d, kv.pageSize(), qpage, pick, full, tail, plan.chunk(),
         scale);

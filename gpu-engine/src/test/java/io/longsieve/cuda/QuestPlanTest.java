@@ -37,6 +37,8 @@ class QuestPlanTest {
         QuestKernels.Plan p = QuestKernels.plan(len, heads, 132);
         assertTrue(p.chunk() >= 64 && p.chunk() <= QuestKernels.MAX_CHUNK && p.chunk() % 32 == 0, p + " for " + len);
         assertTrue((long) p.chunk() * p.splits() >= len && (long) p.chunk() * (p.splits() - 1) < len, p + " for " + len);
+        // the attention block's scores and entry offsets fit the default 48 KB at the largest head size
+        assertTrue(QuestKernels.attendSmem(256, p.chunk()) <= 48 * 1024, p + " for " + len);
       }
     }
     // Llama-3.1-8B at budget 2048, page 16: 127 pages + tail over 32 heads → about 4 blocks per SM
