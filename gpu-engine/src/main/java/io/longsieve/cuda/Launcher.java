@@ -2,6 +2,8 @@ package io.longsieve.cuda;
 
 import static jcuda.driver.JCudaDriver.*;
 
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.util.HashMap;
 import java.util.Map;
 import jcuda.Pointer;
@@ -53,9 +55,47 @@ final class Launcher {
       }
       raisedSmem.put(kernel, Math.max(now[0], smemBytes));
     }
-    Pointer[] ps = new Pointer[args.length];
-    for (int i = 0; i < args.length; i++) ps[i] = param(args[i]);
-    cuLaunchKernel(f, gx, gy, gz, block, 1, 1, smemBytes, stream.handle(), Pointer.to(ps), null);
+    if (packed) {
+      pack(args);
+      cuLaunchKernel(f, gx, gy, gz, block, 1, 1, smemBytes, stream.handle(), null, extra);
+    } else {
+      Pointer[] ps = new Pointer[args.length];
+      for (int i = 0; i < args.length; i++) ps[i] = param(args[i]);
+      cuLaunchKernel(f, gx, gy, gz, block, 1, 1, smemBytes, stream.handle(), Pointer.to(ps), null);
+    }
+  }
+
+  /**
+   * Whether arguments travel packed in one buffer (CU_LAUNCH_PARAM_BUFFER_POINTER: one direct
+   * buffer, no per-argument Java arrays for JCuda to pin) or as JCuda's pointer-per-argument list.
+   * Both give the kernel the same bytes; packing costs the host far less per launch, which decode
+   * steps of many small kernels feel. {@code -Dlongsieve.packedLaunch=false} turns it off.
+   */
+  static volatile boolean packed = !"false".equals(System.getProperty("longsieve.packedLaunch"));
+
+  private final ByteBuffer argBuf = ByteBuffer.allocateDirect(1024).order(ByteOrder.nativeOrder());
+  private final ByteBuffer argSize = ByteBuffer.allocateDirect(8).order(ByteOrder.nativeOrder());
+  private final Pointer extra = Pointer.to(CU_LAUNCH_PARAM_BUFFER_POINTER, Pointer.to(argBuf),
+      CU_LAUNCH_PARAM_BUFFER_SIZE, Pointer.to(argSize), CU_LAUNCH_PARAM_END);
+
+  /** Lays the arguments out as the kernel's parameters are laid out: each at its natural alignment. */
+  private void pack(Object[] args) {
+    ByteBuffer b = argBuf;
+    b.clear();
+    for (Object a : args) {
+      if (a == null) b.position(align(b.position(), 8)).putLong(0L);
+      else if (a instanceof CUdeviceptr p) b.position(align(b.position(), 8)).putLong(DeviceAddress.of(p));
+      else if (a instanceof Integer i) b.position(align(b.position(), 4)).putInt(i);
+      else if (a instanceof Float x) b.position(align(b.position(), 4)).putFloat(x);
+      else if (a instanceof Long l) b.position(align(b.position(), 8)).putLong(l);
+      else if (a instanceof Double d) b.position(align(b.position(), 8)).putDouble(d);
+      else throw new IllegalArgumentException("unsupported kernel argument " + a.getClass());
+    }
+    argSize.putLong(0, b.position());
+  }
+
+  private static int align(int at, int to) {
+    return (at + to - 1) / to * to;
   }
 
   private static Pointer param(Object a) {

@@ -22,6 +22,7 @@ public final class SparseBench {
       "decode=quest", "decode=streaming"};
 
   public static void run(Bench b, ModelConfig c, int[] contexts, int chunk, int decodeSteps, boolean endToEnd) {
+    section(b, "launch cost", () -> launchCost(b));
     section(b, "list attention", () -> ListAttentionBench.run(b, c, contexts));
     section(b, "TokenSelect", () -> TokenSelectBench.run(b, c, contexts));
     section(b, "Quest and StreamingLLM", () -> BaselinesBench.run(b, c, contexts));
@@ -44,6 +45,38 @@ public final class SparseBench {
     b.log().printf(Locale.ROOT, "== %s took %.1f s%n", name, (System.nanoTime() - t0) / 1e9);
   }
 
+  /**
+   * Host time per kernel launch, arguments packed in one buffer vs JCuda's pointer-per-argument
+   * list: tiny kernels launched back to back, so the GPU waits on the host and the host's cost is
+   * what is timed (the same kernels, a 3-argument and a 9-argument one).
+   */
+  static void launchCost(Bench b) {
+    Kernels k = b.kernels();
+    boolean before = Launcher.packed;
+    try (DeviceBuffer f = b.ctx().alloc(64, "launch-cost scratch")) {
+      for (boolean packed : new boolean[] {false, true}) {
+        Launcher.packed = packed;
+        for (int args : new int[] {3, 9}) {
+          Runnable launch = args == 3 ? () -> k.fillF32(f.ptr(), 1, 0f)
+              : () -> k.rope(f.ptr(), f.at(16), 2, 1, 1, 2, f.at(32), null, 0);
+          for (int i = 0; i < 3000; i++) launch.run();  // JIT and first launches
+          b.stream().synchronize();
+          int n = 20000;
+          long t0 = System.nanoTime();
+          for (int i = 0; i < n; i++) launch.run();
+          double hostUs = (System.nanoTime() - t0) / 1e3 / n;
+          b.stream().synchronize();
+          double wallUs = (System.nanoTime() - t0) / 1e3 / n;
+          b.add(new Bench.Row("launch", (packed ? "packed argument buffer" : "JCuda argument list") + ", " + args
+              + " arguments", String.format(Locale.ROOT, "host %.2f us, wall %.2f us per launch", hostUs, wallUs),
+              hostUs / 1000, Double.NaN, Double.NaN, Double.NaN, Double.NaN));
+        }
+      }
+    } finally {
+      Launcher.packed = before;
+    }
+  }
+
   /** One dense prefill of L random tokens, then decodeSteps greedy steps per decode policy, each from position L. */
   static void endToEnd(Bench b, ModelConfig c, int L, int chunk, int decodeSteps) {
     CudaContext ctx = b.ctx();
@@ -61,18 +94,34 @@ public final class SparseBench {
       b.log().printf(Locale.ROOT, "end-to-end: prefilled %d tokens in %.1f s%n", L, (System.nanoTime() - t0) / 1e9);
       double denseMs = Double.NaN;
       for (String policy : DECODE_POLICIES) {
-        double ms;
-        try (GpuPolicy p = GpuPolicy.open(PolicySpec.parse(policy), m.env(null))) {
-          ms = decodeMs(m, kv, p, L, decodeSteps);
-        } catch (RuntimeException e) {
-          b.log().println("end-to-end " + policy + " failed: " + e);
-          continue;
-        }
+        double ms = decodeMs(b, m, kv, policy, L, decodeSteps);
+        if (Double.isNaN(ms)) continue;
         if (policy.equals("dense")) denseMs = ms;
         b.add(new Bench.Row("end-to-end", "decode ms/token L=" + L + " " + policy,
             String.format(Locale.ROOT, "%.1f tok/s; %.2fx dense", 1000 / ms, denseMs / ms), ms, Double.NaN, Double.NaN,
             denseMs / ms, Double.NaN));
       }
+      boolean before = Launcher.packed;
+      try {  // what the host's launch cost does to a step: the same steps with JCuda's argument lists
+        Launcher.packed = false;
+        for (String policy : new String[] {"dense", "decode=tokenselect"}) {
+          double ms = decodeMs(b, m, kv, policy, L, decodeSteps);
+          b.add(new Bench.Row("end-to-end", "decode ms/token L=" + L + " " + policy + " (JCuda argument lists)",
+              String.format(Locale.ROOT, "%.1f tok/s", 1000 / ms), ms, Double.NaN, Double.NaN, denseMs / ms, Double.NaN));
+        }
+      } finally {
+        Launcher.packed = before;
+      }
+    }
+  }
+
+  /** Median ms of a decode step under a policy, NaN (logged) when the policy fails. */
+  private static double decodeMs(Bench b, CudaModel m, PagedKvCache kv, String policy, int L, int steps) {
+    try (GpuPolicy p = GpuPolicy.open(PolicySpec.parse(policy), m.env(null))) {
+      return decodeMs(m, kv, p, L, steps);
+    } catch (RuntimeException e) {
+      b.log().println("end-to-end " + policy + " failed: " + e);
+      return Double.NaN;
     }
   }
 
