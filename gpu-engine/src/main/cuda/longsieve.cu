@@ -11,3 +11,4 @@
 #include "tsa.cu"
 #include "kv_compress.cu"
 #include "tokenselect.cu"
+#include "ts_score.cu"
