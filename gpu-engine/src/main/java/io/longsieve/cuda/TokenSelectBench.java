@@ -13,7 +13,8 @@ import java.util.Locale;
  * int4 copy; and the score and vote kernels alone, their bandwidth counting the logits), top-k
  * (radix select and the list) and attention over the list (ListKernels); and the totals of a step
  * with full-key scoring and no cache hit, int4 scoring and no hit, and a cache hit (scoring kernels
- * return at once). Ratios vs dense are rows of their own (ratio in the fraction column). Defaults sinks 128, k 2048, window 512, heads=layer, positions=compact.
+ * return at once). Ratios vs dense are rows of their own (ratio in the fraction column). Defaults
+ * sinks 128, k 2048, window 512, heads=layer, positions=compact.
  *
  * <p>Failure semantics: a context beyond the device memory throws from the allocation; should
  * ListKernels refuse (UnsupportedOperationException), list-attention rows are NaN and logged.
