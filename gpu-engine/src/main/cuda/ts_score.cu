@@ -21,6 +21,7 @@
 
 #define TSS_WARPS 4  // warps per scoring block (SelectKernels.SCORE_THREADS / 32)
 #define TSS_GMAX 8   // query heads per KV head: rows 0..7 hi, 8..15 lo of the mma tile
+#define TSS_PAGES 256  // page-table entries a block stages in shared memory (16K keys of 64)
 
 // Query head j of KV head g's scoring group: g * group + j (gqa=div) or g + j * nKv (gqa=mod).
 __device__ __forceinline__ int tss_head(int g, int j, int group, int nKv, int gqaMod) {
@@ -153,6 +154,15 @@ __device__ __forceinline__ void tss_score(float* __restrict__ logits, float* __r
   const int s0 = lo & ~7;                         // groups of 8 aligned slots: never across a page
   const int nGroups = lo < hi ? (hi - s0 + 7) / 8 : 0;
   const int nIt = (nGroups + U - 1) / U;
+  // the split's page-table entries in shared memory: a key load then waits on one global round
+  // trip, not two (a split longer than TSS_PAGES pages reads the table from global memory)
+  __shared__ int sPage[TSS_PAGES];
+  const int p0 = INT4 ? 0 : s0 / pageSize;
+  const int nPages = INT4 || lo >= hi ? 0 : (hi - 1) / pageSize - p0 + 1;
+  const bool staged = nPages <= TSS_PAGES;
+  if (staged)
+    for (int i = threadIdx.x; i < nPages; i += TSS_WARPS * 32) sPage[i] = pageTable[p0 + i];
+  __syncthreads();
   float m = -INFINITY, l = 0.f;  // head r's statistics over the keys this lane accounts
   for (int it = warp; it < nIt; it += TSS_WARPS) {  // warp-uniform: the mma needs the whole warp
     unsigned kw[U][Lay::WORDS];
@@ -170,7 +180,12 @@ __device__ __forceinline__ void tss_score(float* __restrict__ logits, float* __r
           sc[u][e] = se >= lo && se < hi ? __ldg(ks + (size_t)se * nKv + g) : 0.f;
         }
       } else {
-        row = reinterpret_cast<const unsigned char*>(kPre + (ok ? kv_offset(pageTable, slot, g, nKv, pageSize, D) : 0));
+        size_t off = 0;
+        if (ok) {
+          const int page = staged ? sPage[slot / pageSize - p0] : pageTable[slot / pageSize];
+          off = (((size_t)page * nKv + g) * pageSize + slot % pageSize) * D;  // kv_offset's paged layout
+        }
+        row = reinterpret_cast<const unsigned char*>(kPre + off);
       }
 #pragma unroll
       for (int i = 0; i < Lay::CHUNKS; i++) {

@@ -15,9 +15,9 @@ import org.junit.jupiter.params.provider.CsvSource;
  * ts_score_d* / ts_score_int4_d* and ts_votes (ts_score.cu) against a double-precision reference on
  * every head size, both key formats, group sizes 1..8, gqa=div|mod, an odd sink count and candidate
  * count (split and page boundaries off the 8-key groups), a shuffled page table, the default plan
- * and one of 64-candidate splits: every logit written and within the hi/lo query split's error
- * (~2^-17 of sum |q k|), merged softmax statistics and votes within 1e-4 relative; a set hit flag
- * leaves everything untouched.
+ * and one of 64-candidate splits (and one split longer than the staged page table): every logit
+ * written and within the hi/lo query split's error (~2^-17 of sum |q k|), merged softmax
+ * statistics and votes within 1e-4 relative; a set hit flag leaves everything untouched.
  */
 @Tag("gpu")
 class TsScoreParityTest {
@@ -50,13 +50,17 @@ class TsScoreParityTest {
     final DeviceBuffer kq, ks, qfDev;
 
     Case(int heads, int nKv, int d, boolean int4, boolean mod, long seed) {
+      this(heads, nKv, d, int4, mod, seed, 1000);
+    }
+
+    Case(int heads, int nKv, int d, boolean int4, boolean mod, long seed, int slots) {
       this.heads = heads;
       this.nKv = nKv;
       this.d = d;
       this.int4 = int4;
       this.mod = mod;
       group = heads / nKv;
-      slots = 1000;
+      this.slots = slots;
       sinks = 5;
       cands = slots - sinks - 7;
       Random r = new Random(seed);
@@ -189,6 +193,13 @@ class TsScoreParityTest {
         assertEquals(v, out[2][g * cands + c], (1e-4 + 4 * worst) * v + 1e-9, what + ": vote list " + g + " c=" + c);
       }
     }
+  }
+
+  @Test
+  void aSplitOfMoreThanTsPagesPagesReadsTheTableFromGlobalMemory() {
+    Case cs = new Case(4, 1, 64, false, false, 11, 256 * PAGE + 300);  // one split over 261 pages
+    SelectKernels.ScorePlan one = new SelectKernels.ScorePlan((cs.cands + 63) / 64 * 64, 1);
+    check(cs, one, false, cs.run(one, false, 0), "one split of " + cs.cands);
   }
 
   @Test
