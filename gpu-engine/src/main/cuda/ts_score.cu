@@ -117,7 +117,7 @@ __device__ __forceinline__ unsigned tss_b_int4(unsigned w, int p) {
 // for candidates [split * chunk, +chunk) once and scores them for all `group` query heads of g:
 // logits (heads, cands) f32 = voteScale * qf_h . k(sinks + c); partMl (heads, splits, 2) f32 the
 // split's softmax (max, sum) per head. INT4 reads kq (slots, nKv, D/2) packed nibbles (even element
-// low) and ks (slots, nKv) f32 scales instead of the paged kPre.
+// low) and ks (slots, nKv) f32 scales instead of the paged kPre (pageSize a power of two).
 template <int D, bool INT4>
 __device__ __forceinline__ void tss_score(float* __restrict__ logits, float* __restrict__ partMl,
                                           const int* __restrict__ hit, const bf16* __restrict__ kPre,
@@ -157,8 +157,9 @@ __device__ __forceinline__ void tss_score(float* __restrict__ logits, float* __r
   // the split's page-table entries in shared memory: a key load then waits on one global round
   // trip, not two (a split longer than TSS_PAGES pages reads the table from global memory)
   __shared__ int sPage[TSS_PAGES];
-  const int p0 = INT4 ? 0 : s0 / pageSize;
-  const int nPages = INT4 || lo >= hi ? 0 : (hi - 1) / pageSize - p0 + 1;
+  const int pShift = __ffs(pageSize) - 1;  // pageSize a power of two (SelectKernels.score checks)
+  const int p0 = INT4 ? 0 : s0 >> pShift;
+  const int nPages = INT4 || lo >= hi ? 0 : ((hi - 1) >> pShift) - p0 + 1;
   const bool staged = nPages <= TSS_PAGES;
   if (staged)
     for (int i = threadIdx.x; i < nPages; i += TSS_WARPS * 32) sPage[i] = pageTable[p0 + i];
@@ -182,8 +183,8 @@ __device__ __forceinline__ void tss_score(float* __restrict__ logits, float* __r
       } else {
         size_t off = 0;
         if (ok) {
-          const int page = staged ? sPage[slot / pageSize - p0] : pageTable[slot / pageSize];
-          off = (((size_t)page * nKv + g) * pageSize + slot % pageSize) * D;  // kv_offset's paged layout
+          const int page = staged ? sPage[(slot >> pShift) - p0] : pageTable[slot >> pShift];
+          off = (((size_t)page * nKv + g) * pageSize + (slot & (pageSize - 1))) * D;  // kv_offset's layout
         }
         row = reinterpret_cast<const unsigned char*>(kPre + off);
       }

@@ -78,11 +78,15 @@ final class SelectKernels {
 
   /**
    * logits (heads, cands) f32 = voteScale * qf_h . kPre[sinks + c] of KV head h's scoring head,
-   * partMl (heads, plan.splits, 2) f32 per-split softmax (max, sum).
+   * partMl (heads, plan.splits, 2) f32 per-split softmax (max, sum). The page size must be a power
+   * of two (Kernels.PAGE_SIZE is).
    */
   void score(CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, Kernels.KvView kv, CUdeviceptr qf, int heads,
              int sinks, int cands, ScorePlan p, boolean gqaMod, float voteScale) {
     checkShape(kv.headDim(), heads, kv.nKv());
+    if (Integer.bitCount(kv.pageSize()) != 1) {
+      throw new IllegalArgumentException("TokenSelect scoring takes a power-of-two page size, not " + kv.pageSize());
+    }
     l.launch("ts_score_d" + kv.headDim(), kv.nKv(), p.splits(), 1, SCORE_THREADS, 0, logits, partMl, hit, kv.kPre(),
         kv.pageTable(), qf, heads, kv.nKv(), kv.pageSize(), sinks, cands, p.chunk(), gqaMod ? 1 : 0, voteScale);
   }
