@@ -3,8 +3,7 @@ package io.longsieve.cuda;
 import jcuda.driver.CUdeviceptr;
 
 /**
- * Launch wrappers of TokenSelect's kernels (src/main/cuda/tokenselect.cu; scoring and votes in
- * ts_score.cu), shapes in the parameter
+ * Launch wrappers of TokenSelect's kernels (src/main/cuda/tokenselect.cu), shapes in the parameter
  * names; asynchronous on the stream of the {@link Kernels} they share a launcher with. Every kernel
  * after {@link #cacheCheck} takes the device hit flag and does nothing when it is set. Illegal
  * shapes (head size, group size) throw IllegalArgumentException before anything is queued.
@@ -12,7 +11,6 @@ import jcuda.driver.CUdeviceptr;
 final class SelectKernels {
 
   static final int SCORE_THREADS = 128;   // TSS_WARPS * 32 in ts_score.cu (launch bounds: 4 blocks per SM)
-  static final int VOTE_THREADS = 256;    // ts_votes merges 8 lanes per head: a multiple of 8 (and 32)
   static final int TOPK_THREADS = 1024;
   static final int MAX_GROUP = 8;   // TSS_GMAX in ts_score.cu: rows 0..7 (hi) and 8..15 (lo) of the mma tile
   static final int TOPK_MAX_BLOCKS = 64;
@@ -78,8 +76,8 @@ final class SelectKernels {
 
   /**
    * logits (heads, cands) f32 = voteScale * qf_h . kPre[sinks + c] of KV head h's scoring head,
-   * partMl (heads, plan.splits, 2) f32 per-split softmax (max, sum). The page size must be a power
-   * of two (Kernels.PAGE_SIZE is).
+   * partMl (heads, plan.splits, 2) f32 per-split softmax (max, sum); ts_score.cu. The page size must
+   * be a power of two (Kernels.PAGE_SIZE is).
    */
   void score(CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, Kernels.KvView kv, CUdeviceptr qf, int heads,
              int sinks, int cands, ScorePlan p, boolean gqaMod, float voteScale) {
@@ -105,6 +103,8 @@ final class SelectKernels {
     l.launch("ts_votes", voteBlocks(cands, smCount), 1, 1, VOTE_THREADS, 0, votes, logits, partMl, hit, heads, nKv,
         cands, splits, perKv ? 1 : 0, gqaMod ? 1 : 0);
   }
+
+  static final int VOTE_THREADS = 256;  // ts_votes merges 8 lanes per head: a multiple of 8 (and 32)
 
   /**
    * Blocks of ts_votes: one candidate per thread up to four blocks per multiprocessor (enough

@@ -30,27 +30,6 @@ class SelectKernelsHostTest {
     if (cands >= 64 * 132 * 4) assertTrue(p.splits() * nKv >= 132, "fills the GPU: " + p);
   }
 
-  @ParameterizedTest(name = "cands={0}")
-  @CsvSource({"1", "255", "256", "257", "130000", "10000000"})
-  void voteBlocksCoverEveryCandidate(int cands) {
-    int sms = 132, b = SelectKernels.voteBlocks(cands, sms);
-    assertTrue(b >= 1 && b <= 4 * sms, "blocks " + b);
-    // one candidate per thread until the grid is full; grid-stride beyond
-    if (cands <= 4 * sms * SelectKernels.VOTE_THREADS) {
-      assertTrue((long) b * SelectKernels.VOTE_THREADS >= cands && (long) (b - 1) * SelectKernels.VOTE_THREADS < cands);
-    } else {
-      assertEquals(4 * sms, b);
-    }
-  }
-
-  @Test
-  void hostConstantsMatchTsScoreCu() throws java.io.IOException {
-    String cu = java.nio.file.Files.readString(java.nio.file.Path.of("src/main/cuda/ts_score.cu"));
-    assertTrue(cu.contains("#define TSS_WARPS " + SelectKernels.SCORE_THREADS / 32 + " "), "TSS_WARPS vs SCORE_THREADS");
-    assertTrue(cu.contains("#define TSS_GMAX " + SelectKernels.MAX_GROUP + " "), "TSS_GMAX vs MAX_GROUP");
-    assertEquals(0, SelectKernels.VOTE_THREADS % 32, "ts_votes: whole warps of 8-lane head groups");
-  }
-
   @Test
   void pooledLengthIsTorchs() {
     assertEquals(100, SelectKernels.pooledLength(100, 3));

@@ -3,7 +3,11 @@ package io.longsieve.cuda;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.Random;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
@@ -13,7 +17,8 @@ import org.junit.jupiter.params.provider.CsvSource;
  * kernel's bit tricks: spread, XOR 0x88888888, nibble pairs (p, p + 4) as 128 + u, minus 136), and
  * the query fragments are gathered at tss_dim. For every head size and both key formats: the mma's
  * k index of each B element holds the key dim that tss_dim gives the matching A element, tss_dim
- * covers every dim exactly once, and the mma-order dot product equals the plain one.
+ * covers every dim exactly once, and the mma-order dot product equals the plain one. Also the host
+ * side of ts_score.cu: the vote grid and the constants SelectKernels shares with the kernels.
  */
 class TsScoreLayoutTest {
 
@@ -142,5 +147,25 @@ class TsScoreLayoutTest {
       for (int j = 0; j < d; j++) plain += (double) q[j] * k[j];
       assertEquals(plain, viaMma, 1e-9 * (1 + Math.abs(plain)));
     }
+  }
+
+  @ParameterizedTest(name = "cands={0}")
+  @CsvSource({"1", "255", "256", "257", "130000", "10000000"})
+  void voteBlocksCoverEveryCandidate(int cands) {
+    int sms = 132, b = SelectKernels.voteBlocks(cands, sms), t = SelectKernels.VOTE_THREADS;
+    assertTrue(b >= 1 && b <= 4 * sms, "blocks " + b);
+    if (cands <= 4 * sms * t) {  // one candidate per thread until the grid is full, grid-stride beyond
+      assertTrue((long) b * t >= cands && (long) (b - 1) * t < cands, "blocks " + b);
+    } else {
+      assertEquals(4 * sms, b);
+    }
+  }
+
+  @Test
+  void hostConstantsMatchTsScoreCu() throws IOException {
+    String cu = Files.readString(Path.of("src/main/cuda/ts_score.cu"));
+    assertTrue(cu.contains("#define TSS_WARPS " + SelectKernels.SCORE_THREADS / 32 + " "), "TSS_WARPS vs SCORE_THREADS");
+    assertTrue(cu.contains("#define TSS_GMAX " + SelectKernels.MAX_GROUP + " "), "TSS_GMAX vs MAX_GROUP");
+    assertEquals(0, SelectKernels.VOTE_THREADS % 32, "ts_votes: whole warps of 8-lane head groups");
   }
 }
