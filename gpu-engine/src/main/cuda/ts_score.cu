@@ -82,23 +82,25 @@ __device__ __forceinline__ int tss_dim(int kk, int s, int t) {
   return (wi / WPC) * 4 * W + t * W + (wi % WPC) * 8 + pos;
 }
 
-// Loads one chunk of CB bytes from p into w (zeros when !ok).
+// Loads one chunk of CB bytes from p into w (zeros when !ok). Streaming loads (evict-first in L1
+// and L2): the keys are read once per step, and the 16 MB of logits this kernel writes should
+// still be in L2 when ts_votes reads them.
 template <int CB>
 __device__ __forceinline__ void tss_load(unsigned* w, const unsigned char* p, bool ok) {
   if (CB == 16) {
-    uint4 v = ok ? __ldg(reinterpret_cast<const uint4*>(p)) : make_uint4(0u, 0u, 0u, 0u);
+    uint4 v = ok ? __ldcs(reinterpret_cast<const uint4*>(p)) : make_uint4(0u, 0u, 0u, 0u);
     w[0] = v.x;
     w[1] = v.y;
     w[2] = v.z;
     w[3] = v.w;
   } else if (CB == 8) {
-    uint2 v = ok ? __ldg(reinterpret_cast<const uint2*>(p)) : make_uint2(0u, 0u);
+    uint2 v = ok ? __ldcs(reinterpret_cast<const uint2*>(p)) : make_uint2(0u, 0u);
     w[0] = v.x;
     w[1] = v.y;
   } else if (CB == 4) {
-    w[0] = ok ? __ldg(reinterpret_cast<const unsigned*>(p)) : 0u;
+    w[0] = ok ? __ldcs(reinterpret_cast<const unsigned*>(p)) : 0u;
   } else {  // 2 bytes = 4 nibbles: spread to nibble positions 0, 1, 4, 5
-    unsigned x = ok ? (unsigned)__ldg(reinterpret_cast<const unsigned short*>(p)) : 0u;
+    unsigned x = ok ? (unsigned)__ldcs(reinterpret_cast<const unsigned short*>(p)) : 0u;
     w[0] = (x & 0xFFu) | ((x & 0xFF00u) << 8);
   }
 }
