@@ -12,3 +12,4 @@
 #include "kv_compress.cu"
 #include "tokenselect.cu"
 #include "ts_topk.cu"
+#include "ts_score.cu"

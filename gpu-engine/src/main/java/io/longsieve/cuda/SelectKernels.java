@@ -10,9 +10,9 @@ import jcuda.driver.CUdeviceptr;
  */
 final class SelectKernels {
 
-  static final int SCORE_THREADS = 256;
-  static final int TOPK_THREADS = 1024; // TK_THREADS in ts_topk.cu
-  static final int MAX_GROUP = 8;   // TS_GMAX in tokenselect.cu
+  static final int SCORE_THREADS = 128;   // TSS_WARPS * 32 in ts_score.cu (launch bounds: 4 blocks per SM)
+  static final int TOPK_THREADS = 1024;   // TK_THREADS in ts_topk.cu
+  static final int MAX_GROUP = 8;   // TSS_GMAX in ts_score.cu: rows 0..7 (hi) and 8..15 (lo) of the mma tile
 
   private final Launcher l;
   private final int smCount;
@@ -25,7 +25,10 @@ final class SelectKernels {
   /** Candidates per scoring block and block count along the candidates (grid (nKv, splits)). */
   record ScorePlan(int chunk, int splits) {}
 
-  /** About four scoring blocks per multiprocessor, chunks a multiple of 64 candidates. */
+  /**
+   * About four scoring blocks per multiprocessor (what ts_score's launch bounds let reside: one
+   * wave), chunks a multiple of 64 candidates.
+   */
   static ScorePlan scorePlan(int cands, int nKv, int sms) {
     int target = Math.max(1, (4 * sms + nKv - 1) / nKv);
     int chunk = (int) Math.max(64, ((long) (cands + target - 1) / target + 63) / 64 * 64);
@@ -72,11 +75,15 @@ final class SelectKernels {
 
   /**
    * logits (heads, cands) f32 = voteScale * qf_h . kPre[sinks + c] of KV head h's scoring head,
-   * partMl (heads, plan.splits, 2) f32 per-split softmax (max, sum).
+   * partMl (heads, plan.splits, 2) f32 per-split softmax (max, sum); ts_score.cu. The page size must
+   * be a power of two (Kernels.PAGE_SIZE is).
    */
   void score(CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, Kernels.KvView kv, CUdeviceptr qf, int heads,
              int sinks, int cands, ScorePlan p, boolean gqaMod, float voteScale) {
     checkShape(kv.headDim(), heads, kv.nKv());
+    if (Integer.bitCount(kv.pageSize()) != 1) {
+      throw new IllegalArgumentException("TokenSelect scoring takes a power-of-two page size, not " + kv.pageSize());
+    }
     l.launch("ts_score_d" + kv.headDim(), kv.nKv(), p.splits(), 1, SCORE_THREADS, 0, logits, partMl, hit, kv.kPre(),
         kv.pageTable(), qf, heads, kv.nKv(), kv.pageSize(), sinks, cands, p.chunk(), gqaMod ? 1 : 0, voteScale);
   }
@@ -92,9 +99,18 @@ final class SelectKernels {
   /** votes (perKv ? nKv : 1, cands) f32 = summed per-head softmax of logits (heads, cands). */
   void votes(CUdeviceptr votes, CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, int heads, int nKv, int cands,
              int splits, boolean perKv, boolean gqaMod) {
-    int blocks = Math.max(1, Math.min(8 * smCount, (cands + 255) / 256));
-    l.launch("ts_votes", blocks, 1, 1, 256, 0, votes, logits, partMl, hit, heads, nKv, cands, splits, perKv ? 1 : 0,
-        gqaMod ? 1 : 0);
+    l.launch("ts_votes", voteBlocks(cands, smCount), 1, 1, VOTE_THREADS, 0, votes, logits, partMl, hit, heads, nKv,
+        cands, splits, perKv ? 1 : 0, gqaMod ? 1 : 0);
+  }
+
+  static final int VOTE_THREADS = 256;  // ts_votes merges 8 lanes per head: a multiple of 8 (and 32)
+
+  /**
+   * Blocks of ts_votes: one candidate per thread up to four blocks per multiprocessor (enough
+   * loads in flight), then grid-stride; each block first merges every head's split statistics.
+   */
+  static int voteBlocks(int cands, int sms) {
+    return Math.max(1, Math.min(4 * sms, (cands + VOTE_THREADS - 1) / VOTE_THREADS));
   }
 
   /** Length of max_pool1d's output with padding (kernel - 1) / 2: one short of n for an even kernel. */

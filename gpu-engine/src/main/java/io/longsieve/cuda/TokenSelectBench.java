@@ -10,10 +10,11 @@ import java.util.Locale;
  * TokenSelect decode attention per layer against dense decode attention (issue 5 §3), on one layer
  * of the model's shapes with a random paged cache: dense flash decoding; TokenSelect split into
  * scoring (fingerprint, cache check, logits with softmax statistics, soft vote; full keys and the
- * int4 copy), top-k (radix select and the list) and attention over the list (ListKernels); and the
- * totals of a step with full-key scoring and no cache hit, int4 scoring and no hit, and a cache hit
- * (scoring kernels return at once). Ratios vs dense are rows of their own (ratio in the fraction
- * column). Defaults sinks 128, k 2048, window 512, heads=layer, positions=compact.
+ * int4 copy; and the score and vote kernels alone, their bandwidth counting the logits), top-k
+ * (radix select and the list) and attention over the list (ListKernels); and the totals of a step
+ * with full-key scoring and no cache hit, int4 scoring and no hit, and a cache hit (scoring kernels
+ * return at once). Ratios vs dense are rows of their own (ratio in the fraction column). Defaults
+ * sinks 128, k 2048, window 512, heads=layer, positions=compact.
  *
  * <p>Failure semantics: a context beyond the device memory throws from the allocation; should
  * ListKernels refuse (UnsupportedOperationException), list-attention rows are NaN and logged.
@@ -124,6 +125,23 @@ public final class TokenSelectBench {
         double qBytes = (double) cands * nKv * (d / 2 + 4);
         b.add(new Bench.Row("tokenselect", "scoring int4 keys L=" + L, shape, msInt4, Double.NaN, qBytes / msInt4 / 1e6,
             qBytes / msInt4 / 1e6 / b.copyGbps(), Double.NaN));
+        // the kernels alone (the hit flag stays 0 from the last front): where the scoring time goes
+        front.run();
+        double msKernel = b.medianMs(() -> sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), v, qf.ptr(), heads, SINKS,
+            cands, p, false, 1f), 3, 15, 20);
+        double logitBytes = (double) heads * cands * 4;
+        b.add(new Bench.Row("tokenselect", "score kernel full keys L=" + L, shape, msKernel, Double.NaN,
+            (keyBytes + logitBytes) / msKernel / 1e6, (keyBytes + logitBytes) / msKernel / 1e6 / b.copyGbps(),
+            Double.NaN));
+        double msKernel4 = b.medianMs(() -> sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq.ptr(), ks.ptr(),
+            qf.ptr(), heads, nKv, d, SINKS, cands, p, false, 1f), 3, 15, 20);
+        b.add(new Bench.Row("tokenselect", "score kernel int4 keys L=" + L, shape, msKernel4, Double.NaN,
+            (qBytes + logitBytes) / msKernel4 / 1e6, (qBytes + logitBytes) / msKernel4 / 1e6 / b.copyGbps(),
+            Double.NaN));
+        double msVotes = b.medianMs(() -> sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv,
+            cands, p.splits(), false, false), 3, 15, 20);
+        b.add(new Bench.Row("tokenselect", "votes L=" + L, shape, msVotes, Double.NaN, logitBytes / msVotes / 1e6,
+            logitBytes / msVotes / 1e6 / b.copyGbps(), Double.NaN));
         scoreFull.run();
         double msTop = b.medianMs(topk, 3, 15, 20);
         b.add(new Bench.Row("tokenselect", "top-k + list L=" + L, shape, msTop, Double.NaN, Double.NaN, Double.NaN,
