@@ -38,8 +38,12 @@ public final class ListKernels implements AutoCloseable {
   /** The tensor-core decode kernels by [d == 128][compact]: no string building per call. */
   private static final String[][] TC_KERNELS = {{"list_decode_d64", "list_decode_d64_compact"},
       {"list_decode_d128", "list_decode_d128_compact"}};
-  /** Blocks per multiprocessor the tensor-core decode split aims at (about 3 are resident at d = 128). */
-  static final int TC_BLOCKS_PER_SM = 4;
+  /**
+   * Blocks per multiprocessor the tensor-core decode split aims at. Measured on the H200 (8B shapes,
+   * 2688 entries, bench/RESULTS.md): 1 per SM 11.0 us, 2 per SM 12.3 us, 4 per SM 14.3 us — fewer,
+   * longer splits keep more loads in flight per block and leave less to merge.
+   */
+  static final int TC_BLOCKS_PER_SM = 1;
   /** Largest split of the tensor-core decode kernel (its slot offsets and biases are staged in shared memory). */
   static final int TC_CHUNK_MAX = 1024;
 
