@@ -16,7 +16,7 @@ import jcuda.driver.CUdeviceptr;
  * kvBytesAfter). Failure semantics: CUDA errors propagate from the call that queued the work;
  * compress synchronises once per layer (it reads the list sizes back).
  */
-final class GpuSelKv implements GpuParts.Kv {
+final class GpuSelKv extends GpuObservedKv {
 
   /**
    * The nearest-key search on tensor cores (keys split into two bf16 halves, about 16 bits of
@@ -26,28 +26,20 @@ final class GpuSelKv implements GpuParts.Kv {
   static volatile boolean tensorCoreSearch = true;
 
   private final double ratio, alpha;
-  private final int sinks, window, pool;
+  private final int sinks, pool;
   private final String merge;
-  private final GpuEnv env;
-  private final KvCompressKernels kk;
-  private final GpuKvCompress.Observation obs;
-  private final int heads, nKv, d, group;
+  private final int heads, d;
 
   GpuSelKv(PolicyTerm t, SelectionStats stats, GpuEnv env) {
+    super(Math.max(1, t.intParam("window")), env);
     ModelConfig c = env.config();
     ratio = t.doubleParam("ratio");
     alpha = t.doubleParam("alpha");
     sinks = t.intParam("sinks");
-    window = Math.max(1, t.intParam("window"));
     pool = Math.max(1, t.intParam("pool"));
     merge = t.text("merge");
-    this.env = env;
-    kk = new KvCompressKernels(env.k());
     heads = c.numHeads();
-    nKv = c.numKvHeads();
     d = c.headDim();
-    group = c.group();
-    obs = new GpuKvCompress.Observation(window, c, env.ctx());
   }
 
   /** Kept slots per KV head for a layer of n slots with win observed rows: n when nothing is dropped. */
@@ -56,22 +48,9 @@ final class GpuSelKv implements GpuParts.Kv {
   }
 
   @Override
-  public void observe(LayerCall c) {
-    obs.observe(c, kk);
-  }
-
-  @Override
-  public void compress(PagedKvCache kv) {
-    try (GpuKvCompress.Scratch s = new GpuKvCompress.Scratch(env.ctx());
-         DeviceBuffer counts = env.ctx().alloc(nKv * 2L * 4, "KV list counts")) {
-      for (int l = 0; l < kv.layers; l++) compressLayer(l, kv, s, counts);
-    }
-    kv.shrink();
-  }
-
-  private void compressLayer(int layer, PagedKvCache kv, GpuKvCompress.Scratch s, DeviceBuffer counts) {
+  protected void compressLayer(int layer, PagedKvCache kv, GpuKvCompress.Scratch s, DeviceBuffer counts) {
     int n = kv.length(layer);
-    int win = Math.min(window, obs.count(layer));
+    int win = observed(layer);
     int budget = budget(ratio, sinks, win, n);
     if (budget >= n) return;
     boolean merging = !merge.equals("off");
@@ -95,9 +74,9 @@ final class GpuSelKv implements GpuParts.Kv {
     kk.unionMask(sum, flagsH, mid, nKv, group);
     kk.topkFlags(flagsG, mid, sum, mid, nKv, mid, pick);
     kk.lists(keep, budget, dropList, Math.max(1, drop), counts.ptr(), flagsG, mid, nKv, n, sinks, n - win);
-    GpuKvCompress.checkCounts(env, counts, nKv, budget, drop);
+    checkCounts(counts, budget, drop);
     if (merging) merge(layer, kv, view, attn, keep, budget, dropList, drop, n, s);
-    GpuKvCompress.retain(kv, layer, keep, budget, kk, s, 20, obs.posOffset(layer));
+    retain(kv, layer, keep, budget, s);
   }
 
   /** The gated merge of every dropped slot into its nearest kept one, and the logit bias. */
@@ -127,10 +106,5 @@ final class GpuSelKv implements GpuParts.Kv {
     kk.mergeAcc(gateSum, massSum, vAcc, kAcc, best, bestCos, dropList, drop, budget, attn, view, n, group);
     kk.mergeApply(view, gateSum, massSum, vAcc, kAcc, keep, budget, attn, env.invFreq(), obs.posOffset(layer), n,
         group, alpha);
-  }
-
-  @Override
-  public void close() {
-    obs.close();
   }
 }

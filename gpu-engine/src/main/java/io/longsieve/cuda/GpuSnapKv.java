@@ -2,7 +2,6 @@ package io.longsieve.cuda;
 
 import io.longsieve.attention.PolicyTerm;
 import io.longsieve.attention.SelectionStats;
-import io.longsieve.model.ModelConfig;
 import jcuda.driver.CUdeviceptr;
 
 /**
@@ -13,26 +12,16 @@ import jcuda.driver.CUdeviceptr;
  * Nothing is merged. Records no statistics of its own (as the CPU twin). Failure semantics: CUDA
  * errors propagate; compress synchronises once per layer (it reads the list sizes back).
  */
-final class GpuSnapKv implements GpuParts.Kv {
+final class GpuSnapKv extends GpuObservedKv {
 
-  private final int window, pool, capacity;
+  private final int pool, capacity;
   private final double ratio;
-  private final GpuEnv env;
-  private final KvCompressKernels kk;
-  private final GpuKvCompress.Observation obs;
-  private final int nKv, group;
 
   GpuSnapKv(PolicyTerm t, SelectionStats stats, GpuEnv env) {
-    ModelConfig c = env.config();
-    window = Math.max(1, t.intParam("window"));
+    super(Math.max(1, t.intParam("window")), env);
     pool = t.intParam("pool");
     capacity = t.intParam("capacity");
     ratio = t.doubleParam("ratio");
-    this.env = env;
-    kk = new KvCompressKernels(env.k());
-    nKv = c.numKvHeads();
-    group = c.group();
-    obs = new GpuKvCompress.Observation(window, c, env.ctx());
   }
 
   /** Slots kept per KV head for a layer of n slots with win observed rows (n or more: nothing dropped). */
@@ -42,21 +31,8 @@ final class GpuSnapKv implements GpuParts.Kv {
   }
 
   @Override
-  public void observe(LayerCall c) {
-    obs.observe(c, kk);
-  }
-
-  @Override
-  public void compress(PagedKvCache kv) {
-    try (GpuKvCompress.Scratch s = new GpuKvCompress.Scratch(env.ctx());
-         DeviceBuffer counts = env.ctx().alloc(nKv * 2L * 4, "KV list counts")) {
-      for (int l = 0; l < kv.layers; l++) compressLayer(l, kv, s, counts);
-    }
-    kv.shrink();
-  }
-
-  private void compressLayer(int layer, PagedKvCache kv, GpuKvCompress.Scratch s, DeviceBuffer counts) {
-    int n = kv.length(layer), win = Math.min(window, obs.count(layer));
+  protected void compressLayer(int layer, PagedKvCache kv, GpuKvCompress.Scratch s, DeviceBuffer counts) {
+    int n = kv.length(layer), win = observed(layer);
     int cap = capacity(ratio, capacity, win, n);
     if (n <= cap) return;
     Kernels.KvView view = kv.layer(layer);
@@ -70,12 +46,7 @@ final class GpuSnapKv implements GpuParts.Kv {
     if (pool > 1) kk.avgPool(pooled, vote, nKv, prefix, pool);
     kk.topkFlags(flags, prefix, pooled, prefix, nKv, prefix, pick);
     kk.lists(keep, cap, null, 1, counts.ptr(), flags, prefix, nKv, n, 0, prefix);
-    GpuKvCompress.checkCounts(env, counts, nKv, cap, n - cap);
-    GpuKvCompress.retain(kv, layer, keep, cap, kk, s, 20, obs.posOffset(layer));
-  }
-
-  @Override
-  public void close() {
-    obs.close();
+    checkCounts(counts, cap, n - cap);
+    retain(kv, layer, keep, cap, s);
   }
 }

@@ -5,16 +5,9 @@ import static io.longsieve.cuda.Gpu.assertClose;
 import io.longsieve.attention.AttentionContext;
 import io.longsieve.attention.DenseAttention;
 import io.longsieve.cpu.KvCache;
-import io.longsieve.cpu.ThreadPool;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
-import io.longsieve.model.RopeScaling;
-import java.util.ArrayList;
-import java.util.Collections;
-import java.util.List;
 import java.util.Random;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -26,25 +19,10 @@ import org.junit.jupiter.params.provider.CsvSource;
  * page table so every access goes through the indirection.
  */
 @Tag("gpu")
-class AttentionParityTest {
+class AttentionParityTest extends GpuPoolTest {
 
   /** Queries and keys pass through bf16 twice (RoPE output, P in P·V): allow 2e-2. */
   static final double TOL = 2e-2;
-
-  static Gpu gpu;
-  static ThreadPool pool;
-
-  @BeforeAll
-  static void open() {
-    gpu = new Gpu();
-    pool = new ThreadPool(0);
-  }
-
-  @AfterAll
-  static void close() {
-    gpu.close();
-    pool.close();
-  }
 
   @ParameterizedTest(name = "{0}: d={1} heads={2}/{3} before={4} n={5} window={6}")
   @CsvSource({
@@ -59,8 +37,7 @@ class AttentionParityTest {
       "fdecode, 128, 32, 8, 40000, 1, 0"})
   void matchesDenseAttention(String path, int d, int heads, int kvHeads, int before, int n, int window) {
     Random r = new Random(d * 7919L + heads * 31L + before + n);
-    ModelConfig c = new ModelConfig("llama", heads * d, 4 * d, 1, heads, kvHeads, d, 256, 1e-5, 500000,
-        new RopeScaling("llama3", 8, 1, 4, 8192), 1 << 20, false, false, window, 1, List.of(2));
+    ModelConfig c = DeviceCaches.config(1, heads, kvHeads, d, window);
     Rope rope = new Rope(c);
     int total = before + n, kvDim = c.kvDim(), qDim = c.qDim();
     float[] k = Gpu.random(r, total * kvDim, 1), v = Gpu.random(r, total * kvDim, 1);
@@ -72,22 +49,10 @@ class AttentionParityTest {
     new DenseAttention().prefill(0, q, n, before, cpu, ref, new AttentionContext(c, rope, pool));
 
     // device cache with a shuffled page table
-    int pages = (total + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE + 3;
-    List<Integer> perm = new ArrayList<>();
-    for (int i = 0; i < pages; i++) perm.add(i);
-    Collections.shuffle(perm, r);
-    int[] table = perm.stream().mapToInt(Integer::intValue).toArray();
-    long bytes = (long) pages * kvHeads * Kernels.PAGE_SIZE * d * 2;
-    DeviceBuffer kPre = gpu.alloc(bytes), kRope = gpu.poisoned(bytes, true), val = gpu.poisoned(bytes, true);
-    Kernels.KvView view = new Kernels.KvView(kPre.ptr(), kRope.ptr(), val.ptr(), gpu.ints(table).ptr(), kvHeads, d,
-        Kernels.PAGE_SIZE);
-    float[] kv = new float[total * 2 * kvDim];
-    for (int i = 0; i < total; i++) {
-      System.arraycopy(k, i * kvDim, kv, i * 2 * kvDim, kvDim);
-      System.arraycopy(v, i * kvDim, kv, i * 2 * kvDim + kvDim, kvDim);
-    }
+    int[] table = DeviceCaches.shuffledTable(r, DeviceCaches.pages(total, 3));
+    Kernels.KvView view = DeviceCaches.layer(gpu, table, kvHeads, d, false, null).view();
     DeviceBuffer invFreq = gpu.f32(rope.inverseFrequencies());
-    gpu.k.kvAppend(view, gpu.f32(kv).ptr(), 2 * kvDim, 0, kvDim, total, 0, 0, invFreq.ptr());
+    DeviceCaches.append(gpu, view, k, v, total, kvDim, 0, 0, invFreq);
     DeviceBuffer qDev = gpu.poisoned((long) n * qDim * 2, true);
     gpu.k.rope(qDev.ptr(), gpu.f32(q).ptr(), qDim, n, heads, d, invFreq.ptr(), null, before);
 

@@ -11,27 +11,13 @@ import io.longsieve.model.Rope;
 import io.longsieve.model.RopeScaling;
 import java.util.List;
 import java.util.Random;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /** Embedding, RMSNorm, RoPE, KV append and SwiGLU kernels against their CPU twins. */
 @Tag("gpu")
-class ElementwiseParityTest {
-
-  static Gpu gpu;
-
-  @BeforeAll
-  static void open() {
-    gpu = new Gpu();
-  }
-
-  @AfterAll
-  static void close() {
-    gpu.close();
-  }
+class ElementwiseParityTest extends GpuTest {
 
   /** A config with the given head layout; llama3 RoPE scaling so every frequency regime is hit. */
   static ModelConfig config(int heads, int kvHeads, int headDim, int layers) {

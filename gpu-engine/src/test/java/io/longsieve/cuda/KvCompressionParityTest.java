@@ -8,16 +8,11 @@ import io.longsieve.attention.AttentionPolicy;
 import io.longsieve.attention.DenseAttention;
 import io.longsieve.attention.PolicySpec;
 import io.longsieve.cpu.KvCache;
-import io.longsieve.cpu.ThreadPool;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
-import io.longsieve.model.RopeScaling;
-import java.util.List;
 import java.util.Random;
 import jcuda.Pointer;
 import jcuda.driver.JCudaDriver;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -47,7 +42,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * decode kernels as DenseAttention.
  */
 @Tag("gpu")
-class KvCompressionParityTest {
+class KvCompressionParityTest extends GpuPoolTest {
 
   static final double TOL = 2e-2;
   /**
@@ -63,24 +58,8 @@ class KvCompressionParityTest {
    */
   static final double GPU_TIE_EPS = 1e-4;
 
-  static Gpu gpu;
-  static ThreadPool pool;
-
-  @BeforeAll
-  static void open() {
-    gpu = new Gpu();
-    pool = new ThreadPool(0);
-  }
-
-  @AfterAll
-  static void close() {
-    gpu.close();
-    pool.close();
-  }
-
   static ModelConfig config(int layers, int heads, int kvHeads, int d) {
-    return new ModelConfig("llama", heads * d, 4 * d, layers, heads, kvHeads, d, 256, 1e-5, 500000,
-        new RopeScaling("llama3", 8, 1, 4, 8192), 1 << 20, false, false, 0, 1, List.of(2));
+    return DeviceCaches.config(layers, heads, kvHeads, d, 0);
   }
 
   @ParameterizedTest(name = "{0} ({2} search)")
@@ -218,13 +197,8 @@ class KvCompressionParityTest {
       else cpu.prefill(l, q, n, pos0, cpuKv, ref, actx);
       // GPU
       int before = gKv.length(l);
-      float[] rows = new float[n * 2 * kvDim];
-      for (int i = 0; i < n; i++) {
-        System.arraycopy(k, i * kvDim, rows, i * 2 * kvDim, kvDim);
-        System.arraycopy(v, i * kvDim, rows, i * 2 * kvDim + kvDim, kvDim);
-      }
       Kernels.KvView view = gKv.layer(l);
-      gpu.k.kvAppend(view, gpu.f32(rows).ptr(), 2 * kvDim, 0, kvDim, n, before, pos0, invFreq.ptr());
+      DeviceCaches.append(gpu, view, k, v, n, kvDim, before, pos0, invFreq);
       gKv.advance(l, n);
       DeviceBuffer qPre = gpu.f32(q), qRot = gpu.poisoned((long) n * qDim * 2, true);
       gpu.k.rope(qRot.ptr(), qPre.ptr(), qDim, n, heads, d, invFreq.ptr(), null, pos0);
@@ -438,14 +412,9 @@ class KvCompressionParityTest {
 
     DeviceBuffer invFreq = gpu.f32(rope.inverseFrequencies());
     try (Kernels.Workspace ws = new Kernels.Workspace(gpu.ctx); PagedKvCache kv = new PagedKvCache(gpu.ctx, c, total)) {
-      float[] rows = new float[total * 2 * kvDim];
-      for (int i = 0; i < total; i++) {
-        System.arraycopy(k, i * kvDim, rows, i * 2 * kvDim, kvDim);
-        System.arraycopy(v, i * kvDim, rows, i * 2 * kvDim + kvDim, kvDim);
-      }
       kv.ensureBias();
       Kernels.KvView view = kv.layer(0);
-      gpu.k.kvAppend(view, gpu.f32(rows).ptr(), 2 * kvDim, 0, kvDim, total, 0, 0, invFreq.ptr());
+      DeviceCaches.append(gpu, view, k, v, total, kvDim, 0, 0, invFreq);
       kv.advance(0, total);
       gpu.stream.synchronize();
       JCudaDriver.cuMemcpyHtoD(view.bias(), Pointer.to(bias), total * nKv * 4L);

@@ -7,13 +7,10 @@ import io.longsieve.attention.ListAttentionRef;
 import io.longsieve.cpu.KvCache;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
-import io.longsieve.model.RopeScaling;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Random;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -25,57 +22,32 @@ import org.junit.jupiter.params.provider.CsvSource;
  * positions, shared and per-KV-head lists, with and without a logit bias, a shuffled page table.
  */
 @Tag("gpu")
-class ListAttentionParityTest {
+class ListAttentionParityTest extends GpuTest {
 
   /** Keys and queries pass through bf16 (compact keys are rotated then rounded), P through bf16: 2e-2. */
   static final double TOL = 2e-2;
-
-  static Gpu gpu;
-
-  @BeforeAll
-  static void open() {
-    gpu = new Gpu();
-  }
-
-  @AfterAll
-  static void close() {
-    gpu.close();
-  }
 
   /** A layer of random keys/values on the CPU and on the device (shuffled pages), plus its RoPE. */
   record Setup(ModelConfig c, Rope rope, KvCache cpu, Kernels.KvView view, DeviceBuffer invFreq) {}
 
   static Setup setup(Random r, int d, int heads, int kvHeads, int total, boolean bias) {
-    ModelConfig c = new ModelConfig("llama", heads * d, 4 * d, 1, heads, kvHeads, d, 256, 1e-5, 500000,
-        new RopeScaling("llama3", 8, 1, 4, 8192), 1 << 20, false, false, 0, 1, List.of(2));
+    ModelConfig c = DeviceCaches.config(1, heads, kvHeads, d, 0);
     Rope rope = new Rope(c);
     int kvDim = c.kvDim();
     float[] k = Gpu.random(r, total * kvDim, 1), v = Gpu.random(r, total * kvDim, 1);
     KvCache cpu = new KvCache(c, rope, total);
     cpu.append(0, k, 0, v, 0, total, 0);
 
-    int pages = (total + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE + 3;
-    List<Integer> perm = new ArrayList<>();
-    for (int i = 0; i < pages; i++) perm.add(i);
-    Collections.shuffle(perm, r);
-    int[] table = perm.stream().mapToInt(Integer::intValue).toArray();
-    long bytes = (long) pages * kvHeads * Kernels.PAGE_SIZE * d * 2;
-    DeviceBuffer kPre = gpu.poisoned(bytes, true), kRope = gpu.poisoned(bytes, true), val = gpu.poisoned(bytes, true);
+    int[] table = DeviceCaches.shuffledTable(r, DeviceCaches.pages(total, 3));
     DeviceBuffer biasDev = null;
     if (bias) {
       float[] b = cpu.logitBias(0);
       for (int i = 0; i < total * kvHeads; i++) b[i] = (float) (r.nextGaussian() * 1.5);
       biasDev = gpu.f32(b);
     }
-    Kernels.KvView view = new Kernels.KvView(kPre.ptr(), kRope.ptr(), val.ptr(), gpu.ints(table).ptr(), kvHeads, d,
-        Kernels.PAGE_SIZE, biasDev == null ? null : biasDev.ptr());
-    float[] kv = new float[total * 2 * kvDim];
-    for (int i = 0; i < total; i++) {
-      System.arraycopy(k, i * kvDim, kv, i * 2 * kvDim, kvDim);
-      System.arraycopy(v, i * kvDim, kv, i * 2 * kvDim + kvDim, kvDim);
-    }
+    Kernels.KvView view = DeviceCaches.layer(gpu, table, kvHeads, d, true, biasDev).view();
     DeviceBuffer invFreq = gpu.f32(rope.inverseFrequencies());
-    gpu.k.kvAppend(view, gpu.f32(kv).ptr(), 2 * kvDim, 0, kvDim, total, 0, 0, invFreq.ptr());
+    DeviceCaches.append(gpu, view, k, v, total, kvDim, 0, 0, invFreq);
     return new Setup(c, rope, cpu, view, invFreq);
   }
 

@@ -4,10 +4,7 @@ import static io.longsieve.cuda.Gpu.BF16_TOLERANCE;
 import static io.longsieve.cuda.Gpu.assertClose;
 
 import io.longsieve.cpu.CpuOps;
-import io.longsieve.cpu.ThreadPool;
 import java.util.Random;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -17,22 +14,7 @@ import org.junit.jupiter.params.provider.CsvSource;
  * output mode, at sizes that are and are not multiples of the tiles.
  */
 @Tag("gpu")
-class MatmulParityTest {
-
-  static Gpu gpu;
-  static ThreadPool pool;
-
-  @BeforeAll
-  static void open() {
-    gpu = new Gpu();
-    pool = new ThreadPool(0);
-  }
-
-  @AfterAll
-  static void close() {
-    gpu.close();
-    pool.close();
-  }
+class MatmulParityTest extends GpuPoolTest {
 
   @ParameterizedTest(name = "m={0} n={1} k={2} mode={3} bias={4}")
   @CsvSource({

@@ -9,17 +9,10 @@ import io.longsieve.attention.PolicySpec;
 import io.longsieve.attention.PolicyStats;
 import io.longsieve.attention.SelectionStats;
 import io.longsieve.cpu.KvCache;
-import io.longsieve.cpu.ThreadPool;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
-import io.longsieve.model.RopeScaling;
-import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Collections;
-import java.util.List;
 import java.util.Random;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -32,52 +25,26 @@ import org.junit.jupiter.params.provider.CsvSource;
  * agree to bf16 tolerance, and the statistics are equal.
  */
 @Tag("gpu")
-class QuestParityTest {
+class QuestParityTest extends GpuPoolTest {
 
   static final double TOL = 2e-2;
-
-  static Gpu gpu;
-  static ThreadPool pool;
-
-  @BeforeAll
-  static void open() {
-    gpu = new Gpu();
-    pool = new ThreadPool(0);
-  }
-
-  @AfterAll
-  static void close() {
-    gpu.close();
-    pool.close();
-  }
 
   @ParameterizedTest(name = "d={0} heads={1}/{2} n={3} page={4} budget={5}")
   @CsvSource({"128, 32, 8, 5000, 16, 512", "16, 4, 2, 300, 8, 32", "64, 8, 1, 2000, 16, 256", "128, 8, 2, 700, 16, 64",
       "8, 8, 2, 130, 4, 12"})
   void matchesCpuQuest(int d, int heads, int kvHeads, int total, int page, int budget) {
     Random r = new Random(d * 131L + heads * 17L + total + page);
-    ModelConfig c = new ModelConfig("llama", heads * d, 4 * d, 1, heads, kvHeads, d, 256, 1e-5, 500000,
-        new RopeScaling("llama3", 8, 1, 4, 8192), 1 << 20, false, false, 0, 1, List.of(2));
+    ModelConfig c = DeviceCaches.config(1, heads, kvHeads, d, 0);
     Rope rope = new Rope(c);
     int extra = 2 * page + 3, cap = total + extra, kvDim = c.kvDim(), qDim = c.qDim();
     float[] k = Gpu.random(r, cap * kvDim, 1), v = Gpu.random(r, cap * kvDim, 1);
     KvCache cpu = new KvCache(c, rope, cap);
     AttentionContext actx = new AttentionContext(c, rope, pool);
 
-    int pages = (cap + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE + 2;
-    List<Integer> perm = new ArrayList<>();
-    for (int i = 0; i < pages; i++) perm.add(i);
-    Collections.shuffle(perm, r);
-    long bytes = (long) pages * kvHeads * Kernels.PAGE_SIZE * d * 2;
-    Kernels.KvView view = new Kernels.KvView(gpu.alloc(bytes).ptr(), gpu.poisoned(bytes, true).ptr(),
-        gpu.poisoned(bytes, true).ptr(), gpu.ints(perm.stream().mapToInt(Integer::intValue).toArray()).ptr(), kvHeads,
-        d, Kernels.PAGE_SIZE);
-    float[] kv = new float[cap * 2 * kvDim];
-    for (int i = 0; i < cap; i++) {
-      System.arraycopy(k, i * kvDim, kv, i * 2 * kvDim, kvDim);
-      System.arraycopy(v, i * kvDim, kv, i * 2 * kvDim + kvDim, kvDim);
-    }
-    DeviceBuffer kvDev = gpu.f32(kv), invFreq = gpu.f32(rope.inverseFrequencies());
+    int[] table = DeviceCaches.shuffledTable(r, DeviceCaches.pages(cap, 2));
+    Kernels.KvView view = DeviceCaches.layer(gpu, table, kvHeads, d, false, null).view();
+    // the rows of all cap tokens at once; each step appends the next ones from them
+    DeviceBuffer kvDev = gpu.f32(DeviceCaches.rows(k, v, cap, kvDim)), invFreq = gpu.f32(rope.inverseFrequencies());
 
     String policy = "quest:page=" + page + ",budget=" + budget + ",dense_layers=0";
     AttentionPolicy cq = PolicySpec.parse(policy).createCpu();

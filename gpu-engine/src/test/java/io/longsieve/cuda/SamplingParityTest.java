@@ -6,27 +6,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.longsieve.cpu.CpuOps;
 import io.longsieve.engine.Sampler;
 import java.util.Random;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /** Greedy and top-p token picks on the device against Sampler.argmax and CpuOps.topPIndexOrder. */
 @Tag("gpu")
-class SamplingParityTest {
-
-  static Gpu gpu;
-
-  @BeforeAll
-  static void open() {
-    gpu = new Gpu();
-  }
-
-  @AfterAll
-  static void close() {
-    gpu.close();
-  }
+class SamplingParityTest extends GpuTest {
 
   @ParameterizedTest
   @ValueSource(ints = {7, 1024, 32000, 128256})

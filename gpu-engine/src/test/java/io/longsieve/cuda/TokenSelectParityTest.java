@@ -12,18 +12,11 @@ import io.longsieve.attention.PolicyStats;
 import io.longsieve.attention.SelectionStats;
 import io.longsieve.attention.TokenSelectProbe;
 import io.longsieve.cpu.KvCache;
-import io.longsieve.cpu.ThreadPool;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
-import io.longsieve.model.RopeScaling;
-import java.util.ArrayList;
-import java.util.Collections;
 import java.util.HashSet;
-import java.util.List;
 import java.util.Random;
 import java.util.Set;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -37,25 +30,10 @@ import org.junit.jupiter.params.provider.ValueSource;
  * rounding, with overlap >= 99% overall; cache hits and statistics equal the CPU's.
  */
 @Tag("gpu")
-class TokenSelectParityTest {
+class TokenSelectParityTest extends GpuPoolTest {
 
   static final double TOL = 2e-2;
   static final String BASE = "sinks=16,k=192,window=48,chunk=96";
-
-  static Gpu gpu;
-  static ThreadPool pool;
-
-  @BeforeAll
-  static void open() {
-    gpu = new Gpu();
-    pool = new ThreadPool(0);
-  }
-
-  @AfterAll
-  static void close() {
-    gpu.close();
-    pool.close();
-  }
 
   /** Both caches, the model shape and the environment of one test. */
   static final class Setup implements AutoCloseable {
@@ -71,17 +49,13 @@ class TokenSelectParityTest {
     final int[] table;
 
     Setup(int layers, int heads, int kvHeads, int d, int capacity, long seed) {
-      c = new ModelConfig("llama", heads * d, 4 * d, layers, heads, kvHeads, d, 256, 1e-5, 500000,
-          new RopeScaling("llama3", 8, 1, 4, 8192), 1 << 20, false, false, 0, 1, List.of(2));
+      c = DeviceCaches.config(layers, heads, kvHeads, d, 0);
       rope = new Rope(c);
       actx = new AttentionContext(c, rope, pool);
       cpu = new KvCache(c, rope, capacity);
       dev = new PagedKvCache(gpu.ctx, c, capacity);
       r = new Random(seed);
-      List<Integer> perm = new ArrayList<>();
-      for (int i = 0; i < dev.pages; i++) perm.add(i);
-      Collections.shuffle(perm, r);
-      table = perm.stream().mapToInt(Integer::intValue).toArray();
+      table = DeviceCaches.shuffledTable(r, dev.pages);
       ws = new Kernels.Workspace(gpu.ctx);
       invFreq = gpu.f32(rope.inverseFrequencies());
       env = new GpuEnv(c, gpu.ctx, gpu.k, ws, invFreq.ptr(), null);
@@ -99,12 +73,7 @@ class TokenSelectParityTest {
       for (int l = 0; l < c.numLayers(); l++) {
         float[] k = Gpu.random(r, n * kvDim, 1), v = Gpu.random(r, n * kvDim, 1);
         cpu.append(l, k, 0, v, 0, n, pos0);
-        float[] kv = new float[n * 2 * kvDim];
-        for (int i = 0; i < n; i++) {
-          System.arraycopy(k, i * kvDim, kv, i * 2 * kvDim, kvDim);
-          System.arraycopy(v, i * kvDim, kv, i * 2 * kvDim + kvDim, kvDim);
-        }
-        gpu.k.kvAppend(view(l, pageTable), gpu.f32(kv).ptr(), 2 * kvDim, 0, kvDim, n, dev.length(l), pos0, invFreq.ptr());
+        DeviceCaches.append(gpu, view(l, pageTable), k, v, n, kvDim, dev.length(l), pos0, invFreq);
         dev.advance(l, n);
       }
     }

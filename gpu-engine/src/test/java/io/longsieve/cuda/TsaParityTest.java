@@ -9,23 +9,16 @@ import io.longsieve.attention.AttentionPolicy;
 import io.longsieve.attention.PolicySpec;
 import io.longsieve.attention.PolicyStats;
 import io.longsieve.cpu.KvCache;
-import io.longsieve.cpu.ThreadPool;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
-import io.longsieve.model.RopeScaling;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
-import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Collections;
 import java.util.HashSet;
-import java.util.List;
 import java.util.Locale;
 import java.util.Random;
 import java.util.Set;
 import java.util.stream.IntStream;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -51,24 +44,9 @@ import org.junit.jupiter.params.provider.CsvSource;
  * and the lists must be identical (the lowest slots).
  */
 @Tag("gpu")
-class TsaParityTest {
+class TsaParityTest extends GpuPoolTest {
 
   static final double TOL = 2e-2;
-
-  static Gpu gpu;
-  static ThreadPool pool;
-
-  @BeforeAll
-  static void open() {
-    gpu = new Gpu();
-    pool = new ThreadPool(0);
-  }
-
-  @AfterAll
-  static void close() {
-    gpu.close();
-    pool.close();
-  }
 
   @ParameterizedTest(name = "{0}: d={1} heads={2}/{3} before={4} n={5} tsa:{6} qScale={7} constK={8}")
   @CsvSource(delimiter = ';', value = {
@@ -87,33 +65,22 @@ class TsaParityTest {
       "tied masses pooled; 64; 4; 1; 1500; 129; tau=0.2502,min=64,window=64,pool=7,layers=all; 1; true"})
   void matchesCpu(String name, int d, int heads, int kvHeads, int before, int n, String params, double qScale,
                   boolean constantKeys) throws Exception {
-    Random r = new Random(name.hashCode() * 31L + d + n);
-    ModelConfig c = new ModelConfig("llama", heads * d, 4 * d, 1, heads, kvHeads, d, 256, 1e-5, 500000,
-        new RopeScaling("llama3", 8, 1, 4, 8192), 1 << 20, false, false, 0, 1, List.of(2));
-    Rope rope = new Rope(c);
+    Inputs in = Inputs.of(name, d, heads, kvHeads, before, n, params, qScale, constantKeys);
+    Random r = in.r();
+    ModelConfig c = in.c();
+    Rope rope = in.rope();
     int total = before + n, kvDim = c.kvDim(), qDim = c.qDim();
-    float[] k = Gpu.random(r, total * kvDim, 1), v = Gpu.random(r, total * kvDim, 1);
-    if (constantKeys) for (int i = 1; i < total; i++) System.arraycopy(k, 0, k, i * kvDim, kvDim);
-    float[] q = Gpu.random(r, n * qDim, qScale);
-    PolicySpec spec = PolicySpec.parse("tsa:" + params);
+    float[] k = in.k(), v = in.v(), q = in.q();
+    PolicySpec spec = in.spec();
 
     // device cache with a shuffled page table, filled by the engine's append kernel
-    int pages = (total + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE + 3;
-    List<Integer> perm = new ArrayList<>();
-    for (int i = 0; i < pages; i++) perm.add(i);
-    Collections.shuffle(perm, r);
-    int[] table = perm.stream().mapToInt(Integer::intValue).toArray();
-    long bytes = (long) pages * kvHeads * Kernels.PAGE_SIZE * d * 2;
-    DeviceBuffer kPre = gpu.alloc(bytes), kRope = gpu.poisoned(bytes, true), val = gpu.poisoned(bytes, true);
-    Kernels.KvView view = new Kernels.KvView(kPre.ptr(), kRope.ptr(), val.ptr(), gpu.ints(table).ptr(), kvHeads, d,
-        Kernels.PAGE_SIZE);
-    float[] kv = new float[total * 2 * kvDim];
-    for (int i = 0; i < total; i++) {
-      System.arraycopy(k, i * kvDim, kv, i * 2 * kvDim, kvDim);
-      System.arraycopy(v, i * kvDim, kv, i * 2 * kvDim + kvDim, kvDim);
-    }
+    int pages = DeviceCaches.pages(total, 3);
+    int[] table = DeviceCaches.shuffledTable(r, pages);
+    DeviceCaches.Layer layer = DeviceCaches.layer(gpu, table, kvHeads, d, false, null);
+    DeviceBuffer kRope = layer.kRope();
+    Kernels.KvView view = layer.view();
     DeviceBuffer invFreq = gpu.f32(rope.inverseFrequencies());
-    gpu.k.kvAppend(view, gpu.f32(kv).ptr(), 2 * kvDim, 0, kvDim, total, 0, 0, invFreq.ptr());
+    DeviceCaches.append(gpu, view, k, v, total, kvDim, 0, 0, invFreq);
     if (constantKeys) {
       // slot 0's key (position 0: unrotated) in every slot of the rotated cache: all scores equal
       gpu.stream.synchronize();  // kv_append has written kRope
@@ -180,6 +147,24 @@ class TsaParityTest {
       }
       assertEquals(cs.kvBytesAfter(), gs.kvBytesAfter());
       assertEquals(Double.isNaN(cs.attendedTokensMean()), Double.isNaN(gs.attendedTokensMean()));
+    }
+  }
+
+  /**
+   * One case's model and inputs (TsaRoundingModelTest models the GPU on the same ones): r seeded
+   * from the case, keys, values (constantKeys: every slot slot 0's keys) and queries (n, qDim)
+   * scaled by qScale drawn from it in that order; r goes on to draw the page table.
+   */
+  record Inputs(Random r, ModelConfig c, Rope rope, float[] k, float[] v, float[] q, PolicySpec spec) {
+    static Inputs of(String name, int d, int heads, int kvHeads, int before, int n, String params, double qScale,
+                     boolean constantKeys) {
+      Random r = new Random(name.hashCode() * 31L + d + n);
+      ModelConfig c = DeviceCaches.config(1, heads, kvHeads, d, 0);
+      int total = before + n, kvDim = c.kvDim();
+      float[] k = Gpu.random(r, total * kvDim, 1), v = Gpu.random(r, total * kvDim, 1);
+      if (constantKeys) for (int i = 1; i < total; i++) System.arraycopy(k, 0, k, i * kvDim, kvDim);
+      float[] q = Gpu.random(r, n * c.qDim(), qScale);
+      return new Inputs(r, c, new Rope(c), k, v, q, PolicySpec.parse("tsa:" + params));
     }
   }
 

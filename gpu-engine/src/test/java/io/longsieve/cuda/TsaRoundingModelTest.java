@@ -10,12 +10,9 @@ import io.longsieve.cpu.KvCache;
 import io.longsieve.cpu.ThreadPool;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
-import io.longsieve.model.RopeScaling;
 import java.lang.reflect.Method;
 import java.util.Arrays;
 import java.util.HashSet;
-import java.util.List;
-import java.util.Random;
 import java.util.Set;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -59,15 +56,12 @@ class TsaRoundingModelTest {
       "tied masses pooled; 64; 4; 1; 1500; 129; tau=0.2502,min=64,window=64,pool=7,layers=all; 1; true; 0"})
   void bf16QueriesOnlyFlipNearTies(String name, int d, int heads, int kvHeads, int before, int n, String params,
                                    double qScale, boolean constantKeys, double oldRuleError) throws Exception {
-    Random r = new Random(name.hashCode() * 31L + d + n);  // TsaParityTest's inputs
-    ModelConfig c = new ModelConfig("llama", heads * d, 4 * d, 1, heads, kvHeads, d, 256, 1e-5, 500000,
-        new RopeScaling("llama3", 8, 1, 4, 8192), 1 << 20, false, false, 0, 1, List.of(2));
-    Rope rope = new Rope(c);
-    int total = before + n, kvDim = c.kvDim(), qDim = c.qDim();
-    float[] k = Gpu.random(r, total * kvDim, 1), v = Gpu.random(r, total * kvDim, 1);
-    if (constantKeys) for (int i = 1; i < total; i++) System.arraycopy(k, 0, k, i * kvDim, kvDim);
-    float[] q = Gpu.random(r, n * qDim, qScale);
-    PolicySpec spec = PolicySpec.parse("tsa:" + params);
+    TsaParityTest.Inputs in = TsaParityTest.Inputs.of(name, d, heads, kvHeads, before, n, params, qScale, constantKeys);
+    ModelConfig c = in.c();
+    Rope rope = in.rope();
+    int total = before + n, qDim = c.qDim();
+    float[] k = in.k(), v = in.v(), q = in.q();
+    PolicySpec spec = in.spec();
     int w = Math.min(spec.prefill().intParam("window"), n), prefix = total - w;
 
     // constant pre-RoPE keys are NOT tied masses: RoPE rotates each slot by its own angle
