@@ -44,6 +44,7 @@ public final class TokenSelectBench {
          DeviceBuffer cachedQf = ctx.alloc((long) qDim * 4, "bench cached fingerprint");
          DeviceBuffer hit = ctx.alloc(4, "bench hit");
          DeviceBuffer hits = ctx.alloc(8, "bench hits");
+         DeviceBuffer topWs = ctx.alloc(SelectKernels.topKWorkspaceBytes(1), "bench top-k workspace");
          DeviceBuffer logits = ctx.alloc((long) heads * maxL * 4, "bench logits");
          DeviceBuffer partMl = ctx.alloc((long) heads * 4096 * 2 * 4, "bench partials");
          DeviceBuffer votes = ctx.alloc((long) maxL * 4, "bench votes");
@@ -66,6 +67,7 @@ public final class TokenSelectBench {
       invFreq.upload(new Rope(one).inverseFrequencies());
       sk.ropeTable(fpCos.ptr(), fpSin.ptr(), invFreq.ptr(), WINDOW, 1, d / 2);
       hits.fill32(0);
+      topWs.fill32(0);  // the top-k kernel leaves it zero after every call
       sk.quantise(kq.ptr(), ks.ptr(), v, 0, maxL);
       boolean haveLists = true;
       try {
@@ -101,7 +103,7 @@ public final class TokenSelectBench {
           sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false, false);
         };
         Runnable topk = () -> {
-          sk.topKLists(top.ptr(), lists.ptr(), votes.ptr(), hit.ptr(), 1, cands, K, SINKS, WINDOW, L);
+          sk.topKLists(top.ptr(), lists.ptr(), votes.ptr(), hit.ptr(), topWs.ptr(), 1, cands, K, SINKS, WINDOW, L);
         };
         Runnable attend = () -> {
           k.rope(qRot.ptr(), qPre.ptr(), qDim, 1, heads, d, invFreq.ptr(), null, listLen - 1);
