@@ -146,8 +146,10 @@ public final class TokenSelectBench {
             logitBytes / msVotes / 1e6 / b.copyGbps(), Double.NaN));
         scoreFull.run();
         double msTop = b.medianMs(topk, 3, 15, 20);
-        b.add(new Bench.Row("tokenselect", "top-k + list L=" + L, shape, msTop, Double.NaN, Double.NaN, Double.NaN,
-            Double.NaN));
+        // GB/s: one read of the votes (the kernel re-reads them from L1 in later passes)
+        b.add(new Bench.Row("tokenselect", "top-k + list L=" + L, shape + ", " + SelectKernels.topKBlocks(cands, 1,
+            k.smCount()) + " blocks", msTop, Double.NaN, cands * 4.0 / msTop / 1e6, cands * 4.0 / msTop / 1e6
+            / b.copyGbps(), Double.NaN));
         double msList = Double.NaN, totFull = Double.NaN, totInt4 = Double.NaN, totHit = Double.NaN;
         if (haveLists) {
           msList = b.medianMs(attend, 3, 15, 20);
