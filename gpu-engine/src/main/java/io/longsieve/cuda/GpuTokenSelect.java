@@ -206,7 +206,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     int listLen = bp.listLen();
     list = grow(list, (long) lists * listLen * 4, "TokenSelect lists");
     if (count > 0) selectTop(c, topPtr, cands, count, local, end);
-    else sk.topKLists(topPtr, list.ptr(), null, hit.ptr(), topWs.ptr(), lists, cands, 0, sinks, local, end); // the lists only
+    else sk.topKLists(topPtr, list.ptr(), null, hit.ptr(), topWs.ptr(), lists, cands, 0, sinks, local, end); // lists
     lastListLen = listLen;
     stats.selectionNanos += System.nanoTime() - t0;
     attendLists(c, row0, m, listLen, out);
@@ -312,8 +312,8 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
         arr[i] = null;
       }
     }
-    for (DeviceBuffer b : new DeviceBuffer[] {qf, cachedQf, hit, hits, topWs, top, logits, partMl, votes, pooled, list, qRot,
-        ropeCos, ropeSin, fpCos, fpSin}) {
+    for (DeviceBuffer b : new DeviceBuffer[] {qf, cachedQf, hit, hits, topWs, top, logits, partMl, votes, pooled, list,
+        qRot, ropeCos, ropeSin, fpCos, fpSin}) {
       if (b != null) b.close();
     }
   }
