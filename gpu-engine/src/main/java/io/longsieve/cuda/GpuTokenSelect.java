@@ -40,6 +40,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   private final DeviceBuffer cachedQf;    // (layer, heads, headDim) f32 fingerprint the cached top-k was scored with
   private final DeviceBuffer hit;         // (1) int: this call hit the Selection Cache
   private final DeviceBuffer hits;        // (1) u64 hits counted on the device
+  private final DeviceBuffer topWs;       // (lists, SelectKernels.TOPK_WS) u32 top-k grid barrier and histograms, zero
   private DeviceBuffer top;               // (lists, count) int top-k when the cache is off
   private DeviceBuffer logits;            // (heads, cands) f32 vote logits
   private DeviceBuffer partMl;            // (heads, splits, 2) f32 per-split softmax (max, sum)
@@ -84,7 +85,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     ks = new DeviceBuffer[layers];
     sk = new SelectKernels(env.k());
     CudaContext ctx = env.ctx();
-    DeviceBuffer a = null, b = null, h = null, s = null;
+    DeviceBuffer a = null, b = null, h = null, s = null, w = null;
     try {
       a = ctx.alloc((long) qDim * 4, "TokenSelect fingerprint");
       b = ctx.alloc((long) layers * qDim * 4, "TokenSelect cached fingerprints");
@@ -93,14 +94,17 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       h.fill32(0);
       s = ctx.alloc(8, "TokenSelect hit counter");
       s.fill32(0);
+      w = ctx.alloc(SelectKernels.topKWorkspaceBytes(lists), "TokenSelect top-k workspace");
+      w.fill32(0);
     } catch (RuntimeException e) {
-      for (DeviceBuffer x : new DeviceBuffer[] {a, b, h, s}) if (x != null) x.close();
+      for (DeviceBuffer x : new DeviceBuffer[] {a, b, h, s, w}) if (x != null) x.close();
       throw e;
     }
     qf = a;
     cachedQf = b;
     hit = h;
     hits = s;
+    topWs = w;
     DeviceBuffer fc = null, fs = null;
     try {
       // the fingerprint rotates row i at window + i whatever the call: one table for the part's life
@@ -108,7 +112,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       fs = ctx.alloc((long) chunk * (d / 2) * 4, "TokenSelect fingerprint sin");
       sk.ropeTable(fc.ptr(), fs.ptr(), env.invFreq(), window, chunk, d / 2);
     } catch (RuntimeException e) {
-      for (DeviceBuffer x : new DeviceBuffer[] {a, b, h, s, fc, fs}) if (x != null) x.close();
+      for (DeviceBuffer x : new DeviceBuffer[] {a, b, h, s, w, fc, fs}) if (x != null) x.close();
       throw e;
     }
     fpCos = fc;
@@ -202,7 +206,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     int listLen = bp.listLen();
     list = grow(list, (long) lists * listLen * 4, "TokenSelect lists");
     if (count > 0) selectTop(c, topPtr, cands, count, local, end);
-    else sk.topKLists(topPtr, list.ptr(), null, hit.ptr(), lists, cands, 0, sinks, local, end); // the lists only
+    else sk.topKLists(topPtr, list.ptr(), null, hit.ptr(), topWs.ptr(), lists, cands, 0, sinks, local, end); // lists
     lastListLen = listLen;
     stats.selectionNanos += System.nanoTime() - t0;
     attendLists(c, row0, m, listLen, out);
@@ -232,7 +236,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       n = sk.maxPool(pooled.ptr(), votes.ptr(), hit.ptr(), lists, cands, pool);
       vals = pooled.ptr();
     }
-    sk.topKLists(topPtr, list.ptr(), vals, hit.ptr(), lists, n, count, sinks, local, end);
+    sk.topKLists(topPtr, list.ptr(), vals, hit.ptr(), topWs.ptr(), lists, n, count, sinks, local, end);
   }
 
   /** Row i sees the first listLen - m + i + 1 entries of its list (its own slot is the last). */
@@ -308,8 +312,8 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
         arr[i] = null;
       }
     }
-    for (DeviceBuffer b : new DeviceBuffer[] {qf, cachedQf, hit, hits, top, logits, partMl, votes, pooled, list, qRot,
-        ropeCos, ropeSin, fpCos, fpSin}) {
+    for (DeviceBuffer b : new DeviceBuffer[] {qf, cachedQf, hit, hits, topWs, top, logits, partMl, votes, pooled, list,
+        qRot, ropeCos, ropeSin, fpCos, fpSin}) {
       if (b != null) b.close();
     }
   }

@@ -11,7 +11,10 @@ import jcuda.driver.CUdeviceptr;
 final class SelectKernels {
 
   static final int SCORE_THREADS = 128;   // TSS_WARPS * 32 in ts_score.cu (launch bounds: 4 blocks per SM)
-  static final int TOPK_THREADS = 1024;   // TK_THREADS in ts_topk.cu
+  static final int TOPK_THREADS = 512;    // TK_THREADS in ts_topk.cu
+  static final int TOPK_MAX_BLOCKS = 32;  // TK_MAXG in ts_topk.cu: blocks per list at most
+  static final int TOPK_MIN_SLICE = 2048; // candidates per top-k block at least: below, barriers cost more than loads
+  static final int TOPK_WS = 32 + 3 * 2048 + 2 * TOPK_MAX_BLOCKS; // TK_WS in ts_topk.cu: u32 per list
   static final int MAX_GROUP = 8;   // TSS_GMAX in ts_score.cu: rows 0..7 (hi) and 8..15 (lo) of the mma tile
 
   private final Launcher l;
@@ -127,20 +130,38 @@ final class SelectKernels {
     return len;
   }
 
+  /** Bytes of ts_topk_lists' workspace for nLists lists; allocate once, zero-filled (the kernel leaves it zero). */
+  static long topKWorkspaceBytes(int nLists) {
+    return (long) nLists * TOPK_WS * 4;
+  }
+
+  /**
+   * Blocks per list of ts_topk_lists: all G * lists blocks must be resident at once (the kernel's
+   * grid barrier spins), so G * lists &lt;= sms; at most TOPK_MAX_BLOCKS, and no more than slices
+   * of TOPK_MIN_SLICE candidates need. Lists &gt; sms: G = 1, where the barrier never waits.
+   */
+  static int topKBlocks(int n, int nLists, int sms) {
+    int g = Math.min(TOPK_MAX_BLOCKS, Math.max(1, sms / Math.max(1, nLists)));
+    return Math.max(1, Math.min(g, (n + TOPK_MIN_SLICE - 1) / TOPK_MIN_SLICE));
+  }
+
   /**
    * top (lists, count) int = sinks + ascending indices of the count largest of each row of vals
    * (lists, n) f32, ties to the lower index (count &gt;= n: every index, the last repeated, as the
    * CPU pads), and lists (lists, sinks + count + local) int = [0, sinks) ++ top ++ [end - local, end).
-   * ONE launch (ts_topk.cu), one block per list. When the hit flag is set top already holds the
-   * cached top-k and is only copied into the lists; count == 0 builds the lists without reading vals
-   * (which may then be null).
+   * ONE launch (ts_topk.cu), {@link #topKBlocks} blocks per list synchronised by a grid barrier in
+   * ws ({@link #topKWorkspaceBytes}(&gt;= nLists), zero-filled at allocation, left zero; one call at a
+   * time per workspace, and no other work on the GPU that could keep those blocks from being
+   * resident together). When the hit flag is set top already holds the cached top-k and is only
+   * copied into the lists; count == 0 builds the lists without reading vals (which may then be null).
    */
-  void topKLists(CUdeviceptr top, CUdeviceptr lists, CUdeviceptr vals, CUdeviceptr hit, int nLists, int n, int count,
-                 int sinks, int local, int end) {
+  void topKLists(CUdeviceptr top, CUdeviceptr lists, CUdeviceptr vals, CUdeviceptr hit, CUdeviceptr ws, int nLists,
+                 int n, int count, int sinks, int local, int end) {
     if (count < 0 || n < 0 || nLists < 1) {
       throw new IllegalArgumentException("top-k of " + count + " from " + nLists + " x " + n);
     }
-    l.launch("ts_topk_lists", nLists, 1, 1, TOPK_THREADS, 0, top, lists, vals, hit, n, count, sinks, local, end);
+    l.launch("ts_topk_lists", topKBlocks(n, nLists, smCount), nLists, 1, TOPK_THREADS, 0, top, lists, vals, hit, ws, n,
+        count, sinks, local, end);
   }
 
   /** Quantises slots slot0 .. slot0 + n - 1 of kv's kPre into kq (slots, nKv, d / 2) and ks (slots, nKv). */

@@ -44,6 +44,7 @@ public final class TokenSelectBench {
          DeviceBuffer cachedQf = ctx.alloc((long) qDim * 4, "bench cached fingerprint");
          DeviceBuffer hit = ctx.alloc(4, "bench hit");
          DeviceBuffer hits = ctx.alloc(8, "bench hits");
+         DeviceBuffer topWs = ctx.alloc(SelectKernels.topKWorkspaceBytes(1), "bench top-k workspace");
          DeviceBuffer logits = ctx.alloc((long) heads * maxL * 4, "bench logits");
          DeviceBuffer partMl = ctx.alloc((long) heads * 4096 * 2 * 4, "bench partials");
          DeviceBuffer votes = ctx.alloc((long) maxL * 4, "bench votes");
@@ -66,6 +67,7 @@ public final class TokenSelectBench {
       invFreq.upload(new Rope(one).inverseFrequencies());
       sk.ropeTable(fpCos.ptr(), fpSin.ptr(), invFreq.ptr(), WINDOW, 1, d / 2);
       hits.fill32(0);
+      topWs.fill32(0);  // the top-k kernel leaves it zero after every call
       sk.quantise(kq.ptr(), ks.ptr(), v, 0, maxL);
       boolean haveLists = true;
       try {
@@ -101,7 +103,7 @@ public final class TokenSelectBench {
           sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false, false);
         };
         Runnable topk = () -> {
-          sk.topKLists(top.ptr(), lists.ptr(), votes.ptr(), hit.ptr(), 1, cands, K, SINKS, WINDOW, L);
+          sk.topKLists(top.ptr(), lists.ptr(), votes.ptr(), hit.ptr(), topWs.ptr(), 1, cands, K, SINKS, WINDOW, L);
         };
         Runnable attend = () -> {
           k.rope(qRot.ptr(), qPre.ptr(), qDim, 1, heads, d, invFreq.ptr(), null, listLen - 1);
@@ -144,8 +146,10 @@ public final class TokenSelectBench {
             logitBytes / msVotes / 1e6 / b.copyGbps(), Double.NaN));
         scoreFull.run();
         double msTop = b.medianMs(topk, 3, 15, 20);
-        b.add(new Bench.Row("tokenselect", "top-k + list L=" + L, shape, msTop, Double.NaN, Double.NaN, Double.NaN,
-            Double.NaN));
+        // GB/s: one read of the votes (the kernel re-reads them from L1 in later passes)
+        b.add(new Bench.Row("tokenselect", "top-k + list L=" + L, shape + ", " + SelectKernels.topKBlocks(cands, 1,
+            k.smCount()) + " blocks", msTop, Double.NaN, cands * 4.0 / msTop / 1e6, cands * 4.0 / msTop / 1e6
+            / b.copyGbps(), Double.NaN));
         double msList = Double.NaN, totFull = Double.NaN, totInt4 = Double.NaN, totHit = Double.NaN;
         if (haveLists) {
           msList = b.medianMs(attend, 3, 15, 20);

@@ -13,8 +13,9 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * Host side of TokenSelect on the GPU (runs without one): the scoring plan, pooled lengths, shape
- * checks, and a line-by-line Java model of ts_topk_lists (ts_topk.cu: radix select on 11/11/10-bit
- * digits, then one ordered write from block scans) against attention/TopK on heavily tied inputs.
+ * checks, the top-k grid size, and a step-by-step Java model of ts_topk_lists (ts_topk.cu: G blocks per
+ * list, radix select on 11/11/10-bit digits through a global histogram and a grid barrier, then per-block
+ * counts and an ordered write) against attention/TopK on heavily tied inputs.
  */
 class SelectKernelsHostTest {
 
@@ -43,11 +44,11 @@ class SelectKernelsHostTest {
     assertThrows(IllegalArgumentException.class, () -> SelectKernels.checkShape(128, 32, 2));
   }
 
-  @ParameterizedTest(name = "threads={0}")
-  @CsvSource({"1024", "64", "32"})
-  void topKModelMatchesTopKOnTiedInputs(int threads) {
-    Random r = new Random(3 + threads);
-    Arrays.fill(pass2, 0);
+  @ParameterizedTest(name = "threads={0} blocks={1}")
+  @CsvSource({"512, 32", "512, 16", "512, 1", "64, 7", "32, 3", "32, 1"})
+  void topKModelMatchesTopKOnTiedInputs(int threads, int blocks) {
+    Random r = new Random(3 + threads + 101 * blocks);
+    Arrays.fill(seen, 0);
     for (int trial = 0; trial < 240; trial++) {
       int n = 1 + r.nextInt(trial < 80 ? 300 : trial < 200 ? 5000 : 70000);
       int count = r.nextInt(4) == 0 ? r.nextInt(n + 3) : 1 + r.nextInt(Math.min(n, 3000));
@@ -55,31 +56,41 @@ class SelectKernelsHostTest {
       int off = r.nextInt(4), sinks = r.nextInt(5), local = r.nextInt(6), end = sinks + n + local + r.nextInt(3);
       int[] want = io.longsieve.attention.TopKProbe.select(v, count, sinks);
       int[] top = filled(count), list = filled(sinks + count + local);
-      kernelModel(v, count, threads, off, sinks, local, end, top, list);
+      kernelModel(v, count, threads, blocks, off, sinks, local, end, top, list);
       String what = "trial " + trial + " n=" + n + " count=" + count + " off=" + off;
       assertArrayEquals(want, top, what);
       for (int i = 0; i < sinks; i++) assertEquals(i, list[i], what);
       for (int i = 0; i < count; i++) assertEquals(want[i], list[sinks + i], what);
       for (int i = 0; i < local; i++) assertEquals(end - local + i, list[sinks + count + i], what);
     }
-    assertTrue(pass2[0] > 0 && pass2[1] > 0, "pass 2 both from shared memory and from the votes: " + pass2[0] + ", "
-        + pass2[1]);
+    assertTrue(seen[0] > 0 && seen[1] > 0 && seen[2] > 0, "stops after every pass: " + Arrays.toString(seen));
+    if (blocks > 1) assertTrue(seen[3] > 0, "blocks without picks skip the write: " + Arrays.toString(seen));
   }
 
-  /** Model runs of pass 2 from the gathered keys [0] and from the votes [1] (tests run one at a time). */
-  private static final int[] pass2 = new int[2];
+  /** Model runs that stopped after pass [0], [1], [2]; [3] blocks that skipped the write (tests run one at a time). */
+  private static final int[] seen = new int[4];
 
   @Test
   void topKModelTakesTheLowestIndicesOfOneValue() {
     float[] zeros = new float[40000];  // underflowed votes: every key equal
     int[] top = filled(2048);
-    kernelModel(zeros, 2048, 1024, 1, 0, 0, 40000, top, filled(2048));
+    kernelModel(zeros, 2048, 512, 19, 1, 0, 0, 40000, top, filled(2048));
     for (int i = 0; i < 2048; i++) assertEquals(i, top[i]);
     float[] v = new float[40000];
     for (int i = 0; i < v.length; i++) v[i] = (i % 7 == 3) ? 1f : (i % 2 == 0 ? 0f : -0f); // -0 ranks below +0
     top = filled(9000);
-    kernelModel(v, 9000, 1024, 2, 5, 0, 40005, top, filled(9005));
+    kernelModel(v, 9000, 512, 32, 2, 5, 0, 40005, top, filled(9005));
     assertArrayEquals(io.longsieve.attention.TopKProbe.select(v, 9000, 5), top);
+  }
+
+  @ParameterizedTest(name = "n={0} lists={1} sms={2}")
+  @CsvSource({"131072, 1, 132, 32", "131072, 8, 132, 16", "32768, 8, 132, 16", "5000, 1, 132, 3", "1, 1, 132, 1",
+      "131072, 200, 132, 1", "131072, 8, 20, 2", "0, 1, 132, 1"})
+  void topKBlocksAreAllResidentAtOnce(int n, int lists, int sms, int want) {
+    int g = SelectKernels.topKBlocks(n, lists, sms);
+    assertEquals(want, g);
+    assertTrue(g == 1 || g * lists <= sms);
+    assertTrue(g <= SelectKernels.TOPK_MAX_BLOCKS);
   }
 
   private static int[] filled(int n) {
@@ -111,15 +122,20 @@ class SelectKernelsHostTest {
   }
 
   /**
-   * ts_topk_lists for one list, step by step without the parallelism but with its arithmetic: the
-   * virtual indices shifted by off (the row's misalignment in floats), three radix passes (11, 11,
-   * 10 bits) with the per-thread descending bin ranges of the resolve and the early stop on a bin
-   * taken whole, then the ordered write in tiles of TK_U sub-tiles with the byte-packed warp scans,
-   * warp 0's 16-bit fields and the sub-tile bases. Writes top (count) and list (sinks + count + local).
+   * ts_topk_lists for one list, block by block and thread by thread in sequence but with its
+   * arithmetic: virtual indices shifted by off (the row's misalignment in floats), g blocks owning
+   * slices of a multiple of 16 (TK_E) virtual indices, thread t of a tile owning 16 consecutive ones.
+   * Each radix pass (11, 11, 10 bits) adds every block's shared histogram into one global
+   * histogram; the grid barrier is the end of the loop over blocks; the resolve (per-thread
+   * descending bin ranges, early stop on a bin taken whole) then reads only the global histogram,
+   * so every block gets the same answer. Then the per-block (greater, equal) counts, the barrier,
+   * bases from the blocks before, the skip of blocks without picks, and the ordered write with the
+   * packed (16-bit greater, 16-bit equal) exclusive block scan per tile. Writes top (count) and
+   * list (sinks + count + local).
    */
-  static void kernelModel(float[] vals, int count, int nt, int off, int sinks, int local, int end, int[] top,
+  static void kernelModel(float[] vals, int count, int nt, int g, int off, int sinks, int local, int end, int[] top,
                           int[] list) {
-    int n = vals.length, nw = nt / 32;
+    int n = vals.length, e16 = 16, tile = e16 * nt;
     for (int i = 0; i < sinks; i++) list[i] = i;
     for (int i = 0; i < local; i++) list[sinks + count + i] = end - local + i;
     if (count <= 0) return;
@@ -127,42 +143,35 @@ class SelectKernelsHostTest {
       for (int i = 0; i < count; i++) top[i] = list[sinks + i] = sinks + Math.max(0, Math.min(i, n - 1));
       return;
     }
-    int hi = n + off, quad = 4 * nt, step = 4 * quad;
+    int hi = n + off, slice = ((hi + g - 1) / g + e16 - 1) / e16 * e16;
     long prefix = 0;
     int rem = count, shift = 21;
-    boolean gather = false;
-    long[] cand = new long[8192]; // TK_CAP
-    int sCount = 0;
     for (int pass = 0; pass < 3; pass++) {
       int sh = pass == 0 ? 21 : pass == 1 ? 10 : 0;
       long mask = pass == 2 ? 0x3FF : 0x7FF;
-      int[] hist = new int[2048];
-      if (pass == 2) pass2[gather ? 0 : 1]++;
-      if (pass == 2 && gather) {  // from the keys pass 1 gathered
-        for (int i = 0; i < sCount; i++) {
-          if ((cand[i] >>> shift) == prefix) hist[(int) ((cand[i] >>> sh) & mask)]++;
-        }
-      } else {
-        for (int j = off; j < hi; j++) {
+      int[] global = new int[2048];
+      for (int b = 0; b < g; b++) {  // each block's shared histogram, then its non-zero bins added
+        int[] hist = new int[2048];
+        int s0 = b * slice, s1 = Math.min(hi, s0 + slice);
+        for (int j = Math.max(s0, off); j < s1; j++) {
           long k = key(vals[j - off]);
-          if (pass == 0 || (k >>> shift) == prefix) {
-            hist[(int) ((k >>> sh) & mask)]++;
-            if (pass == 1 && gather) cand[sCount++] = k;
-          }
+          if (pass == 0 || (k >>> shift) == prefix) hist[(int) ((k >>> sh) & mask)]++;
         }
+        for (int i = 0; i < 2048; i++) global[i] += hist[i];
       }
+      // ---- grid barrier: every block resolves from the same global histogram
       int per = 2048 / nt, before = 0, found = 0;
       long nPrefix = 0;
       int nRem = 0;
       boolean done = false;
       for (int t = 0; t < nt; t++) {
         int topBin = 2047 - t * per, mine = 0;
-        for (int q = 0; q < per; q++) mine += hist[topBin - q];
+        for (int q = 0; q < per; q++) mine += global[topBin - q];
         if (before < rem && rem <= before + mine) {
           found++;
           int acc = before, digit = topBin - per + 1;
           for (int q = 0; q < per; q++) {
-            int c = hist[topBin - q];
+            int c = global[topBin - q];
             if (acc + c >= rem) {
               digit = topBin - q;
               break;
@@ -171,8 +180,7 @@ class SelectKernelsHostTest {
           }
           nPrefix = ((prefix << (pass == 2 ? 10 : 11)) | digit) & 0xFFFFFFFFL;
           nRem = rem - acc;
-          done = pass == 2 || hist[digit] == rem - acc;
-          if (pass == 0) gather = hist[digit] <= cand.length;
+          done = pass == 2 || global[digit] == rem - acc;
         }
         before += mine;
       }
@@ -180,57 +188,51 @@ class SelectKernelsHostTest {
       prefix = nPrefix;
       rem = nRem;
       shift = sh;
-      if (done) break;
+      if (done) {
+        seen[pass]++;
+        break;
+      }
     }
-    int gtTotal = count - rem, gtSeen = 0, eqSeen = 0;
-    for (int j0 = 0; j0 < hi; j0 += step) {
-      int[] gbits = new int[nt], ebits = new int[nt], gw = new int[nt], ew = new int[nt];
-      for (int t = 0; t < nt; t++) {
-        for (int u = 0; u < 4; u++) {
-          for (int e = 0; e < 4; e++) {
-            int j = j0 + u * quad + 4 * t + e;
-            if (j < off || j >= hi) continue;
+    int[] gtBlock = new int[g], eqBlock = new int[g];
+    for (int b = 0; b < g; b++) {
+      int s0 = b * slice, s1 = Math.min(hi, s0 + slice);
+      for (int j = Math.max(s0, off); j < s1; j++) {
+        long s = key(vals[j - off]) >>> shift;
+        gtBlock[b] += s > prefix ? 1 : 0;
+        eqBlock[b] += s == prefix ? 1 : 0;
+      }
+    }
+    // ---- grid barrier: each block's bases are the counts of the blocks before it
+    for (int b = 0; b < g; b++) {
+      int gSeen = 0, eSeen = 0;
+      for (int c = 0; c < b; c++) {
+        gSeen += gtBlock[c];
+        eSeen += eqBlock[c];
+      }
+      if (gtBlock[b] == 0 && (eqBlock[b] == 0 || eSeen >= rem)) {
+        seen[3]++;
+        continue;
+      }
+      int s0 = b * slice, s1 = Math.min(hi, s0 + slice);
+      for (int j0 = s0; j0 < s1; j0 += tile) {
+        int[] gbits = new int[nt], ebits = new int[nt], packed = new int[nt];
+        for (int t = 0; t < nt; t++) {
+          for (int e = 0; e < e16; e++) {
+            int j = j0 + e16 * t + e;
+            if (j < off || j >= s1) continue;
             long s = key(vals[j - off]) >>> shift;
-            if (s > prefix) gbits[t] |= 1 << (u * 4 + e);
-            if (s == prefix) ebits[t] |= 1 << (u * 4 + e);
+            if (s > prefix) gbits[t] |= 1 << e;
+            if (s == prefix) ebits[t] |= 1 << e;
           }
-          gw[t] |= Integer.bitCount((gbits[t] >>> (u * 4)) & 15) << (8 * u);
-          ew[t] |= Integer.bitCount((ebits[t] >>> (u * 4)) & 15) << (8 * u);
+          packed[t] = Integer.bitCount(gbits[t]) | (Integer.bitCount(ebits[t]) << 16);
         }
-      }
-      int[] gi = warpInclusive(gw, nt), ei = warpInclusive(ew, nt);
-      int[][] pre = new int[2][nt / 32 * 4];
-      int[][] base = new int[2][5];
-      for (int f = 0; f < 2; f++) {
-        int[] lo = new int[32], hi2 = new int[32];
-        for (int lane = 0; lane < 32; lane++) {
-          int x = lane < nw ? (f == 0 ? gi : ei)[lane * 32 + 31] : 0;
-          lo[lane] = (x & 0xFF) | (((x >>> 8) & 0xFF) << 16);
-          hi2[lane] = ((x >>> 16) & 0xFF) | ((x >>> 24) << 16);
-        }
-        int[] loI = warpInclusive(lo, 32), hiI = warpInclusive(hi2, 32);
-        for (int lane = 0; lane < nw; lane++) {
-          int loE = loI[lane] - lo[lane], hiE = hiI[lane] - hi2[lane];
-          pre[f][lane * 4] = loE & 0xFFFF;
-          pre[f][lane * 4 + 1] = loE >>> 16;
-          pre[f][lane * 4 + 2] = hiE & 0xFFFF;
-          pre[f][lane * 4 + 3] = hiE >>> 16;
-        }
-        int t0 = loI[31] & 0xFFFF, t1 = loI[31] >>> 16, t2 = hiI[31] & 0xFFFF, t3 = hiI[31] >>> 16;
-        base[f] = new int[] {0, t0, t0 + t1, t0 + t1 + t2, t0 + t1 + t2 + t3};
-      }
-      for (int t = 0; t < nt; t++) {
-        int warp = t / 32;
-        for (int u = 0; u < 4; u++) {
-          if ((((gbits[t] | ebits[t]) >>> (u * 4)) & 15) == 0) continue;  // no pick: skipped
-          int gB = gtSeen + base[0][u] + pre[0][warp * 4 + u] + ((gi[t] >>> (8 * u)) & 0xFF)
-              - ((gw[t] >>> (8 * u)) & 0xFF);
-          int eB = eqSeen + base[1][u] + pre[1][warp * 4 + u] + ((ei[t] >>> (8 * u)) & 0xFF)
-              - ((ew[t] >>> (8 * u)) & 0xFF);
-          for (int e = 0; e < 4; e++) {
-            boolean isG = ((gbits[t] >>> (u * 4 + e)) & 1) != 0, isE = ((ebits[t] >>> (u * 4 + e)) & 1) != 0;
+        int ex = 0;
+        for (int t = 0; t < nt; t++) {  // ex: the exclusive block scan of packed at thread t
+          int gB = gSeen + (ex & 0xFFFF), eB = eSeen + (ex >>> 16);
+          for (int e = 0; e < e16; e++) {
+            boolean isG = ((gbits[t] >>> e) & 1) != 0, isE = ((ebits[t] >>> e) & 1) != 0;
             if (isG || (isE && eB < rem)) {
-              int pos = gB + Math.min(eB, rem), s = sinks + (j0 + u * quad + 4 * t + e - off);
+              int pos = gB + Math.min(eB, rem), s = sinks + (j0 + e16 * t + e - off);
               assertEquals(-1, top[pos], "position written twice");
               top[pos] = s;
               list[sinks + pos] = s;
@@ -238,21 +240,11 @@ class SelectKernelsHostTest {
             gB += isG ? 1 : 0;
             eB += isE ? 1 : 0;
           }
+          ex += packed[t];
         }
+        gSeen += ex & 0xFFFF;
+        eSeen += ex >>> 16;
       }
-      gtSeen += base[0][4];
-      eqSeen += base[1][4];
-      if (gtSeen == gtTotal && eqSeen >= rem) break;
     }
-  }
-
-  /** tk_warp_incl on every warp of x (nt values): 32-bit wrap-around sums within each warp. */
-  private static int[] warpInclusive(int[] x, int nt) {
-    int[] y = new int[nt];
-    for (int w = 0; w < nt; w += 32) {
-      int acc = 0;
-      for (int lane = 0; lane < 32; lane++) y[w + lane] = acc += x[w + lane];
-    }
-    return y;
   }
 }
