@@ -1,7 +1,8 @@
 // TokenSelect on the GPU (issue 5 §1): fingerprint, device-side Selection Cache check, scoring of the
 // pre-RoPE keys (bf16 or the policy's int4 copy) with fused softmax statistics, the soft vote,
 // max-pool, radix top-k and the attended lists. CPU twin: attention/TokenSelect.java. Every kernel
-// after the cache check reads the hit flag and returns at once on a hit (the cached top-k is used).
+// after the cache check (ts_cache_check, or ts_decode_front for one decode row) reads the hit flag
+// and returns at once on a hit (the cached top-k is used).
 // Launch wrappers: io.longsieve.cuda.SelectKernels.
 #include "common.cuh"
 
@@ -104,6 +105,83 @@ extern "C" __global__ void ts_cache_check(int* __restrict__ hit, unsigned long l
   }
   if (!h && store) {
     for (int i = threadIdx.x; i < n; i += blockDim.x) cachedQf[i] = qf[i];
+  }
+}
+
+// One decode row (m = 1) in ONE launch: what ts_fingerprint, ts_cache_check and rope_rows do for it.
+// qf (heads, d) f32 = qPre (heads * d f32, before RoPE) rotated with row 0 of fpCos, fpSin (d / 2)
+// f32 (position window); the cache decision and store exactly as ts_cache_check (possible, store,
+// threshold; the same per-thread order and the same reduction as its 256 threads, so the same
+// decision); and, when qRot is non-null, qRot (heads, d) bf16 = qPre rotated at position qPos with
+// row qPos of listCos, listSin (>= qPos + 1, d / 2) f32 (rope_table: rope_cs of positions 0..), the
+// list-index query that list_decode reads. One block of TSF_THREADS threads.
+#define TSF_THREADS 256
+extern "C" __global__ void __launch_bounds__(TSF_THREADS)
+    ts_decode_front(float* __restrict__ qf, int* __restrict__ hit, unsigned long long* __restrict__ hits,
+                    float* __restrict__ cachedQf, bf16* __restrict__ qRot, const float* __restrict__ qPre,
+                    const float* __restrict__ fpCos, const float* __restrict__ fpSin,
+                    const float* __restrict__ listCos, const float* __restrict__ listSin, int heads, int d, int qPos,
+                    int possible, int store, double threshold) {
+  __shared__ double red[3][TSF_THREADS / 32];
+  __shared__ int decided;
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = d / 2, n = heads * d;
+  double ab = 0, aa = 0, bb = 0;
+  // element i of the fingerprint is computed, stored and (cache check) read by the same thread
+  for (int i = threadIdx.x; i < n; i += TSF_THREADS) {
+    int h = i / d, col = i - h * d, t = col < half ? col : col - half;
+    const float* src = qPre + (size_t)h * d;
+    float c = fpCos[t], s = fpSin[t], x1 = src[t], x2 = src[half + t];
+    float v = col < half ? x1 * c - x2 * s : x2 * c + x1 * s;
+    qf[i] = v;
+    if (possible) {
+      double x = v, y = cachedQf[i];
+      ab += x * y;
+      aa += x * x;
+      bb += y * y;
+    }
+  }
+  if (possible) {  // uniform across the block: every lane shuffles
+    for (int o = 16; o > 0; o >>= 1) {
+      ab += __shfl_xor_sync(0xffffffffu, ab, o);
+      aa += __shfl_xor_sync(0xffffffffu, aa, o);
+      bb += __shfl_xor_sync(0xffffffffu, bb, o);
+    }
+    if (lane == 0) {
+      red[0][warp] = ab;
+      red[1][warp] = aa;
+      red[2][warp] = bb;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int h = 0;
+    if (possible) {
+      double sab = 0, saa = 0, sbb = 0;
+      for (int w = 0; w < TSF_THREADS / 32; w++) {
+        sab += red[0][w];
+        saa += red[1][w];
+        sbb += red[2][w];
+      }
+      double cs = (saa == 0 || sbb == 0) ? 0.0 : fmax(-1.0, fmin(1.0, sab / sqrt(saa * sbb)));
+      h = cs >= threshold ? 1 : 0;
+    }
+    decided = h;
+    *hit = h;
+    if (h) *hits += 1ull;
+  }
+  __syncthreads();
+  if (!decided && store) {
+    for (int i = threadIdx.x; i < n; i += TSF_THREADS) cachedQf[i] = qf[i];
+  }
+  if (qRot != nullptr) {  // as rope_rows at pos qPos (the table holds rope_cs(qPos, invFreq[i]))
+    const float* c = listCos + (size_t)qPos * half;
+    const float* s = listSin + (size_t)qPos * half;
+    for (int t = threadIdx.x; t < heads * half; t += TSF_THREADS) {
+      int h = t / half, i = t - h * half;
+      float x1 = qPre[h * d + i], x2 = qPre[h * d + half + i];
+      qRot[h * d + i] = f2bf(x1 * c[i] - x2 * s[i]);
+      qRot[h * d + half + i] = f2bf(x2 * c[i] + x1 * s[i]);
+    }
   }
 }
 

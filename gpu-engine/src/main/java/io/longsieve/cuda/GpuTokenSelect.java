@@ -122,7 +122,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
 
   @Override
   public void prefill(LayerCall c) {
-    if (int4) index(c);
+    if (int4) index(c, c.before() + c.n());
     for (int s = 0; s < c.n(); s += chunk) {
       int m = Math.min(chunk, c.n() - s);
       block(c, s, m, c.before() + s + m, false);
@@ -131,8 +131,9 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
 
   @Override
   public void decode(LayerCall c) {
-    if (int4) index(c);
-    block(c, 0, 1, c.before() + 1, true);
+    int end = c.before() + 1;
+    if (int4) index(c, BlockPlan.of(sinks, k, kFrac, window, end, 1).scoredEnd());
+    block(c, 0, 1, end, true);
   }
 
   @Override
@@ -141,19 +142,33 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     Arrays.fill(indexed, 0); // slots moved: the int4 copy is rebuilt on the next call
   }
 
-  /** Brings the layer's int4 copy up to the call's last slot (all slots after a reset or growth). */
-  private void index(LayerCall c) {
+  /**
+   * Makes the layer's int4 copy cover slots [0, need) (what this call's scoring reads), quantising
+   * every slot up to the call's last one when it launches (all slots after a reset or growth). In
+   * decode the scored slots end {@code local} before the newest, so this launches once every
+   * {@code local} steps rather than every step.
+   */
+  private void index(LayerCall c, int need) {
     int layer = c.layer(), total = c.before() + c.n();
-    long need = (long) total * kvHeads * (d / 2);
-    if (kq[layer] == null || kq[layer].bytes() < need) {
+    if (indexed[layer] > total) indexed[layer] = 0;
+    if (quantiseFrom(indexed[layer], need) < 0) return;
+    long bytes = (long) total * kvHeads * (d / 2);
+    if (kq[layer] == null || kq[layer].bytes() < bytes) {
       int cap = (int) Math.min(Integer.MAX_VALUE, ((long) total * 5 / 4 + 63) / 64 * 64);
       kq[layer] = grow(kq[layer], (long) cap * kvHeads * (d / 2), "TokenSelect int4 keys");
       ks[layer] = grow(ks[layer], (long) cap * kvHeads * 4, "TokenSelect int4 scales");
       indexed[layer] = 0;
     }
-    if (indexed[layer] > total) indexed[layer] = 0;
     sk.quantise(kq[layer].ptr(), ks[layer].ptr(), c.kv(), indexed[layer], total - indexed[layer]);
     indexed[layer] = total;
+  }
+
+  /**
+   * First slot to quantise so that an int4 copy holding slots [0, indexed) covers [0, need); -1 when
+   * it already does (no launch).
+   */
+  static int quantiseFrom(int indexed, int need) {
+    return indexed >= need ? -1 : indexed;
   }
 
   /**
@@ -167,6 +182,11 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       if ((long) sinks + kk + local >= end) return new BlockPlan(true, local, 0, 0, end);
       int cands = end - local - sinks, count = Math.min(kk, cands);
       return new BlockPlan(false, local, cands, count, sinks + count + local);
+    }
+
+    /** Slots [0, scoredEnd) hold every key the scoring reads (sinks + cands; 0 when dense). */
+    int scoredEnd() {
+      return dense ? 0 : listLen - count - local + cands;
     }
   }
 
@@ -183,19 +203,16 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       return;
     }
     long t0 = System.nanoTime();
-    int cands = bp.cands(), count = bp.count();
-    CUdeviceptr qPre = c.qPre().withByteOffset((long) row0 * c.qStride() * 4);
-    sk.fingerprint(qf.ptr(), qPre, c.qStride(), m, heads, d, fpCos.ptr(), fpSin.ptr());
+    int cands = bp.cands(), count = bp.count(), listLen = bp.listLen();
     CUdeviceptr topPtr;
+    boolean possible = false;
     if (cacheOn) {
       stats.cacheLookups++;
-      boolean possible = cachedCount[layer] == count && cachedTop[layer] != null;
+      possible = cachedCount[layer] == count && cachedTop[layer] != null;
       if (!possible) {
         cachedTop[layer] = grow(cachedTop[layer], (long) lists * Math.max(count, kFrac > 0 ? count * 5 / 4 : k) * 4,
             "TokenSelect cached top-k");
       }
-      sk.cacheCheck(hit.ptr(), hits.ptr(), cachedQf.at((long) layer * qDim * 4), qf.ptr(), qDim, possible, true,
-          threshold);
       cachedCount[layer] = count; // a miss stores this count's top-k, a hit had it already
       topPtr = cachedTop[layer].ptr();
     } else {
@@ -203,13 +220,14 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       top = grow(top, (long) lists * count * 4, "TokenSelect top-k");
       topPtr = top.ptr();
     }
-    int listLen = bp.listLen();
+    CUdeviceptr q = front(c, layer, row0, m, listLen, possible);
     list = grow(list, (long) lists * listLen * 4, "TokenSelect lists");
     if (count > 0) selectTop(c, topPtr, cands, count, local, end);
     else sk.topKLists(topPtr, list.ptr(), null, hit.ptr(), topWs.ptr(), lists, cands, 0, sinks, local, end); // lists
     lastListLen = listLen;
     stats.selectionNanos += System.nanoTime() - t0;
-    attendLists(c, row0, m, listLen, out);
+    lk.attend(out, q, c.kv(), list.ptr(), lists, listLen, m, heads, compact, compact ? ropeCos.ptr() : null,
+        compact ? ropeSin.ptr() : null, env.scale());
     record(layer, m, c.pos0() + row0 + m, end, listLen, decode);
   }
 
@@ -239,20 +257,31 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     sk.topKLists(topPtr, list.ptr(), vals, hit.ptr(), topWs.ptr(), lists, n, count, sinks, local, end);
   }
 
-  /** Row i sees the first listLen - m + i + 1 entries of its list (its own slot is the last). */
-  private void attendLists(LayerCall c, int row0, int m, int listLen, CUdeviceptr out) {
-    CUdeviceptr q;
+  /**
+   * The front of a block: fingerprint, cache check (cache on) and, with compact positions, row i's
+   * query rotated at listLen - m + i (its own slot is the last of the listLen - m + i + 1 entries
+   * it sees); returns the queries list attention reads. One row (decode): one launch for all three.
+   */
+  private CUdeviceptr front(LayerCall c, int layer, int row0, int m, int listLen, boolean possible) {
+    CUdeviceptr qPre = c.qPre().withByteOffset((long) row0 * c.qStride() * 4);
+    CUdeviceptr cached = cachedQf.at((long) layer * qDim * 4);
     if (compact) {
       ensureTable(listLen);
       qRot = grow(qRot, (long) Math.max(m, chunk) * qDim * 2, "TokenSelect rotated queries");
-      env.k().rope(qRot.ptr(), c.qPre().withByteOffset((long) row0 * c.qStride() * 4), c.qStride(), m, heads, d,
-          env.invFreq(), null, listLen - m);
-      q = qRot.ptr();
-    } else {
-      q = c.q().withByteOffset((long) row0 * qDim * 2);
     }
-    lk.attend(out, q, c.kv(), list.ptr(), lists, listLen, m, heads, compact, compact ? ropeCos.ptr() : null,
-        compact ? ropeSin.ptr() : null, env.scale());
+    if (m == 1) {
+      // cache off: possible and store are false, so the flag is written 0 and the cache left alone
+      sk.decodeFront(qf.ptr(), hit.ptr(), hits.ptr(), cached, compact ? qRot.ptr() : null, qPre, fpCos.ptr(),
+          fpSin.ptr(), compact ? ropeCos.ptr() : null, compact ? ropeSin.ptr() : null, heads, d, listLen - 1, possible,
+          cacheOn, threshold);
+    } else {
+      sk.fingerprint(qf.ptr(), qPre, c.qStride(), m, heads, d, fpCos.ptr(), fpSin.ptr());
+      if (cacheOn) sk.cacheCheck(hit.ptr(), hits.ptr(), cached, qf.ptr(), qDim, possible, true, threshold);
+      if (compact) {
+        env.k().rope(qRot.ptr(), qPre, c.qStride(), m, heads, d, env.invFreq(), null, listLen - m);
+      }
+    }
+    return compact ? qRot.ptr() : c.q().withByteOffset((long) row0 * qDim * 2);
   }
 
   private void ensureTable(int positions) {

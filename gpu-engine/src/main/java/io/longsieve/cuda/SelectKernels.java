@@ -5,8 +5,8 @@ import jcuda.driver.CUdeviceptr;
 /**
  * Launch wrappers of TokenSelect's kernels (src/main/cuda/tokenselect.cu, ts_topk.cu), shapes in the parameter
  * names; asynchronous on the stream of the {@link Kernels} they share a launcher with. Every kernel
- * after {@link #cacheCheck} takes the device hit flag and does nothing when it is set. Illegal
- * shapes (head size, group size) throw IllegalArgumentException before anything is queued.
+ * after {@link #cacheCheck} (or {@link #decodeFront}) takes the device hit flag and does nothing
+ * when it is set. Illegal shapes (head size, group size) throw IllegalArgumentException before anything is queued.
  */
 final class SelectKernels {
 
@@ -74,6 +74,26 @@ final class SelectKernels {
   void cacheCheck(CUdeviceptr hit, CUdeviceptr hits, CUdeviceptr cachedQf, CUdeviceptr qf, int n, boolean possible,
                   boolean store, double threshold) {
     l.launch("ts_cache_check", 1, 1, 1, 256, 0, hit, hits, cachedQf, qf, n, possible ? 1 : 0, store ? 1 : 0, threshold);
+  }
+
+  static final int FRONT_THREADS = 256;  // TSF_THREADS in tokenselect.cu (the cache check's reduction order)
+
+  /**
+   * One decode row in ONE launch (ts_decode_front): {@link #fingerprint} with m = 1 (qPre: heads * d
+   * f32, fpCos/fpSin row 0), {@link #cacheCheck} of it against cachedQf (heads * d) f32, and, when
+   * qRot is non-null, qRot (heads, d) bf16 = qPre rotated at qPos with row qPos of listCos/listSin
+   * (&gt;= qPos + 1, d / 2) f32 from ListKernels.ropeTable (as Kernels.rope at pos0 = qPos). With
+   * qRot null the tables are not read (may be null).
+   */
+  void decodeFront(CUdeviceptr qf, CUdeviceptr hit, CUdeviceptr hits, CUdeviceptr cachedQf, CUdeviceptr qRot,
+                   CUdeviceptr qPre, CUdeviceptr fpCos, CUdeviceptr fpSin, CUdeviceptr listCos, CUdeviceptr listSin,
+                   int heads, int d, int qPos, boolean possible, boolean store, double threshold) {
+    if (qRot != null && (listCos == null || listSin == null || qPos < 0)) {
+      throw new IllegalArgumentException("a rotated query needs the list-index tables and qPos >= 0, not " + qPos);
+    }
+    l.launch("ts_decode_front", 1, 1, 1, FRONT_THREADS, 0, qf, hit, hits, cachedQf, qRot, qPre, fpCos, fpSin,
+        qRot == null ? null : listCos, qRot == null ? null : listSin, heads, d, qPos, possible ? 1 : 0, store ? 1 : 0,
+        threshold);
   }
 
   /**

@@ -5,15 +5,19 @@ import io.longsieve.model.Rope;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.function.Consumer;
 
 /**
  * TokenSelect decode attention per layer against dense decode attention (issue 5 §3), on one layer
  * of the model's shapes with a random paged cache: dense flash decoding; TokenSelect split into
- * scoring (fingerprint, cache check, logits with softmax statistics, soft vote; full keys and the
- * int4 copy; and the score and vote kernels alone, their bandwidth counting the logits), top-k
- * (radix select and the list) and attention over the list (ListKernels); and the totals of a step
+ * scoring (ts_decode_front: fingerprint, cache check and the query rotated at its list index in one
+ * launch; logits with softmax statistics, soft vote; full keys and the int4 copy; and the score and
+ * vote kernels alone, their bandwidth counting the logits), top-k (radix select and the list) and
+ * attention over the list (ListKernels, one launch); and the totals of a step
  * with full-key scoring and no cache hit, int4 scoring and no hit, and a cache hit (scoring kernels
- * return at once). Ratios vs dense are rows of their own (ratio in the fraction column). Defaults
+ * return at once). The int4 copy's quantisation is not in a step: GpuTokenSelect quantises a slot
+ * only once it leaves the local window, one launch per {@code window} steps. Ratios vs dense are
+ * rows of their own (ratio in the fraction column). Defaults
  * sinks 128, k 2048, window 512, heads=layer, positions=compact.
  *
  * <p>Failure semantics: a context beyond the device memory throws from the allocation; should
@@ -86,10 +90,12 @@ public final class TokenSelectBench {
         b.add(new Bench.Row("tokenselect", "dense decode attention L=" + L, shape, dense, Double.NaN, kvBytes / dense / 1e6,
             kvBytes / dense / 1e6 / b.copyGbps(), Double.NaN));
 
-        Runnable front = () -> {  // fingerprint and a cache check that misses
-          sk.fingerprint(qf.ptr(), qPre.ptr(), qDim, 1, heads, d, fpCos.ptr(), fpSin.ptr());
-          sk.cacheCheck(hit.ptr(), hits.ptr(), cachedQf.ptr(), qf.ptr(), qDim, false, true, 0.9);
-        };
+        boolean rotate = haveLists;
+        // fingerprint, cache check and the list-index query: one launch; possible: the cached top-k fits
+        Consumer<Boolean> frontStep = possible -> sk.decodeFront(qf.ptr(), hit.ptr(), hits.ptr(),
+            cachedQf.ptr(), rotate ? qRot.ptr() : null, qPre.ptr(), fpCos.ptr(), fpSin.ptr(), cos.ptr(), sin.ptr(),
+            heads, d, listLen - 1, possible, true, 0.9);
+        Runnable front = () -> frontStep.accept(false);  // a miss (stores the fingerprint)
         Runnable scoreFull = () -> {
           front.run();
           sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), v, qf.ptr(), heads, SINKS, cands, p, false, 1f);
@@ -97,7 +103,6 @@ public final class TokenSelectBench {
         };
         Runnable scoreInt4 = () -> {
           front.run();
-          sk.quantise(kq.ptr(), ks.ptr(), v, L - 1, 1);  // the step's own slot joins the copy
           sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq.ptr(), ks.ptr(), qf.ptr(), heads, nKv, d, SINKS, cands,
               p, false, 1f);
           sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false, false);
@@ -105,14 +110,11 @@ public final class TokenSelectBench {
         Runnable topk = () -> {
           sk.topKLists(top.ptr(), lists.ptr(), votes.ptr(), hit.ptr(), topWs.ptr(), 1, cands, K, SINKS, WINDOW, L);
         };
-        Runnable attend = () -> {
-          k.rope(qRot.ptr(), qPre.ptr(), qDim, 1, heads, d, invFreq.ptr(), null, listLen - 1);
+        Runnable attend = () -> {  // the query was rotated by the front
           lk.attend(out.ptr(), qRot.ptr(), v, lists.ptr(), 1, listLen, 1, heads, true, cos.ptr(), sin.ptr(), scale);
         };
-        Runnable hitStep = () -> {  // cached fingerprint equals this one: scoring and top-k return at once
-          sk.fingerprint(qf.ptr(), qPre.ptr(), qDim, 1, heads, d, fpCos.ptr(), fpSin.ptr());
-          sk.fingerprint(cachedQf.ptr(), qPre.ptr(), qDim, 1, heads, d, fpCos.ptr(), fpSin.ptr());
-          sk.cacheCheck(hit.ptr(), hits.ptr(), cachedQf.ptr(), qf.ptr(), qDim, true, true, 0.9);
+        Runnable hitStep = () -> {  // a front (a miss) stored this fingerprint: scoring and top-k return at once
+          frontStep.accept(true);
           sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), v, qf.ptr(), heads, SINKS, cands, p, false, 1f);
           sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false, false);
           topk.run();

@@ -1,6 +1,7 @@
 package io.longsieve.cuda;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.longsieve.attention.AttentionContext;
 import io.longsieve.attention.TokenSelectProbe;
@@ -11,6 +12,7 @@ import io.longsieve.model.Rope;
 import io.longsieve.model.RopeScaling;
 import java.util.List;
 import java.util.Random;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
@@ -52,5 +54,38 @@ class GpuTokenSelectPlanTest {
         assertEquals(cpu.lists().length, p.listLen(), "one list");
       }
     }
+  }
+
+  /**
+   * Decode with index=int4: the copy quantised lazily (GpuTokenSelect.index) always covers the slots
+   * the scoring reads, [0, sinks + cands), yet launches about once per local window, not every step.
+   */
+  @ParameterizedTest(name = "sinks={0} k={1} window={2} k_frac={3}")
+  // the last is dense until slot 5013, then sparse
+  @CsvSource({"128, 2048, 512, 0.0", "4, 12, 8, 0.0", "4, 12, 8, 0.1", "0, 1, 0, 0.0", "4, 5000, 8, 0.0"})
+  void int4CopyCoversTheScoredSlotsWithFewLaunches(int sinks, int k, int window, double kFrac) {
+    int prefill = 3000, steps = 4000, indexed = prefill, launches = 0; // prefill quantises every slot
+    for (int end = prefill + 1; end <= prefill + steps; end++) {
+      GpuTokenSelect.BlockPlan p = GpuTokenSelect.BlockPlan.of(sinks, k, kFrac, window, end, 1);
+      assertEquals(p.dense() ? 0 : sinks + p.cands(), p.scoredEnd(), "scored slots at " + end);
+      int from = GpuTokenSelect.quantiseFrom(indexed, p.scoredEnd());
+      if (p.dense()) assertEquals(-1, from, "a dense step reads no copy");
+      if (from >= 0) {
+        assertEquals(indexed, from, "continues where the copy ends");
+        indexed = end; // the launch quantises every slot up to the call's last
+        launches++;
+      }
+      assertTrue(indexed >= p.scoredEnd() && indexed <= end, "copy [0, " + indexed + ") at " + end);
+    }
+    int local = Math.max(window, 1);
+    assertTrue(launches <= steps / local + 1, launches + " launches in " + steps + " steps");
+  }
+
+  @Test
+  void quantiseFromLaunchesOnlyForMissingSlots() {
+    assertEquals(-1, GpuTokenSelect.quantiseFrom(100, 100));
+    assertEquals(-1, GpuTokenSelect.quantiseFrom(100, 0));
+    assertEquals(100, GpuTokenSelect.quantiseFrom(100, 101));
+    assertEquals(0, GpuTokenSelect.quantiseFrom(0, 1));
   }
 }

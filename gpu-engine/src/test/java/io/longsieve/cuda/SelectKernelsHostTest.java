@@ -5,8 +5,13 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.Random;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -246,5 +251,14 @@ class SelectKernelsHostTest {
         eSeen += ex >>> 16;
       }
     }
+  }
+
+  /** ts_decode_front's reduction is sized by TSF_THREADS: the launch must use exactly that many threads. */
+  @Test
+  void frontThreadsMatchTheKernel() throws IOException {
+    String src = Files.readString(Path.of("src/main/cuda/tokenselect.cu"));
+    Matcher m = Pattern.compile("#define TSF_THREADS (\\d+)").matcher(src);
+    assertTrue(m.find(), "TSF_THREADS in tokenselect.cu");
+    assertEquals(SelectKernels.FRONT_THREADS, Integer.parseInt(m.group(1)));
   }
 }
