@@ -14,6 +14,10 @@ import jcuda.driver.CUdeviceptr;
  * vote, optional max-pool, radix top-k and the lists sinks ++ top ++ local (one launch), attention over them
  * (ListKernels). Nothing waits for the device: the host knows every size (a cache hit needs the
  * cached top-k count to equal this call's), and a hit only makes the scoring kernels return early.
+ * A decode step (one row) launches ts_decode_front (fingerprint, cache check and, with compact
+ * positions, the query rotated at its list index), ts_score*, ts_votes, [ts_maxpool], ts_topk_lists
+ * and the list attention; the int4 copy is quantised only when the scored range outgrows it (once
+ * every local-window steps).
  *
  * <p>Failure semantics: unsupported shapes (head size, more than 8 query heads per KV head) throw
  * IllegalArgumentException from the first call; CUDA errors propagate from the call that queued the
