@@ -33,11 +33,17 @@ __device__ __forceinline__ unsigned tsi_pair(unsigned w, int p) {
 
 // Groups of 16 keys a warp keeps in flight: NB = 1 (group <= 4) up to 64 words of raw key data per
 // lane (two keys of Lay::WORDS words a group), NB = 2 (a second column block of B) half of that;
-// at most 8 groups (the scales and logits of a group take 4 more registers).
+// at most 8 groups (the scales and logits of a group take 4 more registers). Before sm_90 the bf16x2
+// subtract is emulated and needs registers of its own: 3/4 of that there (no spills at 128).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define TSI_KEY_WORDS 48
+#else
+#define TSI_KEY_WORDS 64
+#endif
 template <int D, int NB>
 struct TsiLayout {
   static constexpr int WORDS = TssLayout<D, true>::WORDS;  // words per lane per key
-  static constexpr int KEY_WORDS = (D > 128 ? 32 : 64) / NB;
+  static constexpr int KEY_WORDS = (D > 128 ? TSI_KEY_WORDS / 2 : TSI_KEY_WORDS) / NB;
   static constexpr int UQ = KEY_WORDS / (2 * WORDS);
   static constexpr int U = UQ < 1 ? 1 : UQ > 8 ? 8 : UQ;
 };
