@@ -13,3 +13,4 @@
 #include "tokenselect.cu"
 #include "ts_topk.cu"
 #include "ts_score.cu"
+#include "ts_score_int4.cu"

@@ -10,7 +10,8 @@
 // fp32 accuracy from bf16 mma: the query is split into hi = bf16(q) and lo = bf16(q - hi); rows
 // 0..7 of the A tile hold the heads' hi parts and rows 8..15 their lo parts, so one mma gives both
 // and the logit is row j + row j + 8 of the same thread (error ~2^-17 |q||k| instead of bf16's 2^-9).
-// Keys are bf16 (exact) or small integers -8..7 (exact in bf16).
+// Keys are bf16 (exact); the int4 copy (small integers, exact in bf16) is scored by ts_score_int4.cu,
+// which reuses this file's layout helpers with the mma's roles swapped.
 //
 // No shared memory for the keys: a lane loads its own part of a key straight into the registers of
 // the mma's B fragment. The dot product does not care in which order the dims are summed, so the
@@ -56,16 +57,16 @@ struct TssLayout {
   static constexpr int CB = INT4 ? W / 2 : W * 2;      // bytes per chunk: 2, 4, 8 or 16
   static constexpr int WPC = CB >= 4 ? CB / 4 : 1;     // 32-bit words per chunk (a 2-byte chunk: 1, spread)
   static constexpr int WORDS = CHUNKS * WPC;           // words per lane per key
-  // groups of 8 keys in flight per warp: up to 64 words of key data per lane (32 where the query
-  // fragments take 64 registers (D = 256) or the int4 unpacking needs room), at most 16 groups
-  static constexpr int KEY_WORDS = INT4 || D > 128 ? 32 : 64;
+  // bf16 kernel: groups of 8 keys in flight per warp, up to 64 words of key data per lane (32 where
+  // the query fragments take 64 registers (D = 256)), at most 16 groups (ts_score_int4.cu: TsiLayout)
+  static constexpr int KEY_WORDS = D > 128 ? 32 : 64;
   static constexpr int U = WORDS >= KEY_WORDS ? 1 : KEY_WORDS / WORDS > 16 ? 16 : KEY_WORDS / WORDS;
 };
 
 // Physical dim of element s (0: b0 low, 1: b0 high, 2: b1 low, 3: b1 high) of mma k-step kk for
 // lane quad t. bf16: the lane's words in load order, k-step kk = words 2kk (b0), 2kk + 1 (b1).
 // int4: word kk / 2, half h = kk & 1: b0 = nibbles (2h, 2h + 4), b1 = nibbles (2h + 1, 2h + 5)
-// (see tss_b_int4); a 2-byte chunk (D = 16) is spread so its nibbles 0..3 sit at 0, 1, 4, 5.
+// (see tsi_pair, ts_score_int4.cu); a 2-byte chunk (D = 16) is spread so its nibbles 0..3 sit at 0, 1, 4, 5.
 // Mirrored in Java by TsScoreLayoutTest.
 template <int D, bool INT4>
 __device__ __forceinline__ int tss_dim(int kk, int s, int t) {
@@ -105,29 +106,19 @@ __device__ __forceinline__ void tss_load(unsigned* w, const unsigned char* p, bo
   }
 }
 
-// B fragment register of int4 nibbles: the two nibbles at positions p and p + 4 of w (w already
-// XOR 0x88888888, i.e. offset by 8 to 0..15) as bf16x2 (p low): 128 + u exactly (bf16 0x4300 | u
-// has ulp 1), minus 136 = the signed value.
-__device__ __forceinline__ unsigned tss_b_int4(unsigned w, int p) {
-  unsigned x = ((w >> (4 * p)) & 0x000F000Fu) | 0x43004300u;
-  __nv_bfloat162 v = *reinterpret_cast<__nv_bfloat162*>(&x);
-  v = __hsub2(v, __floats2bfloat162_rn(136.f, 136.f));
-  return *reinterpret_cast<unsigned*>(&v);
-}
-
 // Scoring, grid (nKv, splits), TSS_WARPS * 32 threads: block (g, split) reads the keys of KV head g
 // for candidates [split * chunk, +chunk) once and scores them for all `group` query heads of g:
 // logits (heads, cands) f32 = voteScale * qf_h . k(sinks + c); partMl (heads, splits, 2) f32 the
-// split's softmax (max, sum) per head. INT4 reads kq (slots, nKv, D/2) packed nibbles (even element
-// low) and ks (slots, nKv) f32 scales instead of the paged kPre (pageSize a power of two).
-template <int D, bool INT4>
+// split's softmax (max, sum) per head, from the paged kPre (pageSize a power of two). The int4
+// copy has its own kernel (ts_score_int4.cu), which shares the layout helpers above.
+template <int D>
 __device__ __forceinline__ void tss_score(float* __restrict__ logits, float* __restrict__ partMl,
                                           const int* __restrict__ hit, const bf16* __restrict__ kPre,
-                                          const unsigned char* __restrict__ kq, const float* __restrict__ ks,
                                           const int* __restrict__ pageTable, const float* __restrict__ qf, int heads,
                                           int nKv, int pageSize, int sinks, int cands, int chunk, int gqaMod,
                                           float voteScale) {
   if (*hit) return;
+  constexpr bool INT4 = false;  // tss_dim / TssLayout's bf16 case
   using Lay = TssLayout<D, INT4>;
   constexpr int W = Lay::W, U = Lay::U, KS = D / 16;
   const int g = blockIdx.x, split = blockIdx.y, splits = gridDim.y, group = heads / nKv;
@@ -160,8 +151,8 @@ __device__ __forceinline__ void tss_score(float* __restrict__ logits, float* __r
   // trip, not two (a split longer than TSS_PAGES pages reads the table from global memory)
   __shared__ int sPage[TSS_PAGES];
   const int pShift = __ffs(pageSize) - 1;  // pageSize a power of two (SelectKernels.score checks)
-  const int p0 = INT4 ? 0 : s0 >> pShift;
-  const int nPages = INT4 || lo >= hi ? 0 : ((hi - 1) >> pShift) - p0 + 1;
+  const int p0 = s0 >> pShift;
+  const int nPages = lo >= hi ? 0 : ((hi - 1) >> pShift) - p0 + 1;
   const bool staged = nPages <= TSS_PAGES;
   if (staged)
     for (int i = threadIdx.x; i < nPages; i += TSS_WARPS * 32) sPage[i] = pageTable[p0 + i];
@@ -169,53 +160,27 @@ __device__ __forceinline__ void tss_score(float* __restrict__ logits, float* __r
   float m = -INFINITY, l = 0.f;  // head r's statistics over the keys this lane accounts
   for (int it = warp; it < nIt; it += TSS_WARPS) {  // warp-uniform: the mma needs the whole warp
     unsigned kw[U][Lay::WORDS];
-    float sc[U][2];
 #pragma unroll
     for (int u = 0; u < U; u++) {
       const int base = s0 + (it * U + u) * 8, slot = base + r;
       const bool ok = slot >= lo && slot < hi;
-      const unsigned char* row;
-      if (INT4) {
-        row = kq + ((size_t)(ok ? slot : 0) * nKv + g) * (D / 2);
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-          int se = base + 2 * t + e;
-          sc[u][e] = se >= lo && se < hi ? __ldg(ks + (size_t)se * nKv + g) : 0.f;
-        }
-      } else {
-        size_t off = 0;
-        if (ok) {
-          const int page = staged ? sPage[(slot >> pShift) - p0] : pageTable[slot >> pShift];
-          off = (((size_t)page * nKv + g) * pageSize + (slot & (pageSize - 1))) * D;  // kv_offset's layout
-        }
-        row = reinterpret_cast<const unsigned char*>(kPre + off);
+      size_t off = 0;
+      if (ok) {
+        const int page = staged ? sPage[(slot >> pShift) - p0] : pageTable[slot >> pShift];
+        off = (((size_t)page * nKv + g) * pageSize + (slot & (pageSize - 1))) * D;  // kv_offset's layout
       }
+      const unsigned char* row = reinterpret_cast<const unsigned char*>(kPre + off);
 #pragma unroll
       for (int i = 0; i < Lay::CHUNKS; i++) {
-        const int byteOff = INT4 ? (i * 4 * W + t * W) / 2 : (i * 4 * W + t * W) * 2;
+        const int byteOff = (i * 4 * W + t * W) * 2;
         tss_load<Lay::CB>(&kw[u][i * Lay::WPC], row + byteOff, ok);
       }
     }
 #pragma unroll
     for (int u = 0; u < U; u++) {
       float c[4] = {0.f, 0.f, 0.f, 0.f};
-      if (INT4) {
 #pragma unroll
-        for (int wi = 0; wi < Lay::WORDS; wi++) kw[u][wi] ^= 0x88888888u;
-      }
-#pragma unroll
-      for (int kk = 0; kk < KS; kk++) {
-        unsigned b0, b1;
-        if (INT4) {
-          const unsigned w = kw[u][kk >> 1];
-          b0 = tss_b_int4(w, 2 * (kk & 1));
-          b1 = tss_b_int4(w, 2 * (kk & 1) + 1);
-        } else {
-          b0 = kw[u][2 * kk];
-          b1 = kw[u][2 * kk + 1];
-        }
-        mma_bf16(c, a[kk], b0, b1);
-      }
+      for (int kk = 0; kk < KS; kk++) mma_bf16(c, a[kk], kw[u][2 * kk], kw[u][2 * kk + 1]);
       // c[e] (row r, key 2t + e) + c[2 + e] (row r + 8): head r's logit of slot base + 2t + e
       const int base = s0 + (it * U + u) * 8;
 #pragma unroll
@@ -223,7 +188,7 @@ __device__ __forceinline__ void tss_score(float* __restrict__ logits, float* __r
         const int se = base + 2 * t + e;
         if (rowOn && se >= lo && se < hi) {
           float dot = c[e] + c[2 + e];
-          float s = voteScale * (INT4 ? sc[u][e] * dot : dot);
+          float s = voteScale * dot;
           logits[(size_t)h * cands + (se - sinks)] = s;
           tss_online(m, l, s);
         }
@@ -257,15 +222,8 @@ __device__ __forceinline__ void tss_score(float* __restrict__ logits, float* __r
       ts_score_d##D(float* logits, float* partMl, const int* hit, const bf16* kPre, const int* pageTable,         \
                     const float* qf, int heads, int nKv, int pageSize, int sinks, int cands, int chunk, int gqaMod, \
                     float voteScale) {                                                                            \
-    tss_score<D, false>(logits, partMl, hit, kPre, nullptr, nullptr, pageTable, qf, heads, nKv, pageSize, sinks,  \
-                        cands, chunk, gqaMod, voteScale);                                                         \
-  }                                                                                                               \
-  extern "C" __global__ void __launch_bounds__(TSS_WARPS * 32, 4)                                                 \
-      ts_score_int4_d##D(float* logits, float* partMl, const int* hit, const unsigned char* kq, const float* ks, \
-                         const float* qf, int heads, int nKv, int sinks, int cands, int chunk, int gqaMod,        \
-                         float voteScale) {                                                                       \
-    tss_score<D, true>(logits, partMl, hit, nullptr, kq, ks, nullptr, qf, heads, nKv, 0, sinks, cands, chunk,    \
-                       gqaMod, voteScale);                                                                        \
+    tss_score<D>(logits, partMl, hit, kPre, pageTable, qf, heads, nKv, pageSize, sinks, cands, chunk, gqaMod,    \
+                 voteScale);                                                                                      \
   }
 TS_SCORE(16)
 TS_SCORE(32)

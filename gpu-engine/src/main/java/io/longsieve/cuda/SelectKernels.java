@@ -111,7 +111,7 @@ final class SelectKernels {
         kv.pageTable(), qf, heads, kv.nKv(), kv.pageSize(), sinks, cands, p.chunk(), gqaMod ? 1 : 0, voteScale);
   }
 
-  /** As {@link #score} from the int4 copy: kq (slots, nKv, d / 2) packed, ks (slots, nKv) f32. */
+  /** As {@link #score} from the int4 copy: kq (slots, nKv, d / 2) packed, ks (slots, nKv) f32; ts_score_int4.cu. */
   void scoreInt4(CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, CUdeviceptr kq, CUdeviceptr ks, CUdeviceptr qf,
                  int heads, int nKv, int d, int sinks, int cands, ScorePlan p, boolean gqaMod, float voteScale) {
     checkShape(d, heads, nKv);

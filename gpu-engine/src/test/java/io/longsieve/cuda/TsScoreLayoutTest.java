@@ -13,12 +13,15 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * The register layout of ts_score.cu's tensor-core scoring, line by line in Java (runs without a
- * GPU): each lane quad t loads its chunks of a key (bf16 words, or int4 bytes decoded with the
- * kernel's bit tricks: spread, XOR 0x88888888, nibble pairs (p, p + 4) as 128 + u, minus 136), and
- * the query fragments are gathered at tss_dim. For every head size and both key formats: the mma's
- * k index of each B element holds the key dim that tss_dim gives the matching A element, tss_dim
- * covers every dim exactly once, and the mma-order dot product equals the plain one. Also the host
- * side of ts_score.cu: the vote grid and the constants SelectKernels shares with the kernels.
+ * GPU): each lane quad t loads its chunks of a key (bf16 words, or int4 bytes decoded with
+ * ts_score_int4.cu's bit tricks: spread, nibble pairs (p, p + 4) masked and XOR 0x43084308 =
+ * 128 + (q + 8) in bf16, minus 136), and the query fragments are gathered at tss_dim. For every head
+ * size and both key formats: the mma's k index of each key element holds the key dim that tss_dim
+ * gives the matching query element, tss_dim covers every dim exactly once, and the mma-order dot
+ * product equals the plain one. The int4 kernel swaps the mma's roles (A = 16 keys, B = the heads'
+ * hi/lo columns): a whole m16n8k16 in Java with PTX's fragment layout checks that lane (r, t) gets
+ * head t's hi and lo parts of keys r and r + 8. Also the host side of ts_score.cu: the vote grid and
+ * the constants SelectKernels shares with the kernels.
  */
 class TsScoreLayoutTest {
 
@@ -90,14 +93,24 @@ class TsScoreLayoutTest {
       }
       return e;
     }
-    int w = words[kk >> 1] ^ 0x88888888;
-    for (int half = 0; half < 2; half++) {  // b0: p = 2h, b1: p = 2h + 1
-      int p = 2 * (kk & 1) + half;
-      int x = (w >>> (4 * p)) & 0x000F000F;
-      e[2 * half] = (x & 0xF) + 128 - 136;           // 0x4300 | u = 128 + u in bf16, minus 136
-      e[2 * half + 1] = ((x >>> 16) & 0xF) + 128 - 136;
+    int w = words[kk >> 1];
+    for (int half = 0; half < 2; half++) {  // elements 0, 1: pair p = 2h; 2, 3: pair p = 2h + 1
+      int x = pair(w, 2 * (kk & 1) + half);
+      e[2 * half] = Float.intBitsToFloat((x & 0xFFFF) << 16);
+      e[2 * half + 1] = Float.intBitsToFloat((x >>> 16) << 16);
     }
     return e;
+  }
+
+  /** tsi_pair: nibbles p (low half) and p + 4 of the raw word as bf16x2 of the signed values. */
+  static int pair(int w, int p) {
+    int x = ((w >>> (4 * p)) & 0x000F000F) ^ 0x43084308;
+    int out = 0;
+    for (int half = 0; half < 2; half++) {  // bf16 minus 136 (exact: a small integer)
+      float v = Float.intBitsToFloat(((x >>> (16 * half)) & 0xFFFF) << 16) - 136f;
+      out |= (Float.floatToRawIntBits(v) >>> 16) << (16 * half);
+    }
+    return out;
   }
 
   @ParameterizedTest(name = "d={0} int4={1}")
@@ -147,6 +160,94 @@ class TsScoreLayoutTest {
       for (int j = 0; j < d; j++) plain += (double) q[j] * k[j];
       assertEquals(plain, viaMma, 1e-9 * (1 + Math.abs(plain)));
     }
+  }
+
+  /** bf16 round-to-nearest-even of x, as a float (__float2bfloat16_rn). */
+  static float bf16(float x) {
+    int b = Float.floatToRawIntBits(x);
+    return Float.intBitsToFloat(((b + 0x7FFF + ((b >>> 16) & 1)) >>> 16) << 16);
+  }
+
+  /** Half e (0 low) of a bf16x2 register as a float. */
+  static float half(int reg, int e) {
+    return Float.intBitsToFloat(((reg >>> (16 * e)) & 0xFFFF) << 16);
+  }
+
+  /**
+   * ts_score_int4.cu's tsi_body for one group of 16 keys: lane (r, t) holds a[i] = tsi_pair of key
+   * r + 8 (i & 1), word kk / 2, pair 2 (kk & 1) + (i >> 1), and b = the hi (r even) or lo (r odd)
+   * part of head nb * 4 + r / 2 at tss_dim; placed by PTX's m16n8k16 fragment layout (A: row gid +
+   * 8 (i & 1), k 2t + e + 8 (i >> 1); B: k 2t + e + 8i, column gid; C: row gid + 8 (i >> 1), column
+   * 2t + (i & 1)), c0 + c1 and c2 + c3 of lane (r, t) must be head nb * 4 + t's dot with keys r and
+   * r + 8.
+   */
+  @ParameterizedTest(name = "d={0} group={1}")
+  @CsvSource({"16, 4", "32, 1", "64, 3", "128, 4", "128, 8", "128, 6", "256, 5", "256, 2"})
+  void int4MmaGivesEachLaneItsHeadsHiAndLoParts(int d, int group) {
+    Lay lay = new Lay(d, true);
+    Random rnd = new Random(d * 31L + group);
+    int nbs = group <= 4 ? 1 : 2;
+    float[][] k = new float[16][d];
+    byte[][] rows = new byte[16][d / 2];
+    for (int key = 0; key < 16; key++) {
+      for (int j = 0; j < d; j++) {
+        int v = rnd.nextInt(16) - 8;
+        k[key][j] = v;
+        rows[key][j / 2] |= (byte) ((v & 15) << (4 * (j & 1)));
+      }
+    }
+    float[][] q = new float[group][d];
+    for (float[] h : q) for (int j = 0; j < d; j++) h[j] = (float) rnd.nextGaussian();
+    double[][][] c = new double[nbs][32][4];  // (column block, lane, C register)
+    for (int kk = 0; kk < d / 16; kk++) {
+      float[][] a = new float[16][16];
+      for (int lane = 0; lane < 32; lane++) {
+        int gid = lane >> 2, t = lane & 3, wi = kk >> 1, p = 2 * (kk & 1);
+        int[] w0 = load(lay, rows[gid], t), w1 = load(lay, rows[gid + 8], t);
+        int[] regs = {pair(w0[wi], p), pair(w1[wi], p), pair(w0[wi], p + 1), pair(w1[wi], p + 1)};
+        for (int i = 0; i < 4; i++) {
+          for (int e = 0; e < 2; e++) a[gid + 8 * (i & 1)][2 * t + e + 8 * (i >> 1)] = half(regs[i], e);
+        }
+      }
+      for (int nb = 0; nb < nbs; nb++) {
+        float[][] b = new float[16][8];
+        for (int lane = 0; lane < 32; lane++) {
+          int gid = lane >> 2, t = lane & 3, j = nb * 4 + gid / 2;
+          for (int i = 0; i < 2; i++) {
+            for (int e = 0; e < 2; e++) {
+              float x = j < group ? q[j][dim(lay, kk, 2 * i + e, t)] : 0f, h = bf16(x);
+              b[2 * t + e + 8 * i][gid] = (gid & 1) == 0 ? h : bf16(x - h);
+            }
+          }
+        }
+        for (int lane = 0; lane < 32; lane++) {
+          int gid = lane >> 2, t = lane & 3;
+          for (int i = 0; i < 4; i++) {
+            int row = gid + 8 * (i >> 1), col = 2 * t + (i & 1);
+            for (int kx = 0; kx < 16; kx++) c[nb][lane][i] += (double) a[row][kx] * b[kx][col];
+          }
+        }
+      }
+    }
+    int checked = 0;
+    for (int nb = 0; nb < nbs; nb++) {
+      for (int lane = 0; lane < 32; lane++) {
+        int gid = lane >> 2, t = lane & 3, j = nb * 4 + t;
+        if (j >= group) continue;
+        for (int rr = 0; rr < 2; rr++) {
+          int key = gid + 8 * rr;
+          double plain = 0, mag = 0;
+          for (int dd = 0; dd < d; dd++) {
+            plain += (double) k[key][dd] * q[j][dd];
+            mag += Math.abs((double) k[key][dd] * q[j][dd]);
+          }
+          double got = c[nb][lane][2 * rr] + c[nb][lane][2 * rr + 1];
+          assertEquals(plain, got, 1e-4 * (1 + mag), "head " + j + " key " + key + " lane " + lane);
+          checked++;
+        }
+      }
+    }
+    assertEquals(16 * group, checked, "every (head, key) of the group scored by exactly one lane register pair");
   }
 
   @ParameterizedTest(name = "cands={0}")
