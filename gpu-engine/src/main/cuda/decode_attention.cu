@@ -8,7 +8,7 @@
 // rotated; bias (slots, nKv) f32 or null is added to the logits; row i sees slots
 // [max(0, before + i + 1 - window), before + i + 1). CPU twin:
 // attention/DenseAttention.
-#include "common.cuh"
+#include "attn_tile.cuh"
 
 #define FD_TK 32       // keys per tile
 #define FD_PAGE 64     // page size the kernel assumes (Kernels.PAGE_SIZE)
@@ -39,9 +39,7 @@ __device__ __forceinline__ void flash_decode(float* __restrict__ partO, float* _
   }
   __syncthreads();
   unsigned qf[D / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < D / 16; kk++)
-    ldmatrix_x4(qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], sQ + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
+  tile_q_frags<D, LD>(qf, sQ, lane);
 
   bf16* mine = sKV + warp * (2 * 2 * FD_TK * LD);
   const int t0 = ks / FD_TK;
@@ -82,127 +80,26 @@ __device__ __forceinline__ void flash_decode(float* __restrict__ partO, float* _
     const bf16* v = k + FD_TK * LD;
 
     float s[FD_TK / 8][4];
-#pragma unroll
-    for (int j = 0; j < FD_TK / 8; j++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) s[j][e] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++)
-#pragma unroll
-      for (int np = 0; np < FD_TK / 16; np++) {
-        unsigned b0, b1, b2, b3;
-        ldmatrix_x4(b0, b1, b2, b3, k + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
-        mma_bf16(s[2 * np], qf[kk], b0, b1);
-        mma_bf16(s[2 * np + 1], qf[kk], b2, b3);
-      }
+    tile_qk<FD_TK, D, LD>(s, qf, k, lane);
     const int tileKey = (t0 + i) * FD_TK;
-    float mNew[2] = {mRow[0], mRow[1]};
-#pragma unroll
-    for (int j = 0; j < FD_TK / 8; j++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        int key = tileKey + j * 8 + qd * 2 + (e & 1);
-        float x = -INFINITY;
-        if (key >= ks && key < ke) {
-          x = s[j][e] * sl2;
-          // the per-slot logit bias of KV compression (SelKV merges), in log2 units as x
-          if (bias) x += bias[(size_t)key * nKv + kvh] * 1.4426950408889634f;
-        }
-        s[j][e] = x;
-        mNew[e >> 1] = fmaxf(mNew[e >> 1], x);
+    tile_softmax<FD_TK, D>(s, o, mRow, lRow, [&](int j, int e, float sv) {
+      int key = tileKey + j * 8 + qd * 2 + (e & 1);
+      float x = -INFINITY;
+      if (key >= ks && key < ke) {
+        x = sv * sl2;
+        // the per-slot logit bias of KV compression (SelKV merges), in log2 units as x
+        if (bias) x += bias[(size_t)key * nKv + kvh] * 1.4426950408889634f;
       }
-    float alpha[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-      mNew[r] = fmaxf(mNew[r], __shfl_xor_sync(0xffffffffu, mNew[r], 1));
-      mNew[r] = fmaxf(mNew[r], __shfl_xor_sync(0xffffffffu, mNew[r], 2));
-      float mUse = mNew[r] == -INFINITY ? 0.f : mNew[r];
-      alpha[r] = exp2f(mRow[r] - mUse);
-      mRow[r] = mNew[r];
-      lRow[r] *= alpha[r];
-    }
-    float mu0 = mRow[0] == -INFINITY ? 0.f : mRow[0], mu1 = mRow[1] == -INFINITY ? 0.f : mRow[1];
-#pragma unroll
-    for (int j = 0; j < FD_TK / 8; j++) {
-      s[j][0] = exp2f(s[j][0] - mu0);
-      s[j][1] = exp2f(s[j][1] - mu0);
-      s[j][2] = exp2f(s[j][2] - mu1);
-      s[j][3] = exp2f(s[j][3] - mu1);
-      lRow[0] += s[j][0] + s[j][1];
-      lRow[1] += s[j][2] + s[j][3];
-    }
-#pragma unroll
-    for (int d = 0; d < D / 8; d++) {
-      o[d][0] *= alpha[0];
-      o[d][1] *= alpha[0];
-      o[d][2] *= alpha[1];
-      o[d][3] *= alpha[1];
-    }
-#pragma unroll
-    for (int j = 0; j < FD_TK / 16; j++) {
-      unsigned pa[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
-                        pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]), pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
-#pragma unroll
-      for (int dp = 0; dp < D / 16; dp++) {
-        unsigned b0, b1, b2, b3;
-        ldmatrix_x4_trans(b0, b1, b2, b3, v + (j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 + (lane >> 4) * 8);
-        mma_bf16(o[2 * dp], pa, b0, b1);
-        mma_bf16(o[2 * dp + 1], pa, b2, b3);
-      }
-    }
+      return x;
+    });
+    tile_pv<FD_TK, D, LD>(o, s, v, lane);
     __syncwarp();  // this buffer is refilled by the prefetch two tiles on
   }
   cp_async_wait<0>();
-#pragma unroll
-  for (int r = 0; r < 2; r++) {
-    lRow[r] += __shfl_xor_sync(0xffffffffu, lRow[r], 1);
-    lRow[r] += __shfl_xor_sync(0xffffffffu, lRow[r], 2);
-  }
-
+  tile_row_sums(lRow);
   // merge the warps: per warp (16 rows) max and sum, and the (16, D) unnormalised output
-  __syncthreads();  // every warp is done with its K/V buffers: reuse them
-  float* sO = reinterpret_cast<float*>(sKV);  // (FD_WARPS, 16, D)
-  float* sM = sO + FD_WARPS * 16 * D;         // (FD_WARPS, 16)
-  float* sL = sM + FD_WARPS * 16;             // (FD_WARPS, 16)
-  const int g = lane >> 2;
-  if (qd == 0) {
-    sM[warp * 16 + g] = mRow[0];
-    sM[warp * 16 + g + 8] = mRow[1];
-    sL[warp * 16 + g] = lRow[0];
-    sL[warp * 16 + g + 8] = lRow[1];
-  }
-#pragma unroll
-  for (int d = 0; d < D / 8; d++) {
-    int col = d * 8 + qd * 2;
-    sO[(warp * 16 + g) * D + col] = o[d][0];
-    sO[(warp * 16 + g) * D + col + 1] = o[d][1];
-    sO[(warp * 16 + g + 8) * D + col] = o[d][2];
-    sO[(warp * 16 + g + 8) * D + col + 1] = o[d][3];
-  }
-  __syncthreads();
-  const size_t base = ((size_t)row * nHeads + kvh * G) * splits + split;
-  for (int idx = tid; idx < G * D; idx += FD_WARPS * 32) {
-    int r = idx / D, d = idx % D;
-    float M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < FD_WARPS; w++) M = fmaxf(M, sM[w * 16 + r]);
-    float acc = 0.f, L = 0.f;
-    if (M != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < FD_WARPS; w++) {
-        float mw = sM[w * 16 + r];
-        float f = mw == -INFINITY ? 0.f : exp2f(mw - M);
-        acc += sO[(w * 16 + r) * D + d] * f;
-        L += sL[w * 16 + r] * f;
-      }
-    }
-    const size_t at = base + (size_t)r * splits;
-    partO[at * D + d] = acc;
-    if (d == 0) {
-      partML[at * 2] = M == -INFINITY ? -INFINITY : M * 0.6931471805599453f;  // log2 units → natural
-      partML[at * 2 + 1] = L;
-    }
-  }
+  tile_merge_warps<D, FD_WARPS>(sKV, o, mRow, lRow, partO, partML, ((size_t)row * nHeads + kvh * G) * splits + split,
+                                G, splits);
 }
 
 extern "C" __global__ void __launch_bounds__(FD_WARPS * 32)

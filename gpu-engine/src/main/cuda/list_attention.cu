@@ -10,7 +10,7 @@
 //   list_gather:            copies a list's keys (rotated) and values into a dense identity-paged
 //                           cache, for the dense flash prefill of many rows.
 // Both split kernels write attn_split's partial format; attn_combine (split_attention.cu) merges.
-#include "common.cuh"
+#include "attn_tile.cuh"
 
 // cos, sin (positions, half) f32: the RoPE angles of positions 0.., exactly as model/Rope.angles.
 extern "C" __global__ void rope_table(float* __restrict__ cosT, float* __restrict__ sinT,
@@ -27,14 +27,7 @@ extern "C" __global__ void rope_table(float* __restrict__ cosT, float* __restric
 
 // Eight consecutive elements [d0, d0 + 8) of a head vector as floats.
 __device__ __forceinline__ void load8(const bf16* p, float* f) {
-  uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int j = 0; j < 4; j++) {
-    float2 v = __bfloat1622float2(h[j]);
-    f[2 * j] = v.x;
-    f[2 * j + 1] = v.y;
-  }
+  unpack8(__ldg(reinterpret_cast<const uint4*>(p)), *reinterpret_cast<float(*)[8]>(f));
 }
 
 // Rotates elements [d0, d0 + 8) of the key row at `row` (element offset) at position pos, rotate-half
@@ -119,35 +112,15 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS)
 #pragma unroll
     for (int g = 0; g < LC_HEADS; g++) {
       if (g < H) {
-        float s = 0.f;
-#pragma unroll
-        for (int j = 0; j < 8; j++) s = fmaf(qv[g][j], kf[j], s);
-        for (int o = TPK / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        float s = split_dot(qv[g], kf, TPK);
         if (sub == 0 && i < nk) sc[g * chunk + i] = s + sBias[i];
       }
     }
   }
   __syncthreads();
 
-  // phase 2: per-head max and sum; scores become exp(s - max)
-  for (int g = 0; g < H; g++) {
-    float m = -INFINITY;
-    for (int i = tid; i < nk; i += LC_THREADS) m = fmaxf(m, sc[g * chunk + i]);
-    m = block_max(m, red);
-    float mUse = m == -INFINITY ? 0.f : m;  // all -inf (masked by bias): probabilities 0, not NaN
-    float l = 0.f;
-    for (int i = tid; i < nk; i += LC_THREADS) {
-      float e = __expf(sc[g * chunk + i] - mUse);
-      sc[g * chunk + i] = e;
-      l += e;
-    }
-    l = block_sum(l, red);
-    if (tid == 0) {
-      stat[g][0] = m;
-      stat[g][1] = l;
-    }
-  }
-  __syncthreads();
+  // phase 2: per-head max and sum; scores become exp(s - max); all -inf (masked by bias): probabilities 0, not NaN
+  split_softmax<LC_THREADS, true>(sc, chunk, nk, H, red, stat);
 
   // phase 3: P V
   float acc[LC_HEADS][8];
@@ -168,25 +141,8 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS)
     }
   }
   // reduce the KPP key slots of each head through shared memory
-  const size_t base = ((size_t)row * nHeads + h0) * splits + split;
-#pragma unroll
-  for (int g = 0; g < LC_HEADS; g++) {
-    if (g < H) {  // H is block-uniform: the barriers below are reached by every thread or none
-      __syncthreads();
-#pragma unroll
-      for (int j = 0; j < 8; j++) red[kslot * D + d0 + j] = acc[g][j];
-      __syncthreads();
-      for (int d = tid; d < D; d += LC_THREADS) {
-        float s = 0.f;
-        for (int r = 0; r < KPP; r++) s += red[r * D + d];
-        partO[(base + (size_t)g * splits) * D + d] = s;
-      }
-      if (tid == 0) {
-        partML[(base + (size_t)g * splits) * 2] = stat[g][0];
-        partML[(base + (size_t)g * splits) * 2 + 1] = stat[g][1];
-      }
-    }
-  }
+  split_store<LC_THREADS>(acc, red, stat, partO, partML, ((size_t)row * nHeads + h0) * splits + split, H, splits, D,
+                          KPP, kslot, d0);
 }
 
 // Grid (pages * 64 / LG_ROWS, nKv), block LG_ROWS * D / 8: copies list entries into gk, gv (pages, nKv,

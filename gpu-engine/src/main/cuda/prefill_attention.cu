@@ -8,11 +8,14 @@
 //       cp.async; no L x L matrix anywhere.
 //   flash_prefill_heads_d64 / _d128: the same per query head on a gathered cache (Token Sparse
 //       Attention, tsa.cu): head h's rows are the last len - headFirst[h] of its len cached entries.
-#include "common.cuh"
+#include "attn_tile.cuh"
 
 #define FA_BQ 64
 #define FA_BK 64
 #define FA_THREADS 128
+// flash_prefill_d64: 4 blocks per multiprocessor fit the shared memory (46 KB each), so the registers must
+// allow them too (<= 128 per thread; without the bound ptxas takes 130). D = 128: shared memory allows 2
+// blocks (87 KB each) whatever the registers.
 
 // HEADS: per-head row counts (n = len - headFirst[h], before = headFirst[h]); blocks past a head's rows exit.
 template <int D, bool HEADS>
@@ -69,10 +72,7 @@ __device__ __forceinline__ void flash_prefill(bf16* __restrict__ out, const bf16
   cp_async_wait<1>();
   __syncthreads();
   unsigned qf[D / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < D / 16; kk++)
-    ldmatrix_x4(qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3],
-                sQ + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+  tile_q_frags<D, LD>(qf, sQ, lane, warp * 16);
 
   float o[D / 8][4];
 #pragma unroll
@@ -94,80 +94,20 @@ __device__ __forceinline__ void flash_prefill(bf16* __restrict__ out, const bf16
     const bf16* v = sV + buf * FA_BK * LD;
 
     float s[FA_BK / 8][4];
-#pragma unroll
-    for (int i = 0; i < FA_BK / 8; i++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) s[i][e] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++)
-#pragma unroll
-      for (int np = 0; np < FA_BK / 16; np++) {
-        unsigned b0, b1, b2, b3;
-        ldmatrix_x4(b0, b1, b2, b3, k + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
-        mma_bf16(s[2 * np], qf[kk], b0, b1);
-        mma_bf16(s[2 * np + 1], qf[kk], b2, b3);
-      }
-
-    // mask, running max, rescale
-    float mNew[2] = {mRow[0], mRow[1]};
-#pragma unroll
-    for (int i = 0; i < FA_BK / 8; i++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        int r = rowA + (e >> 1) * 8;
-        int key = t * FA_BK + i * 8 + qd * 2 + (e & 1);
-        int end = before + r + 1;
-        bool vis = r < n && key < end && (window <= 0 || key >= end - window);
-        float x = vis ? s[i][e] * sl2 : -INFINITY;
-        s[i][e] = x;
-        mNew[e >> 1] = fmaxf(mNew[e >> 1], x);
-      }
-    float alpha[2];
-#pragma unroll
-    for (int j = 0; j < 2; j++) {
-      mNew[j] = fmaxf(mNew[j], __shfl_xor_sync(0xffffffffu, mNew[j], 1));
-      mNew[j] = fmaxf(mNew[j], __shfl_xor_sync(0xffffffffu, mNew[j], 2));
-      float mUse = mNew[j] == -INFINITY ? 0.f : mNew[j];
-      alpha[j] = exp2f(mRow[j] - mUse);  // exp2(-inf) = 0 on the first visible tile
-      mRow[j] = mNew[j];
-      lRow[j] *= alpha[j];
-    }
-    float mUse0 = mRow[0] == -INFINITY ? 0.f : mRow[0], mUse1 = mRow[1] == -INFINITY ? 0.f : mRow[1];
-#pragma unroll
-    for (int i = 0; i < FA_BK / 8; i++) {
-      s[i][0] = exp2f(s[i][0] - mUse0);
-      s[i][1] = exp2f(s[i][1] - mUse0);
-      s[i][2] = exp2f(s[i][2] - mUse1);
-      s[i][3] = exp2f(s[i][3] - mUse1);
-      lRow[0] += s[i][0] + s[i][1];
-      lRow[1] += s[i][2] + s[i][3];
-    }
-#pragma unroll
-    for (int i = 0; i < D / 8; i++) {
-      o[i][0] *= alpha[0];
-      o[i][1] *= alpha[0];
-      o[i][2] *= alpha[1];
-      o[i][3] *= alpha[1];
-    }
-    // O += P V, P re-packed from the score accumulators as bf16 A fragments
-#pragma unroll
-    for (int j = 0; j < FA_BK / 16; j++) {
-      unsigned pa[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
-                        pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]), pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
-#pragma unroll
-      for (int dp = 0; dp < D / 16; dp++) {
-        unsigned b0, b1, b2, b3;
-        ldmatrix_x4_trans(b0, b1, b2, b3,
-                          v + (j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 + (lane >> 4) * 8);
-        mma_bf16(o[2 * dp], pa, b0, b1);
-        mma_bf16(o[2 * dp + 1], pa, b2, b3);
-      }
-    }
+    tile_qk<FA_BK, D, LD>(s, qf, k, lane);
+    // mask, running max, rescale, then O += P V
+    tile_softmax<FA_BK, D>(s, o, mRow, lRow, [&](int i, int e, float sv) {
+      int r = rowA + (e >> 1) * 8;
+      int key = t * FA_BK + i * 8 + qd * 2 + (e & 1);
+      int end = before + r + 1;
+      bool vis = r < n && key < end && (window <= 0 || key >= end - window);
+      return vis ? sv * sl2 : -INFINITY;
+    });
+    tile_pv<FA_BK, D, LD>(o, s, v, lane);
     __syncthreads();  // the buffer just read is refilled by the next iteration's prefetch
   }
 
-#pragma unroll
-  for (int j = 0; j < 2; j++) lRow[j] += __shfl_xor_sync(0xffffffffu, lRow[j], 1), lRow[j] += __shfl_xor_sync(0xffffffffu, lRow[j], 2);
+  tile_row_sums(lRow);
   float inv0 = lRow[0] > 0.f ? 1.f / lRow[0] : 0.f, inv1 = lRow[1] > 0.f ? 1.f / lRow[1] : 0.f;
 #pragma unroll
   for (int i = 0; i < D / 8; i++) {
@@ -183,7 +123,7 @@ __device__ __forceinline__ void flash_prefill(bf16* __restrict__ out, const bf16
   }
 }
 
-extern "C" __global__ void __launch_bounds__(FA_THREADS)
+extern "C" __global__ void __launch_bounds__(FA_THREADS, 4)
     flash_prefill_d64(bf16* out, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable, int n,
                       int nHeads, int nKv, int before, int window, float scale) {
   flash_prefill<64, false>(out, Q, K, V, pageTable, n, nHeads, nKv, before, window, scale);

@@ -6,7 +6,7 @@
 //       the key range; it scores the split's keys for all heads of the group, softmaxes them in
 //       shared memory and writes an unnormalised partial output with its max and sum; the combine
 //       kernel merges the splits (also used by decode_attention.cu).
-#include "common.cuh"
+#include "attn_tile.cuh"
 
 #define AS_THREADS 256
 #define AS_UNROLL 8      // keys per thread whose loads are in flight together
@@ -74,21 +74,12 @@ __device__ __forceinline__ void attn_split_body(float* __restrict__ partO, float
 #pragma unroll
     for (int u = 0; u < AS_UNROLL; u++) {
       int key = base + u * KPP + kslot;
-      const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&kr[u]);
       float kf[8];
-#pragma unroll
-      for (int j = 0; j < 4; j++) {
-        float2 f = __bfloat1622float2(p[j]);
-        kf[2 * j] = f.x;
-        kf[2 * j + 1] = f.y;
-      }
+      unpack8(kr[u], kf);
 #pragma unroll
       for (int g = 0; g < MAXG; g++) {
         if (g < G) {
-          float s = 0.f;
-#pragma unroll
-          for (int j = 0; j < 8; j++) s = fmaf(qv[g][j], kf[j], s);
-          for (int o = TPK / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+          float s = split_dot(qv[g], kf, TPK);
           if (sub == 0 && key < ke) sc[g * chunk + (key - ks)] = s + (bias ? bias[(size_t)key * nKv + kvh] : 0.f);
         }
       }
@@ -98,23 +89,7 @@ __device__ __forceinline__ void attn_split_body(float* __restrict__ partO, float
 
   // phase 2: per-head max and sum over the split; scores become exp(s - max)
   const int nk = max(0, ke - ks);
-  for (int g = 0; g < G; g++) {
-    float m = -INFINITY;
-    for (int i = tid; i < nk; i += AS_THREADS) m = fmaxf(m, sc[g * chunk + i]);
-    m = block_max(m, red);
-    float l = 0.f;
-    for (int i = tid; i < nk; i += AS_THREADS) {
-      float e = __expf(sc[g * chunk + i] - m);
-      sc[g * chunk + i] = e;
-      l += e;
-    }
-    l = block_sum(l, red);
-    if (tid == 0) {
-      stat[g][0] = m;
-      stat[g][1] = l;
-    }
-  }
-  __syncthreads();
+  split_softmax<AS_THREADS, false>(sc, chunk, nk, G, red, stat);
 
   // phase 3: P V for every head of the group
   float acc[MAXG][8];
@@ -133,14 +108,8 @@ __device__ __forceinline__ void attn_split_body(float* __restrict__ partO, float
     for (int u = 0; u < AS_UNROLL; u++) {
       int key = base + u * KPP + kslot;
       if (key < ke) {
-        const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&vr[u]);
         float vf[8];
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-          float2 f = __bfloat1622float2(p[j]);
-          vf[2 * j] = f.x;
-          vf[2 * j + 1] = f.y;
-        }
+        unpack8(vr[u], vf);
 #pragma unroll
         for (int g = 0; g < MAXG; g++) {
           if (g < G) {
@@ -153,25 +122,8 @@ __device__ __forceinline__ void attn_split_body(float* __restrict__ partO, float
     }
   }
   // reduce the KPP key slots of each head through shared memory
-  const size_t base = ((size_t)row * nHeads + kvh * G) * splits + split;
-#pragma unroll
-  for (int g = 0; g < MAXG; g++) {
-    if (g < G) {
-      __syncthreads();
-#pragma unroll
-      for (int j = 0; j < 8; j++) red[kslot * D + d0 + j] = acc[g][j];
-      __syncthreads();
-      for (int d = tid; d < D; d += AS_THREADS) {
-        float s = 0.f;
-        for (int r = 0; r < KPP; r++) s += red[r * D + d];
-        partO[((base + (size_t)g * splits) * D) + d] = s;
-      }
-      if (tid == 0) {
-        partML[(base + (size_t)g * splits) * 2] = stat[g][0];
-        partML[(base + (size_t)g * splits) * 2 + 1] = stat[g][1];
-      }
-    }
-  }
+  split_store<AS_THREADS>(acc, red, stat, partO, partML, ((size_t)row * nHeads + kvh * G) * splits + split, G, splits,
+                          D, KPP, kslot, d0);
 }
 
 extern "C" __global__ void __launch_bounds__(AS_THREADS, 2)

@@ -14,7 +14,7 @@
 //   tsa_gather           per query head: K/V of its list as a dense paged cache (nKv = nHeads),
 //                        its queries (the suffix of the list) as dense rows, and the row map
 //   flash_prefill_heads_d* (prefill_attention.cu) on the gathered tensors, then tsa_scatter.
-#include "common.cuh"
+#include "attn_tile.cuh"
 
 #define TSA_ROWS 128    // window rows per pass of a proxy block: 8 warps x 16
 #define TSA_BK 64       // keys per tile (one cache page)
@@ -50,28 +50,12 @@ __device__ __forceinline__ void tsa_load_k(bf16* dk, const bf16* K, const int* p
 template <int D>
 __device__ __forceinline__ void tsa_scores(float (&s)[TSA_BK / 8][4], const unsigned (&qf)[D / 16][4], const bf16* k,
                                            int lane) {
-  constexpr int LD = D + 8;
-#pragma unroll
-  for (int i = 0; i < TSA_BK / 8; i++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) s[i][e] = 0.f;
-#pragma unroll
-  for (int kk = 0; kk < D / 16; kk++)
-#pragma unroll
-    for (int np = 0; np < TSA_BK / 16; np++) {
-      unsigned b0, b1, b2, b3;
-      ldmatrix_x4(b0, b1, b2, b3, k + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
-      mma_bf16(s[2 * np], qf[kk], b0, b1);
-      mma_bf16(s[2 * np + 1], qf[kk], b2, b3);
-    }
+  tile_qk<TSA_BK, D, D + 8>(s, qf, k, lane);
 }
 
 template <int D>
 __device__ __forceinline__ void tsa_q_frags(unsigned (&qf)[D / 16][4], const bf16* sQ, int warp, int lane) {
-  constexpr int LD = D + 8;
-#pragma unroll
-  for (int kk = 0; kk < D / 16; kk++)
-    ldmatrix_x4(qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], sQ + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+  tile_q_frags<D, D + 8>(qf, sQ, lane, warp * 16);
 }
 
 // Pass 1. Grid (nHeads, splits); block TSA_THREADS; smem (TSA_ROWS + 2 * TSA_BK) * (D + 8) bf16.
