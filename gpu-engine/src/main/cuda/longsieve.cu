@@ -10,6 +10,8 @@
 #include "quest.cu"
 #include "tsa.cu"
 #include "kv_compress.cu"
+#include "kv_select.cu"
+#include "kv_merge.cu"
 #include "tokenselect.cu"
 #include "ts_topk.cu"
 #include "ts_score.cu"
