@@ -9,6 +9,17 @@
 #pragma once
 #include "common.cuh"
 
+// An empty online softmax: output 0, running max -inf, running sum 0.
+template <int D>
+__device__ __forceinline__ void tile_init(float (&o)[D / 8][4], float (&mRow)[2], float (&lRow)[2]) {
+#pragma unroll
+  for (int i = 0; i < D / 8; i++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) o[i][e] = 0.f;
+  mRow[0] = mRow[1] = -INFINITY;
+  lRow[0] = lRow[1] = 0.f;
+}
+
 // qf = the A fragments of query rows [row0, row0 + 16) (D columns) of sQ, rows LD elements apart, in shared memory.
 template <int D, int LD>
 __device__ __forceinline__ void tile_q_frags(unsigned (&qf)[D / 16][4], const bf16* sQ, int lane, int row0 = 0) {
@@ -178,6 +189,19 @@ __device__ __forceinline__ float split_dot(const float (&q)[8], const float (&k)
   for (int j = 0; j < 8; j++) s = fmaf(q[j], k[j], s);
   for (int o = TPK / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   return s;
+}
+
+// acc[g] += p_g * v for the heads g < G, p_g = the probability of the key at sc[g * chunk] (G, chunk).
+template <int MAXG>
+__device__ __forceinline__ void split_pv(float (&acc)[MAXG][8], const float* sc, int chunk, int G, const float (&v)[8]) {
+#pragma unroll
+  for (int g = 0; g < MAXG; g++) {
+    if (g < G) {
+      float pr = sc[g * chunk];
+#pragma unroll
+      for (int j = 0; j < 8; j++) acc[g][j] = fmaf(pr, v[j], acc[g][j]);
+    }
+  }
 }
 
 // Per head g < G: max m and sum l of exp(sc[g] - m) over the nk scores of sc (G, chunk), which become

@@ -131,14 +131,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS)
   for (int i = kslot; i < nk; i += KPP) {
     float vf[8];
     load8(V + sOff[i] + d0, vf);
-#pragma unroll
-    for (int g = 0; g < LC_HEADS; g++) {
-      if (g < H) {
-        float pr = sc[g * chunk + i];
-#pragma unroll
-        for (int j = 0; j < 8; j++) acc[g][j] = fmaf(pr, vf[j], acc[g][j]);
-      }
-    }
+    split_pv(acc, sc + i, chunk, H, vf);
   }
   // reduce the KPP key slots of each head through shared memory
   split_store<LC_THREADS>(acc, red, stat, partO, partML, ((size_t)row * nHeads + h0) * splits + split, H, splits, D,

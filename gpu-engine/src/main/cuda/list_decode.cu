@@ -107,12 +107,8 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
   unsigned qf[D / 16][4];
   tile_q_frags<D, LD>(qf, sQ, lane);
 
-  float o[D / 8][4];
-#pragma unroll
-  for (int i = 0; i < D / 8; i++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) o[i][e] = 0.f;
-  float mRow[2] = {-INFINITY, -INFINITY}, lRow[2] = {0.f, 0.f};
+  float o[D / 8][4], mRow[2], lRow[2];
+  tile_init<D>(o, mRow, lRow);
   const float sl2 = scale * LOG2E;
   const int qd = lane & 3;
 

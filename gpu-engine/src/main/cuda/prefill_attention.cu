@@ -71,12 +71,8 @@ __device__ __forceinline__ void flash_prefill(bf16* __restrict__ out, const bf16
   unsigned qf[D / 16][4];
   tile_q_frags<D, LD>(qf, sQ, lane, warp * 16);
 
-  float o[D / 8][4];
-#pragma unroll
-  for (int i = 0; i < D / 8; i++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) o[i][e] = 0.f;
-  float mRow[2] = {-INFINITY, -INFINITY}, lRow[2] = {0.f, 0.f};
+  float o[D / 8][4], mRow[2], lRow[2];
+  tile_init<D>(o, mRow, lRow);
   const float sl2 = scale * 1.4426950408889634f;  // scores in log2 units: exp2f below
   const int g = lane >> 2, qd = lane & 3;
   const int rowA = q0 + warp * 16 + g;  // this thread's two query rows: rowA and rowA + 8

@@ -47,6 +47,14 @@ __device__ __forceinline__ void attn_split_body(float* __restrict__ partO, float
   };
 
   const int sub = tid % TPK, kslot = tid / TPK, d0 = sub * 8;
+  // this thread's 8 elements of keys base + u * KPP + kslot (u < AS_UNROLL) of src, loads in flight together
+  auto loadU = [&](uint4 (&r)[AS_UNROLL], const bf16* src, int base) {
+#pragma unroll
+    for (int u = 0; u < AS_UNROLL; u++) {
+      int key = base + u * KPP + kslot;
+      r[u] = key < ke ? __ldg(reinterpret_cast<const uint4*>(src + addr(key) + d0)) : make_uint4(0, 0, 0, 0);
+    }
+  };
   float qv[MAXG][8];
 #pragma unroll
   for (int g = 0; g < MAXG; g++) {
@@ -66,11 +74,7 @@ __device__ __forceinline__ void attn_split_body(float* __restrict__ partO, float
   // the same for every thread: the shuffles below need whole warps.
   for (int base = ks; base < ke; base += AS_UNROLL * KPP) {
     uint4 kr[AS_UNROLL];
-#pragma unroll
-    for (int u = 0; u < AS_UNROLL; u++) {
-      int key = base + u * KPP + kslot;
-      kr[u] = key < ke ? __ldg(reinterpret_cast<const uint4*>(K + addr(key) + d0)) : make_uint4(0, 0, 0, 0);
-    }
+    loadU(kr, K, base);
 #pragma unroll
     for (int u = 0; u < AS_UNROLL; u++) {
       int key = base + u * KPP + kslot;
@@ -99,25 +103,14 @@ __device__ __forceinline__ void attn_split_body(float* __restrict__ partO, float
     for (int j = 0; j < 8; j++) acc[g][j] = 0.f;
   for (int base = ks; base < ke; base += AS_UNROLL * KPP) {
     uint4 vr[AS_UNROLL];
-#pragma unroll
-    for (int u = 0; u < AS_UNROLL; u++) {
-      int key = base + u * KPP + kslot;
-      vr[u] = key < ke ? __ldg(reinterpret_cast<const uint4*>(V + addr(key) + d0)) : make_uint4(0, 0, 0, 0);
-    }
+    loadU(vr, V, base);
 #pragma unroll
     for (int u = 0; u < AS_UNROLL; u++) {
       int key = base + u * KPP + kslot;
       if (key < ke) {
         float vf[8];
         unpack8(vr[u], vf);
-#pragma unroll
-        for (int g = 0; g < MAXG; g++) {
-          if (g < G) {
-            float pr = sc[g * chunk + (key - ks)];
-#pragma unroll
-            for (int j = 0; j < 8; j++) acc[g][j] = fmaf(pr, vf[j], acc[g][j]);
-          }
-        }
+        split_pv(acc, sc + (key - ks), chunk, G, vf);
       }
     }
   }

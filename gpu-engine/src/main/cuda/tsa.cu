@@ -53,9 +53,19 @@ __device__ __forceinline__ void tsa_scores(float (&s)[TSA_BK / 8][4], const unsi
   tile_qk<TSA_BK, D, D + 8>(s, qf, k, lane);
 }
 
+// Window rows [r0, r0 + TSA_ROWS) to shared memory and this warp's 16 of them to qf; key tile t0 (if any)
+// in flight into sK's first buffer. Every thread calls it (barrier).
 template <int D>
-__device__ __forceinline__ void tsa_q_frags(unsigned (&qf)[D / 16][4], const bf16* sQ, int warp, int lane) {
-  tile_q_frags<D, D + 8>(qf, sQ, lane, warp * 16);
+__device__ __forceinline__ void tsa_start_rows(unsigned (&qf)[D / 16][4], bf16* sQ, bf16* sK, const bf16* Q,
+                                               const bf16* K, const int* pageTable, int n, int nHeads, int nKv, int h,
+                                               int kvh, int w, int r0, int t0, int t1, int k1) {
+  tsa_load_q<D>(sQ, Q, n, nHeads, h, w, r0);
+  cp_async_commit();
+  if (t0 < t1) tsa_load_k<D>(sK, K, pageTable, nKv, kvh, t0, k1);
+  cp_async_commit();
+  cp_async_wait<1>();
+  __syncthreads();
+  tile_q_frags<D, D + 8>(qf, sQ, threadIdx.x & 31, (threadIdx.x >> 5) * 16);
 }
 
 // Pass 1. Grid (nHeads, splits); block TSA_THREADS; smem (TSA_ROWS + 2 * TSA_BK) * (D + 8) bf16.
@@ -74,14 +84,8 @@ __device__ __forceinline__ void tsa_proxy_stats(float* partMl, const bf16* Q, co
   const float sl2 = scale * TSA_LOG2E;
 
   for (int r0 = 0; r0 < w; r0 += TSA_ROWS) {
-    tsa_load_q<D>(sQ, Q, n, nHeads, h, w, r0);
-    cp_async_commit();
-    if (t0 < t1) tsa_load_k<D>(sK, K, pageTable, nKv, kvh, t0, k1);
-    cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
     unsigned qf[D / 16][4];
-    tsa_q_frags<D>(qf, sQ, warp, lane);
+    tsa_start_rows<D>(qf, sQ, sK, Q, K, pageTable, n, nHeads, nKv, h, kvh, w, r0, t0, t1, k1);
     const int rowA = r0 + warp * 16 + g;  // this thread's window rows rowA and rowA + 8
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // over this thread's key columns only
 
@@ -189,14 +193,8 @@ __device__ __forceinline__ void tsa_proxy_mass(float* a, const float* rowStats, 
   const float sl2 = scale * TSA_LOG2E;
 
   for (int r0 = 0; r0 < w; r0 += TSA_ROWS) {
-    tsa_load_q<D>(sQ, Q, n, nHeads, h, w, r0);
-    cp_async_commit();
-    if (t0 < t1) tsa_load_k<D>(sK, K, pageTable, nKv, kvh, t0, k1);
-    cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
     unsigned qf[D / 16][4];
-    tsa_q_frags<D>(qf, sQ, warp, lane);
+    tsa_start_rows<D>(qf, sQ, sK, Q, K, pageTable, n, nHeads, nKv, h, kvh, w, r0, t0, t1, k1);
     const int rowA = r0 + warp * 16 + g;
     float mr[2], il[2];  // rows past the window contribute 0 (il = 0; their zero queries give finite scores)
 #pragma unroll
