@@ -191,6 +191,14 @@ __device__ __forceinline__ float split_dot(const float (&q)[8], const float (&k)
   return s;
 }
 
+template <int MAXG>
+__device__ __forceinline__ void split_zero(float (&acc)[MAXG][8]) {
+#pragma unroll
+  for (int g = 0; g < MAXG; g++)
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc[g][j] = 0.f;
+}
+
 // acc[g] += p_g * v for the heads g < G, p_g = the probability of the key at sc[g * chunk] (G, chunk).
 template <int MAXG>
 __device__ __forceinline__ void split_pv(float (&acc)[MAXG][8], const float* sc, int chunk, int G, const float (&v)[8]) {

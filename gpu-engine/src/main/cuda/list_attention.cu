@@ -124,10 +124,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS)
 
   // phase 3: P V
   float acc[LC_HEADS][8];
-#pragma unroll
-  for (int g = 0; g < LC_HEADS; g++)
-#pragma unroll
-    for (int j = 0; j < 8; j++) acc[g][j] = 0.f;
+  split_zero(acc);
   for (int i = kslot; i < nk; i += KPP) {
     float vf[8];
     load8(V + sOff[i] + d0, vf);

@@ -97,10 +97,7 @@ __device__ __forceinline__ void attn_split_body(float* __restrict__ partO, float
 
   // phase 3: P V for every head of the group
   float acc[MAXG][8];
-#pragma unroll
-  for (int g = 0; g < MAXG; g++)
-#pragma unroll
-    for (int j = 0; j < 8; j++) acc[g][j] = 0.f;
+  split_zero(acc);
   for (int base = ks; base < ke; base += AS_UNROLL * KPP) {
     uint4 vr[AS_UNROLL];
     loadU(vr, V, base);

@@ -53,6 +53,22 @@ __device__ __forceinline__ void tsa_scores(float (&s)[TSA_BK / 8][4], const unsi
   tile_qk<TSA_BK, D, D + 8>(s, qf, k, lane);
 }
 
+// s = the scores of key tile t (in sK's buffer (t - t0) & 1) after tile t + 1 (if < t1) is sent into the
+// other buffer. Every thread calls it (barrier); the caller's barrier after its last read of s's buffer
+// keeps the next call's prefetch from overwriting it.
+template <int D>
+__device__ __forceinline__ void tsa_tile_scores(float (&s)[TSA_BK / 8][4], const unsigned (&qf)[D / 16][4], bf16* sK,
+                                                const bf16* K, const int* pageTable, int nKv, int kvh, int t, int t0,
+                                                int t1, int k1) {
+  constexpr int LD = D + 8;
+  const int buf = (t - t0) & 1;
+  if (t + 1 < t1) tsa_load_k<D>(sK + (buf ^ 1) * TSA_BK * LD, K, pageTable, nKv, kvh, t + 1, k1);
+  cp_async_commit();
+  cp_async_wait<1>();
+  __syncthreads();
+  tsa_scores<D>(s, qf, sK + buf * TSA_BK * LD, threadIdx.x & 31);
+}
+
 // Window rows [r0, r0 + TSA_ROWS) to shared memory and this warp's 16 of them to qf; key tile t0 (if any)
 // in flight into sK's first buffer. Every thread calls it (barrier).
 template <int D>
@@ -90,13 +106,8 @@ __device__ __forceinline__ void tsa_proxy_stats(float* partMl, const bf16* Q, co
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // over this thread's key columns only
 
     for (int t = t0; t < t1; t++) {
-      const int buf = (t - t0) & 1;
-      if (t + 1 < t1) tsa_load_k<D>(sK + (buf ^ 1) * TSA_BK * LD, K, pageTable, nKv, kvh, t + 1, k1);
-      cp_async_commit();
-      cp_async_wait<1>();
-      __syncthreads();
       float s[TSA_BK / 8][4];
-      tsa_scores<D>(s, qf, sK + buf * TSA_BK * LD, lane);
+      tsa_tile_scores<D>(s, qf, sK, K, pageTable, nKv, kvh, t, t0, t1, k1);
       float mNew[2] = {m[0], m[1]};
 #pragma unroll
       for (int i = 0; i < TSA_BK / 8; i++)
@@ -205,13 +216,8 @@ __device__ __forceinline__ void tsa_proxy_mass(float* a, const float* rowStats, 
     }
 
     for (int t = t0; t < t1; t++) {
-      const int buf = (t - t0) & 1;
-      if (t + 1 < t1) tsa_load_k<D>(sK + (buf ^ 1) * TSA_BK * LD, K, pageTable, nKv, kvh, t + 1, k1);
-      cp_async_commit();
-      cp_async_wait<1>();
-      __syncthreads();
       float s[TSA_BK / 8][4];
-      tsa_scores<D>(s, qf, sK + buf * TSA_BK * LD, lane);
+      tsa_tile_scores<D>(s, qf, sK, K, pageTable, nKv, kvh, t, t0, t1, k1);
 #pragma unroll
       for (int i = 0; i < TSA_BK / 8; i++) {
         float c0 = exp2f(s[i][0] * sl2 - mr[0]) * il[0] + exp2f(s[i][2] * sl2 - mr[1]) * il[1];
