@@ -1,5 +1,6 @@
 package io.longsieve.cli;
 
+import io.longsieve.cuda.BatchBench;
 import io.longsieve.cuda.Bench;
 import io.longsieve.cuda.CudaAvailability;
 import io.longsieve.cuda.SparseBench;
@@ -56,6 +57,9 @@ public final class BenchCommand implements Callable<Integer> {
   @Option(names = "--skip-dense", description = "Skip the dense sections (GEMMs, dense attention, whole-model runs).")
   boolean skipDense;
 
+  @Option(names = "--batch", description = "Add batched decode (B = 1, 2, 4, 8 sequences per step) at 1024-token prompts.")
+  boolean batch;
+
   @Override
   public Integer call() throws IOException {
     if (!model.equals("synthetic:llama3-8b")) {
@@ -78,6 +82,7 @@ public final class BenchCommand implements Callable<Integer> {
         if (!skipModel) b.model(c, contexts, chunk, decodeSteps);
       }
       if (sparse) SparseBench.run(b, c, contexts, chunk, decodeSteps, !skipModel);
+      if (batch) BatchBench.run(b, c, 1024, decodeSteps, new int[] {1, 2, 4, 8});
       print(b);
       write(b, csv);
       System.err.println("wrote " + csv.toAbsolutePath());
