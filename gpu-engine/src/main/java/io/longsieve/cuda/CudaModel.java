@@ -45,7 +45,9 @@ public final class CudaModel implements AutoCloseable {
   private final DeviceBuffer tokens;  // (chunk) int input ids; tokens[0] is also the sampled id
   private final DeviceBuffer invFreq; // (headDim / 2) f32 RoPE inverse frequencies from model/Rope
   private final DeviceBuffer batchLogits; // (MAX_DECODE_BATCH, vocab) f32 logits of a batched decode step
+  private final DeviceBuffer batchPos;    // (MAX_DECODE_BATCH) int positions of a batched decode step's rows
   private final int[] batchHost = new int[MAX_DECODE_BATCH];
+  private final int[] batchPosHost = new int[MAX_DECODE_BATCH];
   private final int[] tokenHost = new int[1];
 
   public CudaModel(ModelConfig c, CudaContext ctx, Kernels k, CudaWeights w, int maxChunk) {
@@ -71,6 +73,7 @@ public final class CudaModel implements AutoCloseable {
       tokens = act(Math.max(n, 1) * 4, "tokens");
       invFreq = act(c.headDim() / 2 * 4L, "rope");
       batchLogits = act((long) MAX_DECODE_BATCH * c.vocabSize() * 4, "batch logits");
+      batchPos = act(MAX_DECODE_BATCH * 4L, "batch positions");
       invFreq.upload(new Rope(c).inverseFrequencies());
     } catch (RuntimeException e) {
       close();
@@ -100,7 +103,7 @@ public final class CudaModel implements AutoCloseable {
   public static long activationBytes(ModelConfig c, int chunk) {
     long n = chunk, dim = c.hiddenSize(), h = c.intermediateSize();
     return n * dim * 6 + n * (c.qDim() + 2L * c.kvDim()) * 4 + n * c.qDim() * 4 + n * h * 6 + 8L * c.vocabSize()
-        + n * 4 + dim * 2 + 4L * MAX_DECODE_BATCH * c.vocabSize();
+        + n * 4 + dim * 2 + 4L * MAX_DECODE_BATCH * (c.vocabSize() + 1);
   }
 
   /** Starts timing GEMMs and attention with events (benchmarks); null stops. */
@@ -159,16 +162,17 @@ public final class CudaModel implements AutoCloseable {
 
   /** The layers for one sequence's n rows at positions pos0... */
   private void layers(int n, int pos0, PagedKvCache kv, GpuPolicy policy, boolean decoding) {
-    layers(new Rows[] {new Rows(kv, policy, 0, n, pos0)}, n, decoding);
+    layers(new Rows[] {new Rows(kv, policy, 0, n, pos0)}, n, decoding, null);
   }
 
   /**
    * The layers for total rows made of runs of several sequences: the weight matmuls take all rows
-   * at once (one pass over each weight matrix), KV append, RoPE and attention go run by run.
+   * at once (one pass over each weight matrix), KV append and attention go run by run, RoPE too
+   * unless rowPositions (total) int on the device gives every row's position (one launch for all).
    * Every kernel treats rows independently, and the GEMV (up to 8 rows) accumulates each row in the
    * same order whatever the row count, so a sequence's results do not depend on its batch.
    */
-  private void layers(Rows[] runs, int total, boolean decoding) {
+  private void layers(Rows[] runs, int total, boolean decoding, CUdeviceptr rowPositions) {
     int dim = c.hiddenSize(), hidden = c.intermediateSize(), qDim = c.qDim(), kvDim = c.kvDim();
     int stride = qDim + 2 * kvDim;
     for (Rows r : runs) r.kv().reserve(r.n());  // pages for the rows appended below (a shared KV page pool)
@@ -181,6 +185,9 @@ public final class CudaModel implements AutoCloseable {
       k.matmul(qkv.ptr(), Kernels.OUT_F32, xb.ptr(), lw.wqkv().ptr(), lw.bqkv() == null ? null : lw.bqkv().ptr(), total,
           stride, dim);                                                         // (total, qDim + 2 kvDim)
       mark(Profile.OTHER);
+      if (rowPositions != null) {
+        k.rope(q.ptr(), qkv.ptr(), stride, total, c.numHeads(), c.headDim(), invFreq.ptr(), rowPositions, 0);
+      }
       for (Rows r : runs) {
         Kernels.KvView view = r.kv().layer(l);
         int before = r.kv().length(l), n = r.n(), pos0 = r.pos0();
@@ -188,7 +195,7 @@ public final class CudaModel implements AutoCloseable {
         CUdeviceptr attRows = att.at((long) r.row0() * qDim * 2);
         k.kvAppend(view, qkvRows, stride, qDim, qDim + kvDim, n, before, pos0, invFreq.ptr()); // keys before RoPE
         r.kv().advance(l, n);
-        k.rope(qRows, qkvRows, stride, n, c.numHeads(), c.headDim(), invFreq.ptr(), null, pos0);
+        if (rowPositions == null) k.rope(qRows, qkvRows, stride, n, c.numHeads(), c.headDim(), invFreq.ptr(), null, pos0);
         mark(Profile.ATTENTION);
         if (r.policy() == null) {
           k.attention(attRows, qRows, view, n, c.numHeads(), before, c.slidingWindow(), scale, ws); // (n, qDim)
@@ -226,8 +233,10 @@ public final class CudaModel implements AutoCloseable {
     Rows[] runs = new Rows[n];
     for (int i = 0; i < n; i++) runs[i] = new Rows(kvs[i], policies[i], i, 1, positions[i]);
     System.arraycopy(ids, 0, batchHost, 0, n);
+    System.arraycopy(positions, 0, batchPosHost, 0, n);
     k.stream().copyToDevice(tokens, 0, Pointer.to(batchHost), n * 4L);
-    layers(runs, n, true);
+    k.stream().copyToDevice(batchPos, 0, Pointer.to(batchPosHost), n * 4L);
+    layers(runs, n, true, batchPos.ptr());
     int dim = c.hiddenSize();
     k.rmsNorm(xb.ptr(), x.ptr(), w.finalNorm.ptr(), n, dim, c.rmsNormEps());           // (n, dim) final-normed rows
     k.matmul(batchLogits.ptr(), Kernels.OUT_F32, xb.ptr(), w.lmHead.ptr(), null, n, c.vocabSize(), dim); // (n, vocab)
