@@ -36,9 +36,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
 
   private final SelectionStats stats;
   private final ModelConfig c;
-  private final int sinks, k, window, chunk, pool;
-  private final double kFrac, threshold;
-  private final boolean perKvHead, gqaMod, compact, cacheOn, int4;
+  private final TokenSelectParams params;
   private final float voteScale;
   private final int heads, kvHeads, d, group, lists;
   private final ListAttention.RopeTable table;
@@ -63,24 +61,13 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
   TokenSelect(PolicyTerm t, SelectionStats stats, AttentionContext ctx) {
     this.stats = stats;
     this.c = ctx.config();
-    sinks = t.intParam("sinks");
-    k = t.intParam("k");
-    kFrac = t.doubleParam("k_frac");
-    window = t.intParam("window");
-    chunk = Math.max(1, t.intParam("chunk"));
-    perKvHead = t.text("heads").equals("kvhead");
-    gqaMod = t.text("gqa").equals("mod");
-    pool = t.intParam("pool");
-    compact = t.text("positions").equals("compact");
-    voteScale = t.text("scale").equals("sqrt") ? ctx.scale() : 1f;
-    cacheOn = t.text("cache").equals("on");
-    threshold = t.doubleParam("threshold");
-    int4 = t.text("index").equals("int4");
+    params = TokenSelectParams.of(t);
+    voteScale = params.voteScale(ctx.scale());
     heads = c.numHeads();
     kvHeads = c.numKvHeads();
     d = c.headDim();
     group = c.group();
-    lists = perKvHead ? kvHeads : 1;
+    lists = params.perKvHead() ? kvHeads : 1;
     table = new ListAttention.RopeTable(ctx.rope());
     qf = new float[heads * d];
     cachedQf = new float[c.numLayers()][heads * d];
@@ -94,16 +81,16 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
   @Override
   public void prefill(int layer, float[] q, int n, int pos0, KvCache kv, float[] out, AttentionContext ctx) {
     int before = kv.length(layer) - n;
-    if (int4) index(layer, kv);
-    for (int s = 0; s < n; s += chunk) {
-      int m = Math.min(chunk, n - s);
+    if (params.int4()) index(layer, kv);
+    for (int s = 0; s < n; s += params.chunk()) {
+      int m = Math.min(params.chunk(), n - s);
       block(layer, q, s, m, pos0 + s, before + s + m, kv, out, ctx, false);
     }
   }
 
   @Override
   public void decode(int layer, float[] q, int pos, KvCache kv, float[] out, AttentionContext ctx) {
-    if (int4) index(layer, kv);
+    if (params.int4()) index(layer, kv);
     block(layer, q, 0, 1, pos, kv.length(layer), kv, out, ctx, true);
   }
 
@@ -161,23 +148,23 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
 
   /** Scoring KV head of query head h: the official modulo mapping or the standard h / group. */
   int scoringKvHead(int h) {
-    return gqaMod ? h % kvHeads : h / group;
+    return params.gqaMod() ? h % kvHeads : h / group;
   }
 
   /** Rows row0 .. row0+m-1 of q (positions pos0 ..) whose last row sees slots [0, end). */
   private void block(int layer, float[] q, int row0, int m, int pos0, int end, KvCache kv, float[] out,
                      AttentionContext ctx, boolean decode) {
-    int local = Math.max(window, m);
-    int kk = kFrac > 0 ? (int) Math.max(1, Math.round(kFrac * end)) : k;
-    if ((long) sinks + kk + local >= end) {
+    TokenSelectParams.Block b = params.block(end, m);
+    int local = b.local();
+    if (b.dense()) {
       DenseAttention.attendRows(layer, q, row0, m, pos0, end - m, kv, out, ctx);
       record(layer, m, pos0 + m, end, end, decode);
       return;
     }
     long t0 = System.nanoTime();
-    int cands = end - local - sinks;
-    int count = select(layer, q, row0, m, cands, kk, kv, ctx);
-    int listLen = sinks + count + local;
+    int cands = b.cands();
+    int count = select(layer, q, row0, m, cands, b.count(), kv, ctx);
+    int listLen = params.sinks() + count + local;
     this.listLen = listLen;
     buildLists(count, listLen, end, local);
     stats.selectionNanos += System.nanoTime() - t0;
@@ -198,11 +185,11 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
   private int select(int layer, float[] q, int row0, int m, int cands, int kk, KvCache kv, AttentionContext ctx) {
     fingerprint(q, row0, m);
     int count = Math.min(kk, cands);
-    if (cacheOn) {
+    if (params.cacheOn()) {
       stats.cacheLookups++;
       // a hit needs the same budget: with k_frac the budget grows with the context and forces a fresh
       // selection (the GPU decides hits on the device and must know the list length without asking)
-      if (cachedCount[layer] == count && cosine(qf, cachedQf[layer]) >= threshold) {
+      if (cachedCount[layer] == count && cosine(qf, cachedQf[layer]) >= params.threshold()) {
         stats.cacheHits++;
         ensureTop(count);
         System.arraycopy(cachedTop[layer], 0, top, 0, lists * count);
@@ -216,15 +203,15 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     for (int g = 0; g < lists; g++) {
       float[] v = votes;
       int off = g * cands, n = cands;
-      if (pool > 1) {
-        n = maxPool(votes, off, cands, pool);
+      if (params.pool() > 1) {
+        n = maxPool(votes, off, cands, params.pool());
         v = pooled;
         off = 0;
       }
-      int got = TopK.select(v, off, n, Math.min(count, n), work, top, g * count, sinks);
+      int got = TopK.select(v, off, n, Math.min(count, n), work, top, g * count, params.sinks());
       for (int i = got; i < count; i++) top[g * count + i] = top[g * count + got - 1]; // never for pool ≤ 2
     }
-    if (cacheOn) {
+    if (params.cacheOn()) {
       System.arraycopy(qf, 0, cachedQf[layer], 0, qf.length);
       if (cachedTop[layer].length < lists * count) cachedTop[layer] = new int[lists * count];
       System.arraycopy(top, 0, cachedTop[layer], 0, lists * count);
@@ -235,13 +222,13 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
 
   /** qf = mean over the m rows of each query head rotated to position window + i (QUERY_ROTATE). */
   void fingerprint(float[] q, int row0, int m) {
-    table.ensure(window + m);
+    table.ensure(params.window() + m);
     Arrays.fill(qf, 0f);
     float[] row = DenseAttention.scratch(d); // caller thread only
     for (int i = 0; i < m; i++) {
       for (int h = 0; h < heads; h++) {
         System.arraycopy(q, ((row0 + i) * heads + h) * d, row, 0, d);
-        table.rotate(row, 0, window + i);
+        table.rotate(row, 0, params.window() + i);
         for (int j = 0; j < d; j++) qf[h * d + j] += row[j];
       }
     }
@@ -261,8 +248,8 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
       for (int h = from; h < to; h++) {
         int g = scoringKvHead(h), ko = g * d, po = h * cands;
         for (int cIdx = 0; cIdx < cands; cIdx++) {
-          int slot = sinks + cIdx;
-          probs[po + cIdx] = int4
+          int slot = params.sinks() + cIdx;
+          probs[po + cIdx] = params.int4()
               ? voteScale * (qs[slot * kvHeads + g] * dotInt4(qf, h * d, qk, slot * kvDim + ko, d))
               : voteScale * CpuOps.dot(qf, h * d, keys, slot * kvDim + ko, d);
         }
@@ -272,7 +259,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     ctx.pool().forRange(cands, (from, to) -> {
       for (int g = 0; g < lists; g++) Arrays.fill(votes, g * cands + from, g * cands + to, 0f);
       for (int h = 0; h < heads; h++) { // head order fixed: sums are deterministic
-        int g = perKvHead ? scoringKvHead(h) : 0;
+        int g = params.perKvHead() ? scoringKvHead(h) : 0;
         int vo = g * cands, po = h * cands;
         for (int cIdx = from; cIdx < to; cIdx++) votes[vo + cIdx] += probs[po + cIdx];
       }
@@ -308,22 +295,22 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     if (list.length < lists * listLen) list = new int[lists * listLen];
     for (int g = 0; g < lists; g++) {
       int o = g * listLen;
-      for (int i = 0; i < sinks; i++) list[o + i] = i;
-      System.arraycopy(top, g * count, list, o + sinks, count);
-      for (int i = 0; i < local; i++) list[o + sinks + count + i] = end - local + i;
+      for (int i = 0; i < params.sinks(); i++) list[o + i] = i;
+      System.arraycopy(top, g * count, list, o + params.sinks(), count);
+      for (int i = 0; i < local; i++) list[o + params.sinks() + count + i] = end - local + i;
     }
   }
 
   /** Row i sees the first listLen − m + i + 1 entries of its list (its own slot is the last of them). */
   private void attendLists(int layer, float[] q, int row0, int m, int pos0, int listLen, KvCache kv, float[] out,
                            AttentionContext ctx) {
-    if (compact) {
+    if (params.compact()) {
       table.ensure(listLen);
       if (keyBuf.length < kvHeads * listLen * d) keyBuf = new float[kvHeads * listLen * d];
       ctx.pool().forRange(kvHeads, (from, to) -> {
         for (int g = from; g < to; g++) {
-          ListAttention.gatherCompact(layer, g, list, (perKvHead ? g : 0) * listLen, listLen, kv, table, keyBuf,
-              g * listLen * d);
+          int at = (params.perKvHead() ? g : 0) * listLen;
+          ListAttention.gatherCompact(layer, g, list, at, listLen, kv, table, keyBuf, g * listLen * d);
         }
       });
     }
@@ -335,9 +322,9 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
         int i = task / heads, h = task % heads, g = h / group;
         int visible = listLen - m + i + 1;
         System.arraycopy(q, ((row0 + i) * heads + h) * d, qr, 0, d);
-        int lo = (perKvHead ? g : 0) * listLen;
+        int lo = (params.perKvHead() ? g : 0) * listLen;
         int oo = ((row0 + i) * heads + h) * d;
-        if (compact) {
+        if (params.compact()) {
           table.rotate(qr, 0, visible - 1);
           ListAttention.attend(layer, g, qr, 0, list, lo, visible, keyBuf, g * listLen * d, kv, out, oo, scale);
         } else {

@@ -2,6 +2,7 @@ package io.longsieve.cuda;
 
 import io.longsieve.attention.PolicyTerm;
 import io.longsieve.attention.SelectionStats;
+import io.longsieve.attention.TokenSelectParams;
 import io.longsieve.model.ModelConfig;
 import java.util.Arrays;
 import jcuda.driver.CUdeviceptr;
@@ -30,9 +31,8 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   private final GpuEnv env;
   private final SelectKernels sk;
   private final ListKernels lk;
-  private final int sinks, k, window, chunk, pool, heads, kvHeads, d, lists, qDim;
-  private final double kFrac, threshold;
-  private final boolean perKvHead, gqaMod, compact, cacheOn, int4;
+  private final TokenSelectParams params;
+  private final int heads, kvHeads, d, lists, qDim;
   private final float voteScale;
 
   private final int[] cachedCount;        // (layer) top-k count of the device's cached top-k; 0: none
@@ -62,24 +62,13 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     this.stats = stats;
     this.env = env;
     ModelConfig c = env.config();
-    sinks = t.intParam("sinks");
-    k = t.intParam("k");
-    kFrac = t.doubleParam("k_frac");
-    window = t.intParam("window");
-    chunk = Math.max(1, t.intParam("chunk"));
-    perKvHead = t.text("heads").equals("kvhead");
-    gqaMod = t.text("gqa").equals("mod");
-    pool = t.intParam("pool");
-    compact = t.text("positions").equals("compact");
-    voteScale = t.text("scale").equals("sqrt") ? env.scale() : 1f;
-    cacheOn = t.text("cache").equals("on");
-    threshold = t.doubleParam("threshold");
-    int4 = t.text("index").equals("int4");
+    params = TokenSelectParams.of(t);
+    voteScale = params.voteScale(env.scale());
     heads = c.numHeads();
     kvHeads = c.numKvHeads();
     d = c.headDim();
     qDim = heads * d;
-    lists = perKvHead ? kvHeads : 1;
+    lists = params.perKvHead() ? kvHeads : 1;
     SelectKernels.checkShape(d, heads, kvHeads);
     int layers = c.numLayers();
     cachedCount = new int[layers];
@@ -112,9 +101,9 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     DeviceBuffer fc = null, fs = null;
     try {
       // the fingerprint rotates row i at window + i whatever the call: one table for the part's life
-      fc = ctx.alloc((long) chunk * (d / 2) * 4, "TokenSelect fingerprint cos");
-      fs = ctx.alloc((long) chunk * (d / 2) * 4, "TokenSelect fingerprint sin");
-      sk.ropeTable(fc.ptr(), fs.ptr(), env.invFreq(), window, chunk, d / 2);
+      fc = ctx.alloc((long) params.chunk() * (d / 2) * 4, "TokenSelect fingerprint cos");
+      fs = ctx.alloc((long) params.chunk() * (d / 2) * 4, "TokenSelect fingerprint sin");
+      sk.ropeTable(fc.ptr(), fs.ptr(), env.invFreq(), params.window(), params.chunk(), d / 2);
     } catch (RuntimeException e) {
       for (DeviceBuffer x : new DeviceBuffer[] {a, b, h, s, w, fc, fs}) if (x != null) x.close();
       throw e;
@@ -126,9 +115,9 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
 
   @Override
   public void prefill(LayerCall c) {
-    if (int4) index(c, c.before() + c.n());
-    for (int s = 0; s < c.n(); s += chunk) {
-      int m = Math.min(chunk, c.n() - s);
+    if (params.int4()) index(c, c.before() + c.n());
+    for (int s = 0; s < c.n(); s += params.chunk()) {
+      int m = Math.min(params.chunk(), c.n() - s);
       block(c, s, m, c.before() + s + m, false);
     }
   }
@@ -136,7 +125,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   @Override
   public void decode(LayerCall c) {
     int end = c.before() + 1;
-    if (int4) index(c, BlockPlan.of(sinks, k, kFrac, window, end, 1).scoredEnd());
+    if (params.int4()) index(c, params.block(end, 1).scoredEnd());
     block(c, 0, 1, end, true);
   }
 
@@ -175,29 +164,10 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     return indexed >= need ? -1 : indexed;
   }
 
-  /**
-   * Sizes of one block as the CPU twin computes them: dense (the budget covers the context), the
-   * local window, candidates [sinks, end - local), the top-k count and the list length.
-   */
-  record BlockPlan(boolean dense, int local, int cands, int count, int listLen) {
-    static BlockPlan of(int sinks, int k, double kFrac, int window, int end, int m) {
-      int local = Math.max(window, m);
-      int kk = kFrac > 0 ? (int) Math.max(1, Math.round(kFrac * end)) : k;
-      if ((long) sinks + kk + local >= end) return new BlockPlan(true, local, 0, 0, end);
-      int cands = end - local - sinks, count = Math.min(kk, cands);
-      return new BlockPlan(false, local, cands, count, sinks + count + local);
-    }
-
-    /** Slots [0, scoredEnd) hold every key the scoring reads (sinks + cands; 0 when dense). */
-    int scoredEnd() {
-      return dense ? 0 : listLen - count - local + cands;
-    }
-  }
-
   /** Rows row0 .. row0+m-1 of the call whose last row sees slots [0, end). */
   private void block(LayerCall c, int row0, int m, int end, boolean decode) {
     int layer = c.layer();
-    BlockPlan bp = BlockPlan.of(sinks, k, kFrac, window, end, m);
+    TokenSelectParams.Block bp = params.block(end, m);
     int local = bp.local();
     CUdeviceptr out = c.out().withByteOffset((long) row0 * qDim * 2);
     if (bp.dense()) {
@@ -210,12 +180,12 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     int cands = bp.cands(), count = bp.count(), listLen = bp.listLen();
     CUdeviceptr topPtr;
     boolean possible = false;
-    if (cacheOn) {
+    if (params.cacheOn()) {
       stats.cacheLookups++;
       possible = cachedCount[layer] == count && cachedTop[layer] != null;
       if (!possible) {
-        cachedTop[layer] = grow(cachedTop[layer], (long) lists * Math.max(count, kFrac > 0 ? count * 5 / 4 : k) * 4,
-            "TokenSelect cached top-k");
+        int room = Math.max(count, params.kFrac() > 0 ? count * 5 / 4 : params.k());
+        cachedTop[layer] = grow(cachedTop[layer], (long) lists * room * 4, "TokenSelect cached top-k");
       }
       cachedCount[layer] = count; // a miss stores this count's top-k, a hit had it already
       topPtr = cachedTop[layer].ptr();
@@ -227,11 +197,13 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     CUdeviceptr q = front(c, layer, row0, m, listLen, possible);
     list = grow(list, (long) lists * listLen * 4, "TokenSelect lists");
     if (count > 0) selectTop(c, topPtr, cands, count, local, end);
-    else sk.topKLists(topPtr, list.ptr(), null, hit.ptr(), topWs.ptr(), lists, cands, 0, sinks, local, end); // lists
+    else sk.topKLists(topPtr, list.ptr(), null, hit.ptr(), topWs.ptr(), lists, cands, 0, params.sinks(), local,
+        end); // lists
     lastListLen = listLen;
     stats.selectionNanos += System.nanoTime() - t0;
-    lk.attend(out, q, c.kv(), list.ptr(), lists, listLen, m, heads, compact, compact ? ropeCos.ptr() : null,
-        compact ? ropeSin.ptr() : null, env.scale());
+    lk.attend(out, q, c.kv(), list.ptr(), lists, listLen, m, heads, params.compact(),
+        params.compact() ? ropeCos.ptr() : null,
+        params.compact() ? ropeSin.ptr() : null, env.scale());
     record(layer, m, c.pos0() + row0 + m, end, listLen, decode);
   }
 
@@ -244,21 +216,23 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     logits = grow(logits, (long) heads * cands * 4, "TokenSelect logits");
     partMl = grow(partMl, (long) heads * p.splits() * 2 * 4, "TokenSelect softmax partials");
     votes = grow(votes, (long) lists * cands * 4, "TokenSelect votes");
-    if (int4) {
+    if (params.int4()) {
       sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq[c.layer()].ptr(), ks[c.layer()].ptr(), qf.ptr(), heads,
-          kvHeads, d, sinks, cands, p, gqaMod, voteScale);
+          kvHeads, d, params.sinks(), cands, p, params.gqaMod(), voteScale);
     } else {
-      sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), c.kv(), qf.ptr(), heads, sinks, cands, p, gqaMod, voteScale);
+      sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), c.kv(), qf.ptr(), heads, params.sinks(), cands, p,
+          params.gqaMod(), voteScale);
     }
-    sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, kvHeads, cands, p.splits(), perKvHead, gqaMod);
+    sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, kvHeads, cands, p.splits(), params.perKvHead(),
+        params.gqaMod());
     CUdeviceptr vals = votes.ptr();
     int n = cands;
-    if (pool > 1) {
+    if (params.pool() > 1) {
       pooled = grow(pooled, (long) lists * cands * 4, "TokenSelect pooled votes");
-      n = sk.maxPool(pooled.ptr(), votes.ptr(), hit.ptr(), lists, cands, pool);
+      n = sk.maxPool(pooled.ptr(), votes.ptr(), hit.ptr(), lists, cands, params.pool());
       vals = pooled.ptr();
     }
-    sk.topKLists(topPtr, list.ptr(), vals, hit.ptr(), topWs.ptr(), lists, n, count, sinks, local, end);
+    sk.topKLists(topPtr, list.ptr(), vals, hit.ptr(), topWs.ptr(), lists, n, count, params.sinks(), local, end);
   }
 
   /**
@@ -269,23 +243,26 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   private CUdeviceptr front(LayerCall c, int layer, int row0, int m, int listLen, boolean possible) {
     CUdeviceptr qPre = c.qPre().withByteOffset((long) row0 * c.qStride() * 4);
     CUdeviceptr cached = cachedQf.at((long) layer * qDim * 4);
-    if (compact) {
+    if (params.compact()) {
       ensureTable(listLen);
-      qRot = grow(qRot, (long) Math.max(m, chunk) * qDim * 2, "TokenSelect rotated queries");
+      qRot = grow(qRot, (long) Math.max(m, params.chunk()) * qDim * 2, "TokenSelect rotated queries");
     }
     if (m == 1) {
       // cache off: possible and store are false, so the flag is written 0 and the cache left alone
-      sk.decodeFront(qf.ptr(), hit.ptr(), hits.ptr(), cached, compact ? qRot.ptr() : null, qPre, fpCos.ptr(),
-          fpSin.ptr(), compact ? ropeCos.ptr() : null, compact ? ropeSin.ptr() : null, heads, d, listLen - 1, possible,
-          cacheOn, threshold);
+      sk.decodeFront(qf.ptr(), hit.ptr(), hits.ptr(), cached, params.compact() ? qRot.ptr() : null, qPre, fpCos.ptr(),
+          fpSin.ptr(), params.compact() ? ropeCos.ptr() : null, params.compact() ? ropeSin.ptr() : null, heads, d,
+          listLen - 1, possible,
+          params.cacheOn(), params.threshold());
     } else {
       sk.fingerprint(qf.ptr(), qPre, c.qStride(), m, heads, d, fpCos.ptr(), fpSin.ptr());
-      if (cacheOn) sk.cacheCheck(hit.ptr(), hits.ptr(), cached, qf.ptr(), qDim, possible, true, threshold);
-      if (compact) {
+      if (params.cacheOn()) {
+        sk.cacheCheck(hit.ptr(), hits.ptr(), cached, qf.ptr(), qDim, possible, true, params.threshold());
+      }
+      if (params.compact()) {
         env.k().rope(qRot.ptr(), qPre, c.qStride(), m, heads, d, env.invFreq(), null, listLen - m);
       }
     }
-    return compact ? qRot.ptr() : c.q().withByteOffset((long) row0 * qDim * 2);
+    return params.compact() ? qRot.ptr() : c.q().withByteOffset((long) row0 * qDim * 2);
   }
 
   private void ensureTable(int positions) {
@@ -318,7 +295,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
 
   @Override
   public void collect() {
-    if (!cacheOn) return;
+    if (!params.cacheOn()) return;
     env.k().stream().synchronize();
     int[] w = hits.downloadInts(2);
     long total = (w[0] & 0xFFFFFFFFL) | ((long) w[1] << 32);

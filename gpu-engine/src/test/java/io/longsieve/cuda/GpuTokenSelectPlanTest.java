@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.longsieve.attention.AttentionContext;
+import io.longsieve.attention.TokenSelectParams;
 import io.longsieve.attention.TokenSelectProbe;
 import io.longsieve.cpu.KvCache;
 import io.longsieve.cpu.ThreadPool;
@@ -45,8 +46,7 @@ class GpuTokenSelectPlanTest {
       else cpu.prefill(0, q, m, len - m, kv, out);
       var t = io.longsieve.attention.PolicySpec.parse("prefill=tokenselect:" + params).prefill();
       int chunk = t.intParam("chunk"), lastM = m == 1 ? 1 : (m - 1) % chunk + 1; // the CPU keeps the last sub-chunk's lists
-      GpuTokenSelect.BlockPlan p = GpuTokenSelect.BlockPlan.of(t.intParam("sinks"), t.intParam("k"),
-          t.doubleParam("k_frac"), t.intParam("window"), len, lastM);
+      TokenSelectParams.Block p = TokenSelectParams.of(t).block(len, lastM);
       if (p.dense()) {
         assertEquals(len, p.listLen());
       } else {
@@ -66,7 +66,8 @@ class GpuTokenSelectPlanTest {
   void int4CopyCoversTheScoredSlotsWithFewLaunches(int sinks, int k, int window, double kFrac) {
     int prefill = 3000, steps = 4000, indexed = prefill, launches = 0; // prefill quantises every slot
     for (int end = prefill + 1; end <= prefill + steps; end++) {
-      GpuTokenSelect.BlockPlan p = GpuTokenSelect.BlockPlan.of(sinks, k, kFrac, window, end, 1);
+      TokenSelectParams.Block p = new TokenSelectParams(sinks, k, kFrac, window, 512, false, false, 0, true, false,
+          true, 0.9, true).block(end, 1);
       assertEquals(p.dense() ? 0 : sinks + p.cands(), p.scoredEnd(), "scored slots at " + end);
       int from = GpuTokenSelect.quantiseFrom(indexed, p.scoredEnd());
       if (p.dense()) assertEquals(-1, from, "a dense step reads no copy");
