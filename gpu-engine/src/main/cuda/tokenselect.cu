@@ -54,92 +54,17 @@ extern "C" __global__ void ts_fingerprint(float* __restrict__ qf, const float* _
   }
 }
 
-// Selection Cache decision, one block (a multiple of 32 threads): hit = possible && cosine(qf,
-// cachedQf) >= threshold (the cosine in double as the CPU computes it, 0 for a zero vector). A hit
-// counts in hits; on a miss with store set, qf becomes the cached fingerprint (the top-k kernel
-// then overwrites the cached top-k). `possible` is the host's knowledge that the cached top-k has
-// this call's count.
-extern "C" __global__ void ts_cache_check(int* __restrict__ hit, unsigned long long* __restrict__ hits,
-                                          float* __restrict__ cachedQf, const float* __restrict__ qf, int n,
-                                          int possible, int store, double threshold) {
+// The Selection Cache decision of one block (a multiple of 32 threads, at most 1024), from each
+// thread's partial sums of qf.cachedQf, qf.qf and cachedQf.cachedQf over the elements it owns; every
+// thread calls it. hit = possible && cosine >= threshold (the cosine in double as the CPU computes it,
+// 0 for a zero vector); a hit counts in hits; on a miss with store set, qf becomes the cached
+// fingerprint (each thread copies the elements i = threadIdx.x + k * blockDim.x, the ones it summed).
+__device__ void ts_decide(double ab, double aa, double bb, int* __restrict__ hit, unsigned long long* __restrict__ hits,
+                          float* __restrict__ cachedQf, const float* __restrict__ qf, int n, int possible, int store,
+                          double threshold) {
   __shared__ double red[3][32];
   __shared__ int decided;
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  if (possible) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-      double x = qf[i], y = cachedQf[i];
-      ab += x * y;
-      aa += x * x;
-      bb += y * y;
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      ab += __shfl_xor_sync(0xffffffffu, ab, o);
-      aa += __shfl_xor_sync(0xffffffffu, aa, o);
-      bb += __shfl_xor_sync(0xffffffffu, bb, o);
-    }
-    if (lane == 0) {
-      red[0][warp] = ab;
-      red[1][warp] = aa;
-      red[2][warp] = bb;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      double sab = 0, saa = 0, sbb = 0;
-      for (int w = 0; w < nw; w++) {
-        sab += red[0][w];
-        saa += red[1][w];
-        sbb += red[2][w];
-      }
-      double cs = (saa == 0 || sbb == 0) ? 0.0 : fmax(-1.0, fmin(1.0, sab / sqrt(saa * sbb)));
-      decided = cs >= threshold ? 1 : 0;
-    }
-  } else if (threadIdx.x == 0) {
-    decided = 0;
-  }
-  __syncthreads();
-  int h = decided;
-  if (threadIdx.x == 0) {
-    *hit = h;
-    if (h) *hits += 1ull;
-  }
-  if (!h && store) {
-    for (int i = threadIdx.x; i < n; i += blockDim.x) cachedQf[i] = qf[i];
-  }
-}
-
-// One decode row (m = 1) in ONE launch: what ts_fingerprint, ts_cache_check and rope_rows do for it.
-// qf (heads, d) f32 = qPre (heads * d f32, before RoPE) rotated with row 0 of fpCos, fpSin (d / 2)
-// f32 (position window); the cache decision and store exactly as ts_cache_check (possible, store,
-// threshold; the same per-thread order and the same reduction as its 256 threads, so the same
-// decision); and, when qRot is non-null, qRot (heads, d) bf16 = qPre rotated at position qPos with
-// row qPos of listCos, listSin (>= qPos + 1, d / 2) f32 (rope_table: rope_cs of positions 0..), the
-// list-index query that list_decode reads. One block of TSF_THREADS threads.
-#define TSF_THREADS 256
-extern "C" __global__ void __launch_bounds__(TSF_THREADS)
-    ts_decode_front(float* __restrict__ qf, int* __restrict__ hit, unsigned long long* __restrict__ hits,
-                    float* __restrict__ cachedQf, bf16* __restrict__ qRot, const float* __restrict__ qPre,
-                    const float* __restrict__ fpCos, const float* __restrict__ fpSin,
-                    const float* __restrict__ listCos, const float* __restrict__ listSin, int heads, int d, int qPos,
-                    int possible, int store, double threshold) {
-  __shared__ double red[3][TSF_THREADS / 32];
-  __shared__ int decided;
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = d / 2, n = heads * d;
-  double ab = 0, aa = 0, bb = 0;
-  // element i of the fingerprint is computed, stored and (cache check) read by the same thread
-  for (int i = threadIdx.x; i < n; i += TSF_THREADS) {
-    int h = i / d, col = i - h * d, t = col < half ? col : col - half;
-    const float* src = qPre + (size_t)h * d;
-    float c = fpCos[t], s = fpSin[t], x1 = src[t], x2 = src[half + t];
-    float v = col < half ? x1 * c - x2 * s : x2 * c + x1 * s;
-    qf[i] = v;
-    if (possible) {
-      double x = v, y = cachedQf[i];
-      ab += x * y;
-      aa += x * x;
-      bb += y * y;
-    }
-  }
   if (possible) {  // uniform across the block: every lane shuffles
     for (int o = 16; o > 0; o >>= 1) {
       ab += __shfl_xor_sync(0xffffffffu, ab, o);
@@ -157,7 +82,7 @@ extern "C" __global__ void __launch_bounds__(TSF_THREADS)
     int h = 0;
     if (possible) {
       double sab = 0, saa = 0, sbb = 0;
-      for (int w = 0; w < TSF_THREADS / 32; w++) {
+      for (int w = 0; w < nw; w++) {
         sab += red[0][w];
         saa += red[1][w];
         sbb += red[2][w];
@@ -171,8 +96,58 @@ extern "C" __global__ void __launch_bounds__(TSF_THREADS)
   }
   __syncthreads();
   if (!decided && store) {
-    for (int i = threadIdx.x; i < n; i += TSF_THREADS) cachedQf[i] = qf[i];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) cachedQf[i] = qf[i];
   }
+}
+
+// Selection Cache decision for a fingerprint already in qf (the multi-row path); see ts_decide.
+// `possible` is the host's knowledge that the cached top-k has this call's count.
+extern "C" __global__ void ts_cache_check(int* __restrict__ hit, unsigned long long* __restrict__ hits,
+                                          float* __restrict__ cachedQf, const float* __restrict__ qf, int n,
+                                          int possible, int store, double threshold) {
+  double ab = 0, aa = 0, bb = 0;
+  if (possible) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      double x = qf[i], y = cachedQf[i];
+      ab += x * y;
+      aa += x * x;
+      bb += y * y;
+    }
+  }
+  ts_decide(ab, aa, bb, hit, hits, cachedQf, qf, n, possible, store, threshold);
+}
+
+// One decode row (m = 1) in ONE launch: what ts_fingerprint, ts_cache_check and rope_rows do for it.
+// qf (heads, d) f32 = qPre (heads * d f32, before RoPE) rotated with row 0 of fpCos, fpSin (d / 2)
+// f32 (position window); the cache decision and store of ts_decide (each thread sums the elements
+// it computed, in the order ts_cache_check's threads read them, so the same decision); and, when
+// qRot is non-null, qRot (heads, d) bf16 = qPre rotated at position qPos with row qPos of listCos,
+// listSin (>= qPos + 1, d / 2) f32 (rope_table: rope_cs of positions 0..), the list-index query that
+// list_decode reads. One block of TSF_THREADS threads.
+#define TSF_THREADS 256
+extern "C" __global__ void __launch_bounds__(TSF_THREADS)
+    ts_decode_front(float* __restrict__ qf, int* __restrict__ hit, unsigned long long* __restrict__ hits,
+                    float* __restrict__ cachedQf, bf16* __restrict__ qRot, const float* __restrict__ qPre,
+                    const float* __restrict__ fpCos, const float* __restrict__ fpSin,
+                    const float* __restrict__ listCos, const float* __restrict__ listSin, int heads, int d, int qPos,
+                    int possible, int store, double threshold) {
+  int half = d / 2, n = heads * d;
+  double ab = 0, aa = 0, bb = 0;
+  // element i of the fingerprint is computed, stored and (cache check) read by the same thread
+  for (int i = threadIdx.x; i < n; i += TSF_THREADS) {
+    int h = i / d, col = i - h * d, t = col < half ? col : col - half;
+    const float* src = qPre + (size_t)h * d;
+    float c = fpCos[t], s = fpSin[t], x1 = src[t], x2 = src[half + t];
+    float v = col < half ? x1 * c - x2 * s : x2 * c + x1 * s;
+    qf[i] = v;
+    if (possible) {
+      double x = v, y = cachedQf[i];
+      ab += x * y;
+      aa += x * x;
+      bb += y * y;
+    }
+  }
+  ts_decide(ab, aa, bb, hit, hits, cachedQf, qf, n, possible, store, threshold);
   if (qRot != nullptr) {  // as rope_rows at pos qPos (the table holds rope_cs(qPos, invFreq[i]))
     const float* c = listCos + (size_t)qPos * half;
     const float* s = listSin + (size_t)qPos * half;
