@@ -133,29 +133,19 @@ public final class CpuModel implements AutoCloseable {
 
   private void decodeRows(int[] tokens, int[] positions, KvCache[] caches, AttentionPolicy[] policies, int g, int n,
                           float[][] logits) {
-    int dim = c.hiddenSize(), hidden = c.intermediateSize(), qDim = c.qDim(), kvDim = c.kvDim(), vocab = c.vocabSize();
+    int dim = c.hiddenSize(), qDim = c.qDim(), kvDim = c.kvDim(), vocab = c.vocabSize();
     double eps = c.rmsNormEps();
     for (int i = 0; i < n; i++) CpuOps.embed(x, i * dim, w.embed(), tokens[g + i], dim);
     for (int l = 0; l < c.numLayers(); l++) {
       CpuWeights.Layer lw = w.layers()[l];
-      for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.attnNorm(), dim, eps);
-      CpuOps.matmul(pool, q, xb, n, lw.wq(), lw.bq(), qDim, dim);              // (n, qDim)
-      CpuOps.matmul(pool, k, xb, n, lw.wk(), lw.bk(), kvDim, dim);             // (n, kvDim)
-      CpuOps.matmul(pool, v, xb, n, lw.wv(), lw.bv(), kvDim, dim);             // (n, kvDim)
+      queriesKeysValues(lw, n);
       for (int i = 0; i < n; i++) {                                            // each row: its own cache and policy
         caches[g + i].append(l, k, i * kvDim, v, i * kvDim, 1, positions[g + i]);
         System.arraycopy(q, i * qDim, qRow, 0, qDim);
         policies[g + i].decode(l, qRow, positions[g + i], caches[g + i], attRow, actx);
         System.arraycopy(attRow, 0, att, i * qDim, qDim);
       }
-      CpuOps.matmul(pool, proj, att, n, lw.wo(), null, dim, qDim);             // (n, dim)
-      for (int i = 0; i < n * dim; i++) x[i] += proj[i];
-      for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.ffnNorm(), dim, eps);
-      CpuOps.matmul(pool, gate, xb, n, lw.wGate(), null, hidden, dim);         // (n, hidden)
-      CpuOps.matmul(pool, up, xb, n, lw.wUp(), null, hidden, dim);             // (n, hidden)
-      CpuOps.swiglu(gate, up, n * hidden);
-      CpuOps.matmul(pool, proj, gate, n, lw.wDown(), null, dim, hidden);       // (n, dim)
-      for (int i = 0; i < n * dim; i++) x[i] += proj[i];
+      outputAndFeedForward(lw, n);
     }
     if (lastRows == null || lastRows.length < n * dim) {
       lastRows = new float[n * dim];
@@ -167,32 +157,42 @@ public final class CpuModel implements AutoCloseable {
   }
 
   private void chunk(int[] tokens, int start, int n, int pos0, KvCache kv, AttentionPolicy policy, boolean decode) {
-    int dim = c.hiddenSize(), hidden = c.intermediateSize();
-    double eps = c.rmsNormEps();
+    int dim = c.hiddenSize();
     for (int i = 0; i < n; i++) CpuOps.embed(x, i * dim, w.embed(), tokens[start + i], dim);
 
     for (int l = 0; l < c.numLayers(); l++) {
       CpuWeights.Layer lw = w.layers()[l];
       if (observer != null) System.arraycopy(x, 0, hIn, 0, n * dim);
       // attention block
-      for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.attnNorm(), dim, eps);
-      CpuOps.matmul(pool, q, xb, n, lw.wq(), lw.bq(), c.qDim(), dim);          // (n, qDim)
-      CpuOps.matmul(pool, k, xb, n, lw.wk(), lw.bk(), c.kvDim(), dim);         // (n, kvDim)
-      CpuOps.matmul(pool, v, xb, n, lw.wv(), lw.bv(), c.kvDim(), dim);         // (n, kvDim)
+      queriesKeysValues(lw, n);
       kv.append(l, k, 0, v, 0, n, pos0);                                       // keys stored before RoPE
       if (decode) policy.decode(l, q, pos0, kv, att, actx);
       else policy.prefill(l, q, n, pos0, kv, att, actx);                       // (n, qDim)
-      CpuOps.matmul(pool, proj, att, n, lw.wo(), null, dim, c.qDim());         // (n, dim)
-      for (int i = 0; i < n * dim; i++) x[i] += proj[i];
-      // feed-forward block
-      for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.ffnNorm(), dim, eps);
-      CpuOps.matmul(pool, gate, xb, n, lw.wGate(), null, hidden, dim);         // (n, hidden)
-      CpuOps.matmul(pool, up, xb, n, lw.wUp(), null, hidden, dim);             // (n, hidden)
-      CpuOps.swiglu(gate, up, n * hidden);
-      CpuOps.matmul(pool, proj, gate, n, lw.wDown(), null, dim, hidden);       // (n, dim)
-      for (int i = 0; i < n * dim; i++) x[i] += proj[i];
+      outputAndFeedForward(lw, n);
       if (observer != null) observer.layer(l, hIn, x, n, dim);
     }
+  }
+
+  /** q (n, qDim), k and v (n, kvDim) of the n rows of x: RMSNorm, then the projections (+ bias). */
+  private void queriesKeysValues(CpuWeights.Layer lw, int n) {
+    int dim = c.hiddenSize();
+    for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.attnNorm(), dim, c.rmsNormEps());
+    CpuOps.matmul(pool, q, xb, n, lw.wq(), lw.bq(), c.qDim(), dim);          // (n, qDim)
+    CpuOps.matmul(pool, k, xb, n, lw.wk(), lw.bk(), c.kvDim(), dim);         // (n, kvDim)
+    CpuOps.matmul(pool, v, xb, n, lw.wv(), lw.bv(), c.kvDim(), dim);         // (n, kvDim)
+  }
+
+  /** x += att · woᵀ, then the feed-forward block: x += w_down · (silu(gate) * up) of RMSNorm(x). */
+  private void outputAndFeedForward(CpuWeights.Layer lw, int n) {
+    int dim = c.hiddenSize(), hidden = c.intermediateSize();
+    CpuOps.matmul(pool, proj, att, n, lw.wo(), null, dim, c.qDim());         // (n, dim)
+    for (int i = 0; i < n * dim; i++) x[i] += proj[i];
+    for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.ffnNorm(), dim, c.rmsNormEps());
+    CpuOps.matmul(pool, gate, xb, n, lw.wGate(), null, hidden, dim);         // (n, hidden)
+    CpuOps.matmul(pool, up, xb, n, lw.wUp(), null, hidden, dim);             // (n, hidden)
+    CpuOps.swiglu(gate, up, n * hidden);
+    CpuOps.matmul(pool, proj, gate, n, lw.wDown(), null, dim, hidden);       // (n, dim)
+    for (int i = 0; i < n * dim; i++) x[i] += proj[i];
   }
 
   @Override
