@@ -5,6 +5,7 @@ import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.LinkedHashMap;
 import java.util.Map;
 
 /**
@@ -13,8 +14,21 @@ import java.util.Map;
  */
 public final class Tokenizer implements AutoCloseable {
 
+  /** Texts at least this long are remembered (see {@link #encode}); short ones are cheap to redo. */
+  static final int MEMO_MIN_CHARS = 4096;
+  private static final int MEMO_ENTRIES = 8;
+
   private final HuggingFaceTokenizer withSpecial;
   private final HuggingFaceTokenizer plain;
+  // (text, addSpecial) -> ids of the last few long texts, most recent last
+  private final Map<Key, int[]> recent = new LinkedHashMap<>(16, 0.75f, true) {
+    @Override
+    protected boolean removeEldestEntry(Map.Entry<Key, int[]> eldest) {
+      return size() > MEMO_ENTRIES;
+    }
+  };
+
+  private record Key(String text, boolean addSpecial) {}
 
   private Tokenizer(HuggingFaceTokenizer withSpecial, HuggingFaceTokenizer plain) {
     this.withSpecial = withSpecial;
@@ -51,8 +65,28 @@ public final class Tokenizer implements AutoCloseable {
    * Token ids of {@code text}. With {@code addSpecial} the tokenizer's post-processor adds its own
    * tokens (usually BOS), as {@code tokenizer(text)} does in transformers; a chat-templated prompt
    * already holds them and is encoded without.
+   *
+   * <p>The last few long texts are remembered: the Spark job counts a document's tokens (its
+   * too_long check) and then submits the same prompt, and a 128K-token document should be
+   * tokenized once. Each call returns its own array.
    */
   public int[] encode(String text, boolean addSpecial) {
+    if (text.length() < MEMO_MIN_CHARS) return run(text, addSpecial);
+    Key key = new Key(text, addSpecial);
+    int[] ids;
+    synchronized (recent) {
+      ids = recent.get(key);
+    }
+    if (ids == null) {
+      ids = run(text, addSpecial);
+      synchronized (recent) {
+        recent.put(key, ids);
+      }
+    }
+    return ids.clone();
+  }
+
+  private int[] run(String text, boolean addSpecial) {
     Encoding enc = (addSpecial ? withSpecial : plain).encode(text);
     long[] ids = enc.getIds();
     int[] out = new int[ids.length];

@@ -136,7 +136,8 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   private void generate(Engine engine, Row in, Out out) {
     Prompt prompt = PromptBuilder.build(in.getAs("task"), in.getAs("text"), documents(in), in.getAs("question"));
     String id = in.getAs("doc_id");
-    // counting first is cheap next to a prefill, and names the limit in the row's error
+    // counting first names the limit in the row's error; the tokenizer remembers the ids, so the engine
+    // does not encode a long document a second time
     int tokens = count(engine, id, prompt);
     int limit = engine.maxContext();
     if (tokens >= limit) {
