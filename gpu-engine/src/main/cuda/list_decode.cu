@@ -20,7 +20,8 @@
 #define LD_TK 16          // entries per tile (ListKernels.TC_TILE)
 #define LD_WARPS 4        // (ListKernels.TC_WARPS)
 #define LD_MAX_STAGES 3   // tile buffers per warp at most (ListKernels.TC_MAX_STAGES)
-#define LD_MERGE 16       // splits per batch of the fused merge's loads (one L2 round trip per batch; 24 spills)
+#define LD_MERGE 21       // splits per batch of the fused merge's loads: one L2 round trip per batch, and the
+                          // decode plans' 21 (original) and 42 (compact) splits take 1 and 2 (24 spills)
 
 // Waits until at most n of this thread's cp.async groups are pending (n > 3 waits for more: still correct).
 __device__ __forceinline__ void ld_wait_pending(int n) {
