@@ -97,8 +97,6 @@ public final class ListAttentionBench {
             };
             call.run();  // sizes the scratch
             double ms = b.medianMs(call, WARM_CALLS, 15, 20);
-            if (variant == 0) best = ms;
-            if (variant == 1) bestCompact = ms;
             ListKernels.Plan p = ListKernels.plan(1, LIST, d, heads / nKv, nKv, false, compact, k.smCount(), 0);
             String planShape = shape + ", " + p.splits() + " splits of " + p.chunk() + ", " + p.stages() + " buffers/warp";
             b.add(new Bench.Row("list", "list decode " + name + " cold L=" + L, planShape, ms, Double.NaN,
@@ -106,6 +104,8 @@ public final class ListAttentionBench {
             if (variant < 2) {
               // the same rotating calls replayed from a CUDA graph: the GPU's time alone, without the host's launch path
               double g = graphMs(b, call, 20, 15);
+              if (variant == 0) best = g;
+              if (variant == 1) bestCompact = g;
               b.add(new Bench.Row("list", "list decode " + name + " cold L=" + L + " in a CUDA graph (no host launch cost)",
                   planShape, g, Double.NaN, listBytes / g / 1e6, listBytes / g / 1e6 / b.copyGbps(), Double.NaN));
             }
@@ -152,11 +152,12 @@ public final class ListAttentionBench {
         b.add(new Bench.Row("list", "list decode original hot (one list repeated, rows in L2) L=" + L
             + " in a CUDA graph", shape, hotMs, Double.NaN, listBytes / hotMs / 1e6, listBytes / hotMs / 1e6
             / b.copyGbps(), Double.NaN));
-        // the issue's target: >= 25x at 128K, cold; the ratio is in the fraction column
-        b.add(new Bench.Row("list", "list vs dense @" + (L / 1024) + "K, original, cold (fraction column = speedup)",
+        // the issue's target: >= 25x at 128K, cold, the GPU's time (CUDA graph: a stream launch costs the host
+        // ~10 us, more than the kernel); the ratio is in the fraction column
+        b.add(new Bench.Row("list", "list vs dense @" + (L / 1024) + "K, original, cold, graph (fraction column = speedup)",
             "dense " + fmt(dense) + " ms / list " + fmt(best) + " ms", best, Double.NaN, Double.NaN, dense / best,
             Double.NaN));
-        b.add(new Bench.Row("list", "list vs dense @" + (L / 1024) + "K, compact, cold (fraction column = speedup)",
+        b.add(new Bench.Row("list", "list vs dense @" + (L / 1024) + "K, compact, cold, graph (fraction column = speedup)",
             "dense " + fmt(dense) + " ms / list " + fmt(bestCompact) + " ms", bestCompact, Double.NaN, Double.NaN,
             dense / bestCompact, Double.NaN));
 
