@@ -20,8 +20,14 @@
 #define LD_TK 16          // entries per tile (ListKernels.TC_TILE)
 #define LD_WARPS 4        // (ListKernels.TC_WARPS)
 #define LD_MAX_STAGES 3   // tile buffers per warp at most (ListKernels.TC_MAX_STAGES)
-#define LD_MERGE 21       // splits per batch of the fused merge's loads: one L2 round trip per batch, and the
-                          // decode plans' 21 (original) and 42 (compact) splits take 1 and 2 (24 spills)
+// Splits per batch of the fused merge's loads, one L2 round trip per batch: the decode plans' 21 (original)
+// and 42 (compact) splits take 1 and 2. Before sm_90 ptxas spills a few bytes of the d128 compact kernel at
+// 21 (and sm_90 at 24): 16 there.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define LD_MERGE 16
+#else
+#define LD_MERGE 21
+#endif
 
 // Waits until at most n of this thread's cp.async groups are pending (n > 3 waits for more: still correct).
 __device__ __forceinline__ void ld_wait_pending(int n) {
@@ -307,7 +313,8 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
 
 // One kernel per head size and key kind (compact: the RoPE buffers and the rotation on the fragments).
 // At least 3 blocks per multiprocessor: what the plan's shared memory allows, so registers must too
-// (ptxas -v at sm_90: 161 / 146 / 134 / 134 registers for d128 compact / d128 / d64 (both), no spills).
+// (ptxas -v, d128 compact / d128 / d64 (both): sm_90 168 / 163 / 161, sm_80 163 / 139 / 133 registers, no spills;
+// most of it is the fused merge's batch of loads, the tile loop alone takes ~160 at d128 compact).
 #define LIST_DECODE_KERNEL(NAME, D, COMPACT)                                                                     \
   extern "C" __global__ void __launch_bounds__(LD_WARPS * 32, 3)                                                 \
       NAME(bf16* out, int* counters, float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V,     \
