@@ -42,24 +42,34 @@ final class ColdLists implements AutoCloseable {
       kv.close();
       throw e;
     }
-    long elems = (long) kv.pages * nKv * kv.pageSize * c.headDim();
-    Random r = new Random(seed);
-    int[] all = new int[ROTATE * nKv * len];
-    for (int i = 0; i < ROTATE; i++) {
-      Kernels.KvView v = kv.layer(i);
-      k.fillRandomBf16(v.kPre(), elems, 100 + 3L * i, 1f);
-      k.fillRandomBf16(v.kRope(), elems, 101 + 3L * i, 1f);
-      k.fillRandomBf16(v.v(), elems, 102 + 3L * i, 1f);
-      for (int g = 0; g < nKv; g++) System.arraycopy(ListAttentionBench.list(r, L), 0, all, (i * nKv + g) * len, len);
-    }
-    k.stream().synchronize();
-    lists.upload(all);
     views = new Kernels.KvView[ROTATE];
     listPtrs = new CUdeviceptr[ROTATE];
     for (int i = 0; i < ROTATE; i++) {
       views[i] = kv.layer(i);
       listPtrs[i] = lists.at((long) i * nKv * len * 4);
     }
+    try {
+      fill(k, c.headDim(), L, seed);
+    } catch (RuntimeException e) {
+      close();
+      throw e;
+    }
+  }
+
+  /** Random keys (both kinds) and values in every layer, and ROTATE x nKv random lists of context L. */
+  private void fill(Kernels k, int d, int L, long seed) {
+    int len = ListAttentionBench.LIST;
+    long elems = (long) kv.pages * nKv * kv.pageSize * d;
+    Random r = new Random(seed);
+    int[] all = new int[ROTATE * nKv * len];
+    for (int i = 0; i < ROTATE; i++) {
+      k.fillRandomBf16(views[i].kPre(), elems, 100 + 3L * i, 1f);
+      k.fillRandomBf16(views[i].kRope(), elems, 101 + 3L * i, 1f);
+      k.fillRandomBf16(views[i].v(), elems, 102 + 3L * i, 1f);
+      for (int g = 0; g < nKv; g++) System.arraycopy(ListAttentionBench.list(r, L), 0, all, (i * nKv + g) * len, len);
+    }
+    k.stream().synchronize();
+    lists.upload(all);
   }
 
   /** The index of the pair the next call should use (0, 1, ..., ROTATE - 1, 0, ...). */
