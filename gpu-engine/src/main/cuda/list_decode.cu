@@ -1,23 +1,45 @@
 // Tensor-core list attention for few rows (included by list_attention.cu): decode_attention.cu's
 // flash decoding where every key row of a tile comes from its own list slot. Block = (KV head, split
 // of the list, query row), 4 warps; the group's query heads are the rows of one 16-row mma tile.
-// Latency first (a decode list is ~11 MB, a few microseconds of bandwidth): nothing waits for the
-// whole block before the first key loads go out. The queries are copied asynchronously, then each
-// warp looks up the slot offsets and biases of its own first LD_STAGES tiles (warp w takes the
-// split's 16-entry tiles w, w + 4, ...), issues their cp.async at once, and only then looks up the
-// rest of its tiles while those loads fly; LD_STAGES tiles stay in flight per warp, each with its
-// own online softmax. Compact keys are rotated in shared memory (bf16 -> f32 -> bf16) before the
-// ldmatrix loads. Output in attn_split's partial format; with counters (n, nKv) int (zero between
-// launches) the last block of each (row, KV head) to finish also merges the splits into out, as
-// attn_combine would, parallel over (head, 4 dims) with 16 splits' loads in flight per thread, and
-// resets its counter: one launch instead of two. With counters null the caller runs attn_combine.
+// Latency first: a decode list is ~11 MB whose rows come cold from HBM, a few microseconds of
+// bandwidth, so every load of the list should be in flight at once. ListKernels.plan sizes the split
+// so that (where the list allows) each warp's tiles all fit its `stages` buffers and every block is
+// resident: one round of loads, no tile waits for another's compute. Warp w takes the split's
+// 16-entry tiles w, w + 4, ...; it looks up the slot offsets (list -> page table: independent loads
+// for all of its buffered tiles, then one wait) and biases, issues every buffered tile's cp.async,
+// and only then looks up its later tiles (long lists: a pipeline of `stages` tiles). Each warp keeps
+// its own online softmax. Compact keys: the RoPE table rows of a tile's list positions travel with
+// the tile (cp.async into a swizzled f32 buffer) and the keys are rotated in registers, on the mma
+// fragments (dimension j and j + D/2 sit in the same register of k-steps kk and kk + D/32): no table
+// registers held across the wait, no shared-memory round trip of the keys. Output in attn_split's
+// partial format; with counters (n, nKv) int (zero between launches) the last block of each
+// (row, KV head) to finish also merges the splits into out, as attn_combine would, and resets its
+// counter: one launch instead of two. With counters null the caller runs attn_combine.
 #include "attn_tile.cuh"
 
-#define LD_TK 16     // entries per tile (ListKernels.TC_TILE)
-#define LD_WARPS 4   // (ListKernels.TC_WARPS)
-#define LD_STAGES 2  // tiles in flight per warp (ListKernels.TC_STAGES)
-#define LD_MERGE 16  // splits per batch of the fused merge's loads
+#define LD_TK 16          // entries per tile (ListKernels.TC_TILE)
+#define LD_WARPS 4        // (ListKernels.TC_WARPS)
+#define LD_MAX_STAGES 3   // tile buffers per warp at most (ListKernels.TC_MAX_STAGES)
+// Splits per batch of the fused merge's loads, one L2 round trip per batch: the decode plans' 21 (original)
+// and 42 (compact) splits take 1 and 2. Before sm_90 ptxas spills a few bytes of the d128 compact kernel at
+// 21 (and sm_90 at 24): 16 there.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define LD_MERGE 16
+#else
+#define LD_MERGE 21
+#endif
 
+// Waits until at most n of this thread's cp.async groups are pending (n > 3 waits for more: still correct).
+__device__ __forceinline__ void ld_wait_pending(int n) {
+  if (n <= 0) cp_async_wait<0>();
+  else if (n == 1) cp_async_wait<1>();
+  else if (n == 2) cp_async_wait<2>();
+  else cp_async_wait<3>();
+}
+
+// Shared memory (ListKernels.tcSmem): sQ (16, D + 8) bf16; sOff (chunk) size_t; sBias (chunk) f32; then per
+// warp `stages` buffers of K (16, D + 8) bf16, V (16, D + 8) bf16 and, compact, cos and sin (16, D / 2) f32
+// with the 16-byte pieces of row r at piece p ^ 2 (r & 3) (conflict-free float2 reads on the fragments).
 template <int D, bool COMPACT>
 __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restrict__ counters,
                                             float* __restrict__ partO, float* __restrict__ partML,
@@ -26,15 +48,19 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
                                             const int* __restrict__ lists, const float* __restrict__ bias,
                                             const float* __restrict__ cosT, const float* __restrict__ sinT,
                                             int nHeads, int nKv, int pageSize, int listLen, int n, int perHead,
-                                            int chunk, float scale) {
+                                            int chunk, int stages, float scale) {
   constexpr int LD = D + 8, HALF = D / 2, CPR = D / 8;  // CPR: 16-byte pieces per row
+  constexpr int TPR = HALF / 4;                         // 16-byte pieces per cos or sin row
   constexpr int TILE = LD_TK * LD;                      // elements of one K or V tile buffer
+  constexpr int TAB = LD_TK * HALF;                     // elements of one cos or sin tile buffer
+  constexpr int STAGE = TILE * 2 * 2 + (COMPACT ? TAB * 4 * 2 : 0);  // bytes of one warp's tile buffer
+  constexpr int SO = D + 8;                             // row stride of the warps' merge (conflict-free float2)
   constexpr float LOG2E = 1.4426950408889634f;
   extern __shared__ __align__(16) unsigned char ld_smem[];
   bf16* sQ = reinterpret_cast<bf16*>(ld_smem);         // (16, LD) the group's queries, rows >= G zero
   size_t* sOff = reinterpret_cast<size_t*>(sQ + 16 * LD);  // (chunk) element offset of each entry's row
   float* sBias = reinterpret_cast<float*>(sOff + chunk);    // (chunk) bias in log2 units, 0 without
-  bf16* sKV = reinterpret_cast<bf16*>(sBias + chunk);       // per warp: LD_STAGES x (K (TK, LD), V (TK, LD))
+  unsigned char* sKV = reinterpret_cast<unsigned char*>(sBias + chunk);  // per warp: stages x STAGE bytes
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int kvh = blockIdx.x, split = blockIdx.y, row = blockIdx.z, splits = gridDim.y;
   const int G = nHeads / nKv;
@@ -54,14 +80,14 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
   const int myTiles = warp < nT ? (nT - warp + LD_WARPS - 1) / LD_WARPS : 0;  // the warp's tiles: warp + j * 4
   // entry e of the warp's own numbering (its j-th tile, row e % TK) is split entry warpEntry(e)
   auto warpEntry = [&](int e) { return (warp + (e / LD_TK) * LD_WARPS) * LD_TK + e % LD_TK; };
-  // the first LD_STAGES tiles: every lane's list loads first, then the dependent page-table and bias loads
+  // the buffered tiles: every lane's list loads first, then the dependent page-table and bias loads
   {
-    constexpr int PER = (LD_STAGES * LD_TK + 31) / 32;
+    constexpr int PER = (LD_MAX_STAGES * LD_TK + 31) / 32;
     int slot[PER], at[PER];
 #pragma unroll
     for (int u = 0; u < PER; u++) {
       const int e = lane + u * 32;
-      at[u] = e < LD_STAGES * LD_TK ? warpEntry(e) : nk;
+      at[u] = e < stages * LD_TK ? warpEntry(e) : nk;
       slot[u] = at[u] < nk ? list[ks + at[u]] : 0;
     }
 #pragma unroll
@@ -73,9 +99,9 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
   }
   __syncwarp();
 
-  bf16* mine = sKV + warp * (LD_STAGES * 2 * TILE);
+  unsigned char* mine = sKV + (size_t)warp * stages * STAGE;
   auto load = [&](int stage, int t) {  // split tile t into the warp's buffer stage (past the split: zeros)
-    bf16* dk = mine + stage * 2 * TILE;
+    bf16* dk = reinterpret_cast<bf16*>(mine + stage * STAGE);
     bf16* dv = dk + TILE;
     for (int c = lane; c < LD_TK * CPR; c += 32) {
       int r = c / CPR, col = (c % CPR) * 8, i = t * LD_TK + r;
@@ -84,16 +110,26 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
       cp_async16(dk + r * LD + col, K + off, ok ? 16 : 0);
       cp_async16(dv + r * LD + col, V + off, ok ? 16 : 0);
     }
+    if (COMPACT) {  // the tile's RoPE rows: list positions ks + t * TK + r (clamped inside the table)
+      float* dc = reinterpret_cast<float*>(dv + TILE);
+      float* ds = dc + TAB;
+      for (int c = lane; c < LD_TK * TPR; c += 32) {
+        const int r = c / TPR, p = c % TPR;
+        const size_t src = (size_t)min(ks + t * LD_TK + r, listLen - 1) * HALF + p * 4;
+        const int at = r * HALF + ((p ^ ((r & 3) << 1)) << 2);
+        cp_async16(dc + at, cosT + src, 16);
+        cp_async16(ds + at, sinT + src, 16);
+      }
+    }
   };
   // one commit group per stage, empty ones included, so the wait counts below hold for every warp
-#pragma unroll
-  for (int st = 0; st < LD_STAGES; st++) {
+  for (int st = 0; st < stages; st++) {
     if (st < myTiles) load(st, warp + st * LD_WARPS);
     cp_async_commit();
   }
   asm volatile("" ::: "memory");  // keep the lookups below (and their waits) after the copies above
-  // the rest of the warp's tiles, looked up while the first ones are in flight
-  for (int e = LD_STAGES * LD_TK + lane; e < myTiles * LD_TK; e += 32) {
+  // the rest of the warp's tiles (long lists only), looked up while the first ones are in flight
+  for (int e = stages * LD_TK + lane; e < myTiles * LD_TK; e += 32) {
     const int i = warpEntry(e);
     if (i < nk) {
       const int slot = list[ks + i];
@@ -102,8 +138,8 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
     }
   }
   __syncwarp();
-  cp_async_wait<LD_STAGES>();  // this thread's query pieces (the group before the stages')
-  __syncthreads();             // everyone's
+  ld_wait_pending(stages);  // this thread's query pieces (the group before the stages')
+  __syncthreads();          // everyone's
   unsigned qf[D / 16][4];
   tile_q_frags<D, LD>(qf, sQ, lane);
 
@@ -113,52 +149,111 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
   const int qd = lane & 3;
 
   for (int it = 0; it < myTiles; it++) {
-    const int t = warp + it * LD_WARPS, buf = it % LD_STAGES;
-    // compact: RoPE at list position ks + i of rotate-half pairs (j, j + HALF). The table loads are
-    // issued before the wait, so their latency hides behind the tile's; all of them, unconditionally
-    // (rows past the split are zeros, rotated to zeros; positions clamp inside the table).
-    constexpr int RP = COMPACT ? LD_TK * HALF / 32 : 1;  // pairs per lane
-    float rc[RP], rs[RP];
-    if (COMPACT) {
-#pragma unroll
-      for (int u = 0; u < RP; u++) {
-        const int idx = lane + u * 32, r = idx / HALF, j = idx % HALF;
-        const size_t tab = (size_t)min(ks + t * LD_TK + r, listLen - 1) * HALF + j;
-        rc[u] = __ldg(cosT + tab);
-        rs[u] = __ldg(sinT + tab);
-      }
-    }
-    cp_async_wait<LD_STAGES - 1>();  // tile t's group (LD_STAGES - 1 later ones may still fly)
+    const int t = warp + it * LD_WARPS, buf = it % stages;
+    ld_wait_pending(stages - 1);  // tile t's group (stages - 1 later ones may still fly)
     __syncwarp();
-    bf16* k = mine + buf * 2 * TILE;
+    const bf16* k = reinterpret_cast<const bf16*>(mine + buf * STAGE);
     const bf16* v = k + TILE;
-    if (COMPACT) {
-#pragma unroll
-      for (int u = 0; u < RP; u++) {
-        const int idx = lane + u * 32, r = idx / HALF, j = idx % HALF;
-        const float x1 = bf2f(k[r * LD + j]), x2 = bf2f(k[r * LD + j + HALF]);
-        k[r * LD + j] = f2bf(x1 * rc[u] - x2 * rs[u]);
-        k[r * LD + j + HALF] = f2bf(x2 * rc[u] + x1 * rs[u]);
-      }
-      __syncwarp();
-    }
 
     float s[LD_TK / 8][4];
-    tile_qk<LD_TK, D, LD>(s, qf, k, lane);
+    if (COMPACT) {
+      // RoPE at list position ks + t * TK + r of rotate-half pairs (j, j + HALF), on the B fragments: register m
+      // of an ldmatrix_x4 holds key row (lane >> 2) + 8 (m >> 1), dims kk * 16 + 8 (m & 1) + 2 qd (+1), and the
+      // same register of k-step kk + HALF / 16 holds the partner dims. Rounded to bf16 as the keys were.
+      const float* tc = reinterpret_cast<const float*>(v + TILE);
+      const float* ts = tc + TAB;
+      constexpr int KH = HALF / 16;
+#pragma unroll
+      for (int j = 0; j < LD_TK / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[j][e] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < KH; kk++) {
+#pragma unroll
+        for (int np = 0; np < LD_TK / 16; np++) {
+          unsigned a[4], b[4];
+          const bf16* kp = k + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + ((lane >> 3) & 1) * 8;
+          ldmatrix_x4(a[0], a[1], a[2], a[3], kp);
+          ldmatrix_x4(b[0], b[1], b[2], b[3], kp + HALF);
+#pragma unroll
+          for (int m = 0; m < 4; m++) {
+            const int r = np * 16 + (lane >> 2) + (m >> 1) * 8;  // key row of register m
+            const int j = kk * 16 + (m & 1) * 8 + qd * 2;        // its first dimension (< HALF)
+            const int at = r * HALF + (((j >> 2) ^ ((r & 3) << 1)) << 2) + (j & 3);
+            const float2 c = *reinterpret_cast<const float2*>(tc + at);
+            const float2 sn = *reinterpret_cast<const float2*>(ts + at);
+            const float2 x1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&a[m]));
+            const float2 x2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&b[m]));
+            a[m] = pack_bf16(x1.x * c.x - x2.x * sn.x, x1.y * c.y - x2.y * sn.y);
+            b[m] = pack_bf16(x2.x * c.x + x1.x * sn.x, x2.y * c.y + x1.y * sn.y);
+          }
+          mma_bf16(s[2 * np], qf[kk], a[0], a[1]);
+          mma_bf16(s[2 * np + 1], qf[kk], a[2], a[3]);
+          mma_bf16(s[2 * np], qf[kk + KH], b[0], b[1]);
+          mma_bf16(s[2 * np + 1], qf[kk + KH], b[2], b[3]);
+        }
+      }
+    } else {
+      tile_qk<LD_TK, D, LD>(s, qf, k, lane);
+    }
     tile_softmax<LD_TK, D>(s, o, mRow, lRow, [&](int j, int e, float sv) {
       int i = t * LD_TK + j * 8 + qd * 2 + (e & 1);
       return i < nk ? sv * sl2 + sBias[i] : -INFINITY;
     });
     tile_pv<LD_TK, D, LD>(o, s, v, lane);
-    __syncwarp();  // every lane is done with this buffer: refill it LD_STAGES tiles on
-    if (it + LD_STAGES < myTiles) load(buf, t + LD_STAGES * LD_WARPS);
+    __syncwarp();  // every lane is done with this buffer: refill it `stages` tiles on
+    if (it + stages < myTiles) load(buf, t + stages * LD_WARPS);
     cp_async_commit();
   }
   cp_async_wait<0>();
   tile_row_sums(lRow);
-  // merge the warps: per warp (16 rows) max and sum, and the (16, D) unnormalised output
-  tile_merge_warps<D, LD_WARPS>(sKV, o, mRow, lRow, partO, partML, ((size_t)row * nHeads + kvh * G) * splits + split,
-                                G, splits);
+
+  // merge the warps' online softmaxes of the same rows (only the G real ones) through shared memory: the
+  // K/V buffers take (WARPS, 16, SO) f32 (SO = D + 8: the float2 stores of a half-warp hit distinct banks),
+  // the offsets' space the per-warp max and sum (chunk >= 64 entries: 512 bytes >= (WARPS, 16, 2) f32)
+  {
+    const int g = lane >> 2;
+    __syncthreads();  // every warp is done with its buffers, sOff and sBias
+    float* sO = reinterpret_cast<float*>(sKV);
+    float* sM = reinterpret_cast<float*>(sOff);
+    float* sL = sM + LD_WARPS * 16;
+    if (qd == 0) {
+      sM[warp * 16 + g] = mRow[0];
+      sM[warp * 16 + g + 8] = mRow[1];
+      sL[warp * 16 + g] = lRow[0];
+      sL[warp * 16 + g + 8] = lRow[1];
+    }
+#pragma unroll
+    for (int d = 0; d < D / 8; d++) {
+      const int col = d * 8 + qd * 2;
+      if (g < G) *reinterpret_cast<float2*>(sO + (warp * 16 + g) * SO + col) = make_float2(o[d][0], o[d][1]);
+      if (g + 8 < G) *reinterpret_cast<float2*>(sO + (warp * 16 + g + 8) * SO + col) = make_float2(o[d][2], o[d][3]);
+    }
+    __syncthreads();
+    const size_t base = ((size_t)row * nHeads + kvh * G) * splits + split;
+    for (int idx = tid; idx < G * D; idx += LD_WARPS * 32) {
+      const int r = idx / D, d = idx % D;
+      float M = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < LD_WARPS; w++) M = fmaxf(M, sM[w * 16 + r]);
+      float acc = 0.f, L = 0.f;
+      if (M != -INFINITY) {
+#pragma unroll
+        for (int w = 0; w < LD_WARPS; w++) {
+          const float mw = sM[w * 16 + r];
+          const float f = mw == -INFINITY ? 0.f : exp2f(mw - M);
+          acc += sO[(w * 16 + r) * SO + d] * f;
+          L += sL[w * 16 + r] * f;
+        }
+      }
+      const size_t at = base + (size_t)r * splits;
+      partO[at * D + d] = acc;
+      if (d == 0) {
+        partML[at * 2] = M == -INFINITY ? -INFINITY : M * 0.6931471805599453f;  // log2 units -> natural
+        partML[at * 2 + 1] = L;
+      }
+    }
+  }
 
   if (counters == nullptr) return;
   // last block of this (row, KV head) merges every split's partials (threadFenceReduction pattern)
@@ -216,15 +311,17 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
   if (tid == 0) counters[(size_t)row * nKv + kvh] = 0;  // ready for the next launch
 }
 
-// One kernel per head size and key kind: compact adds the table registers the original path does not need.
-// At least 3 blocks per multiprocessor: what the shared memory allows at D = 128, so registers must too.
+// One kernel per head size and key kind (compact: the RoPE buffers and the rotation on the fragments).
+// At least 3 blocks per multiprocessor: what the plan's shared memory allows, so registers must too
+// (ptxas -v, d128 compact / d128 / d64 (both): sm_90 168 / 163 / 161, sm_80 163 / 139 / 133 registers, no spills;
+// most of it is the fused merge's batch of loads, the tile loop alone takes ~160 at d128 compact).
 #define LIST_DECODE_KERNEL(NAME, D, COMPACT)                                                                     \
   extern "C" __global__ void __launch_bounds__(LD_WARPS * 32, 3)                                                 \
       NAME(bf16* out, int* counters, float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V,     \
            const int* pageTable, const int* lists, const float* bias, const float* cosT, const float* sinT,        \
-           int nHeads, int nKv, int pageSize, int listLen, int n, int perHead, int chunk, float scale) {          \
+           int nHeads, int nKv, int pageSize, int listLen, int n, int perHead, int chunk, int stages, float scale) { \
     list_decode<D, COMPACT>(out, counters, partO, partML, Q, K, V, pageTable, lists, bias, cosT, sinT, nHeads, nKv, \
-                            pageSize, listLen, n, perHead, chunk, scale);                                        \
+                            pageSize, listLen, n, perHead, chunk, stages, scale);                                \
   }
 LIST_DECODE_KERNEL(list_decode_d64, 64, false)
 LIST_DECODE_KERNEL(list_decode_d128, 128, false)

@@ -30,27 +30,37 @@ public final class ListKernels implements AutoCloseable {
   static final int TC_TILE = 16;
   static final int TC_WARPS = 4;
   /**
-   * Tiles each warp of the tensor-core decode kernel keeps in flight (list_decode.cu LD_STAGES). Two: at
-   * d = 128 a block then takes 73 KB and three fit a multiprocessor, whose shared memory is then all in
-   * flight; a third stage would only move those bytes from three blocks to two.
+   * Most tile buffers per warp of the tensor-core decode kernel (list_decode.cu LD_MAX_STAGES); the plan
+   * takes as many as {@link #TC_BLOCK_SMEM} allows ({@link #tcStages}), and no more than the warp has tiles.
    */
-  static final int TC_STAGES = 2;
+  static final int TC_MAX_STAGES = 3;
+  /**
+   * Shared memory one block of the tensor-core decode kernel may take (queries, staged offsets, tile
+   * buffers): three blocks (the kernel's launch bound) then fit an H100/H200 multiprocessor's 228 KB with
+   * their 1 KB reserve, and every plan fits the 99 KB of consumer GPUs. At d = 128 and a decode list's
+   * split: two tile buffers per warp for original keys, one for compact keys (their RoPE rows double a tile).
+   */
+  static final int TC_BLOCK_SMEM = 75 * 1024;
   /** The tensor-core decode kernels by [d == 128][compact]: no string building per call. */
   private static final String[][] TC_KERNELS = {{"list_decode_d64", "list_decode_d64_compact"},
       {"list_decode_d128", "list_decode_d128_compact"}};
   /**
-   * Blocks per multiprocessor the tensor-core decode split aims at. Measured on the H200 (8B shapes,
-   * 2688 entries, bench/RESULTS.md): 1 per SM 11.0 us, 2 per SM 12.3 us, 4 per SM 14.3 us — fewer,
-   * longer splits keep more loads in flight per block and leave less to merge.
+   * Blocks per multiprocessor the tensor-core decode kernel keeps resident (its launch bound and the smem
+   * budget). The plan wants every block of a decode list resident at once and every warp's tiles in its
+   * buffers: then all of the list's rows are requested in one round, which is what a list read cold from
+   * HBM needs (the kernel is latency-bound: list -> page table -> row, then the split merge).
    */
-  static final int TC_BLOCKS_PER_SM = 1;
+  static final int TC_BLOCKS_PER_SM = 3;
   /** Largest split of the tensor-core decode kernel (its slot offsets and biases are staged in shared memory). */
   static final int TC_CHUNK_MAX = 1024;
 
   enum Path { TC_DECODE, GATHER_PREFILL, CORE }
 
-  /** How one call runs: path, entries per split, splits, blocks per KV head (CUDA-core head groups). */
-  record Plan(Path path, int chunk, int splits, int headBlocks) {}
+  /**
+   * How one call runs: path, entries per split, splits, blocks per KV head (CUDA-core head groups), tile
+   * buffers per warp (tensor-core decode; 0 elsewhere).
+   */
+  record Plan(Path path, int chunk, int splits, int headBlocks, int stages) {}
 
   private final Kernels k;
   private final Launcher l;
@@ -59,7 +69,7 @@ public final class ListKernels implements AutoCloseable {
   private final CudaContext ctx;
   private DeviceBuffer counters;            // (n, nKv) int on device, zero between launches (fused combine)
   private boolean fusedCombine = true;
-  private int blocksPerSm = TC_BLOCKS_PER_SM;
+  private int chunkOverride;                // tensor-core decode entries per split, 0: the plan's choice
 
   /** Launches through k.launcher(); scratch is allocated from ctx on demand. */
   public ListKernels(Kernels k, CudaContext ctx) {
@@ -89,7 +99,7 @@ public final class ListKernels implements AutoCloseable {
     int perHead = nLists == 1 ? 0 : 1;
     int isCompact = compact ? 1 : 0;
     CUdeviceptr keys = compact ? kv.kPre() : kv.kRope();
-    Plan p = plan(n, listLen, d, group, nKv, kv.bias() != null, k.smCount(), blocksPerSm);
+    Plan p = plan(n, listLen, d, group, nKv, kv.bias() != null, compact, k.smCount(), chunkOverride);
     if (p.path() == Path.GATHER_PREFILL) {
       int pages = (listLen + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE;
       long kvElems = (long) pages * nKv * Kernels.PAGE_SIZE * d;
@@ -109,8 +119,8 @@ public final class ListKernels implements AutoCloseable {
       boolean fused = fusedCombine;
       CUdeviceptr count = fused ? counters(n * nKv) : null;
       l.launch(TC_KERNELS[d == 128 ? 1 : 0][isCompact], nKv, p.splits(), n, TC_WARPS * 32,
-          tcSmem(d, p.chunk()), out, count, o, ml, q, keys, kv.v(), kv.pageTable(), lists, kv.bias(), ropeCos, ropeSin,
-          nHeads, nKv, kv.pageSize(), listLen, n, perHead, p.chunk(), scale);
+          tcSmem(d, p.chunk(), p.stages(), compact), out, count, o, ml, q, keys, kv.v(), kv.pageTable(), lists,
+          kv.bias(), ropeCos, ropeSin, nHeads, nKv, kv.pageSize(), listLen, n, perHead, p.chunk(), p.stages(), scale);
       if (fused) return;  // the kernel's last block per (row, KV head) merged the splits
     } else {
       l.launch("list_split_core", nKv * p.headBlocks(), p.splits(), n, CORE_THREADS,
@@ -179,43 +189,92 @@ public final class ListKernels implements AutoCloseable {
     }
   }
 
-  /** For the bench's tuning sweep: blocks per multiprocessor the tensor-core decode split aims at. */
-  void blocksPerSm(int b) {
-    if (b < 1) throw new IllegalArgumentException("blocks per multiprocessor " + b);
-    blocksPerSm = b;
+  /**
+   * For the bench's tuning sweep: entries per split of the tensor-core decode kernel (rounded up to whole
+   * 64-entry steps, at most {@link #TC_CHUNK_MAX}); 0 restores the plan's choice.
+   */
+  void chunkOverride(int entries) {
+    if (entries < 0) throw new IllegalArgumentException("chunk " + entries);
+    chunkOverride = entries;
   }
 
   /** Chooses the path and the split of the list over blocks (host-side only; unit-tested without a GPU). */
   static Plan plan(int n, int listLen, int d, int group, int nKv, boolean bias, int sms) {
-    return plan(n, listLen, d, group, nKv, bias, sms, TC_BLOCKS_PER_SM);
+    return plan(n, listLen, d, group, nKv, bias, false, sms, 0);
   }
 
-  static Plan plan(int n, int listLen, int d, int group, int nKv, boolean bias, int sms, int blocksPerSm) {
+  /**
+   * As above for compact or original keys; chunkOverride > 0 forces the tensor-core decode split (the
+   * bench's sweep). Tensor-core decode: the largest split whose warps hold all their tiles at once (one
+   * round of loads, fewest splits to merge), or, where that would leave blocks waiting for a second wave,
+   * the smallest split whose blocks are all resident ({@link #TC_BLOCKS_PER_SM} per multiprocessor);
+   * capped by {@link #tcChunkMax}; as many tile buffers per warp as {@link #tcStages} allows.
+   */
+  static Plan plan(int n, int listLen, int d, int group, int nKv, boolean bias, boolean compact, int sms,
+                   int chunkOverride) {
     boolean tensorCores = (d == 64 || d == 128) && group <= 16;
-    if (tensorCores && n > DECODE_ROWS_MAX && !bias) return new Plan(Path.GATHER_PREFILL, 0, 0, 1);
+    if (tensorCores && n > DECODE_ROWS_MAX && !bias) return new Plan(Path.GATHER_PREFILL, 0, 0, 1, 0);
     if (tensorCores) {
-      // about blocksPerSm blocks per multiprocessor; a split is a whole number of the block's 4 x 16-entry tiles
-      int step = TC_TILE * TC_WARPS;
-      int target = Math.max(1, (blocksPerSm * sms + nKv * n - 1) / (nKv * n));
-      int chunk = (int) Math.min(TC_CHUNK_MAX, Math.max(step, ((long) (listLen + target - 1) / target + step - 1) / step * step));
-      return new Plan(Path.TC_DECODE, chunk, (listLen + chunk - 1) / chunk, 1);
+      int step = TC_TILE * TC_WARPS;  // a split is a whole number of the block's 4 x 16-entry tiles
+      int chunk;
+      if (chunkOverride > 0) {
+        chunk = ceilTo(chunkOverride, step);
+      } else {
+        // splits per (row, KV head) that stay resident together; the smallest chunk that keeps to them
+        int resident = Math.max(1, TC_BLOCKS_PER_SM * sms / (nKv * n));
+        int fit = ceilTo((listLen + resident - 1) / resident, step);
+        // the largest chunk whose warps buffer all their tiles: one round of loads, and the fewest splits to merge
+        int oneRound = step;
+        for (int t = TC_MAX_STAGES; t > 1; t--) {
+          if (tcStages(d, compact, t * step) >= t) {
+            oneRound = t * step;
+            break;
+          }
+        }
+        chunk = Math.max(fit, oneRound);
+      }
+      chunk = Math.max(step, Math.min(Math.min(chunk, tcChunkMax(d, compact)), ceilTo(listLen, step)));
+      return new Plan(Path.TC_DECODE, chunk, (listLen + chunk - 1) / chunk, 1, tcStages(d, compact, chunk));
     }
     int heads = Math.min(group, CORE_HEADS), headBlocks = (group + CORE_HEADS - 1) / CORE_HEADS;
     int chunkMax = Math.max(64, Math.min(2048, (40 * 1024 / (4 * heads)) / 64 * 64));
     int target = Math.max(1, (2 * sms + nKv * headBlocks * n - 1) / (nKv * headBlocks * n));
     int chunk = (int) Math.min(chunkMax, Math.max(64, ((long) (listLen + target - 1) / target + 63) / 64 * 64));
-    return new Plan(Path.CORE, chunk, (listLen + chunk - 1) / chunk, headBlocks);
+    return new Plan(Path.CORE, chunk, (listLen + chunk - 1) / chunk, headBlocks, 0);
   }
 
-  /** Shared memory of the tensor-core decode kernel: queries, staged offsets + biases, per-warp K/V stages. */
-  static int tcSmem(int d, int chunk) {
+  private static int ceilTo(int x, int step) {
+    return (int) Math.min(Integer.MAX_VALUE / 2, ((long) x + step - 1) / step * step);
+  }
+
+  /** Shared memory of the tensor-core decode kernel: queries, staged offsets + biases, the warps' tile buffers. */
+  static int tcSmem(int d, int chunk, int stages, boolean compact) {
     int ld = d + 8;
-    return 16 * ld * 2 + chunk * (8 + 4) + tcKvBytes(d);
+    return 16 * ld * 2 + chunk * (8 + 4) + stages * tcStageBytes(d, compact);
   }
 
-  /** The K/V stage buffers of the tensor-core decode kernel's warps (the warps' merge reuses them). */
-  static int tcKvBytes(int d) {
-    return TC_WARPS * TC_STAGES * 2 * TC_TILE * (d + 8) * 2;
+  /**
+   * One tile buffer of every warp of the tensor-core decode kernel: K and V (16, d + 8) bf16, and for compact
+   * keys the cos and sin rows (16, d / 2) f32. The warps' merge reuses the buffers: (warps, 16, d + 8) f32,
+   * which is what one buffer of K and V takes.
+   */
+  static int tcStageBytes(int d, boolean compact) {
+    return TC_WARPS * (2 * TC_TILE * (d + 8) * 2 + (compact ? 2 * TC_TILE * (d / 2) * 4 : 0));
+  }
+
+  /**
+   * Tile buffers per warp of the tensor-core decode kernel at this split: as many as {@link #TC_BLOCK_SMEM}
+   * leaves room for, at most {@link #TC_MAX_STAGES} and the warp's tiles, at least one.
+   */
+  static int tcStages(int d, boolean compact, int chunk) {
+    int room = (TC_BLOCK_SMEM - tcSmem(d, chunk, 0, compact)) / tcStageBytes(d, compact);
+    return Math.max(1, Math.min(Math.min(TC_MAX_STAGES, chunk / (TC_TILE * TC_WARPS)), room));
+  }
+
+  /** Largest split (whole 64-entry steps) whose offsets and one tile buffer per warp fit {@link #TC_BLOCK_SMEM}. */
+  static int tcChunkMax(int d, boolean compact) {
+    int room = (TC_BLOCK_SMEM - tcSmem(d, 0, 1, compact)) / (8 + 4);
+    return Math.max(TC_TILE * TC_WARPS, Math.min(TC_CHUNK_MAX, room / (TC_TILE * TC_WARPS) * (TC_TILE * TC_WARPS)));
   }
 
   /** Shared memory of the CUDA-core kernel: scores, reduction scratch, staged offsets + biases. */

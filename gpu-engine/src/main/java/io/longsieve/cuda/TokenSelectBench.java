@@ -152,9 +152,25 @@ public final class TokenSelectBench {
         b.add(new Bench.Row("tokenselect", "top-k + list L=" + L, shape + ", " + SelectKernels.topKBlocks(cands, 1,
             k.smCount()) + " blocks", msTop, Double.NaN, cands * 4.0 / msTop / 1e6, cands * 4.0 / msTop / 1e6
             / b.copyGbps(), Double.NaN));
-        double msList = Double.NaN, totFull = Double.NaN, totInt4 = Double.NaN, totHit = Double.NaN;
+        double msList = Double.NaN, msListGraph = Double.NaN, msListHot = Double.NaN, totFull = Double.NaN;
+        double totInt4 = Double.NaN, totHit = Double.NaN;
         if (haveLists) {
-          msList = b.medianMs(attend, 3, 15, 20);
+          // list attention alone, cold: each call on another layer and lists (ColdLists), rows from HBM as in a
+          // step; `attend` repeats one list, whose rows stay in L2 (the hot row, for reference only)
+          try (ColdLists cold = new ColdLists(ctx, k, c, L, L)) {
+            Runnable coldAttend = () -> {
+              int i = cold.advance();
+              lk.attend(out.ptr(), qRot.ptr(), cold.view(i), cold.lists(i), 1, listLen, 1, heads, true, cos.ptr(),
+                  sin.ptr(), scale);
+            };
+            coldAttend.run();  // sizes the scratch (a graph capture must not allocate)
+            msList = b.medianMs(coldAttend, 3, 15, 20);
+            // the host's launch path (~10 us a call) can exceed the kernel: the graph shows the GPU's time alone
+            msListGraph = ListAttentionBench.graphMs(b, coldAttend, 20, 15);
+          } catch (RuntimeException e) {
+            b.log().println("  tokenselect: cold list attention at L=" + L + " skipped: " + e);
+          }
+          msListHot = b.medianMs(attend, 3, 15, 20);
           totFull = b.medianMs(() -> {
             scoreFull.run();
             topk.run();
@@ -167,15 +183,21 @@ public final class TokenSelectBench {
           }, 3, 15, 20);
           totHit = b.medianMs(hitStep, 3, 15, 20);
         }
-        b.add(new Bench.Row("tokenselect", "list attention L=" + L, shape, msList, Double.NaN, Double.NaN, Double.NaN,
-            Double.NaN));
+        b.add(new Bench.Row("tokenselect", "list attention cold (" + ColdLists.ROTATE + " rotating layers + lists) L=" + L,
+            shape, msList, Double.NaN, ColdLists.listBytes(c) / msList / 1e6, Double.NaN, Double.NaN));
+        b.add(new Bench.Row("tokenselect", "list attention cold (" + ColdLists.ROTATE + " rotating layers + lists) L=" + L
+            + " in a CUDA graph (no host launch cost)", shape, msListGraph, Double.NaN,
+            ColdLists.listBytes(c) / msListGraph / 1e6, Double.NaN, Double.NaN));
+        b.add(new Bench.Row("tokenselect", "list attention hot (one list repeated, rows in L2) L=" + L, shape, msListHot,
+            Double.NaN, Double.NaN, Double.NaN, Double.NaN));
         b.add(new Bench.Row("tokenselect", "total full-key no hit L=" + L, shape, totFull, Double.NaN, Double.NaN,
             Double.NaN, Double.NaN));
         b.add(new Bench.Row("tokenselect", "total int4 no hit L=" + L, shape, totInt4, Double.NaN, Double.NaN, Double.NaN,
             Double.NaN));
         b.add(new Bench.Row("tokenselect", "total cache hit L=" + L, shape, totHit, Double.NaN, Double.NaN, Double.NaN,
             Double.NaN));
-        ratio(b, "list attention", L, dense, msList, 25);
+        ratio(b, "list attention (cold, CUDA graph)", L, dense, msListGraph, 25);
+        ratio(b, "list attention (cold, stream launches)", L, dense, msList, Double.NaN);
         ratio(b, "total full-key no hit", L, dense, totFull, 1.7);
         ratio(b, "total int4 no hit", L, dense, totInt4, 5);
         ratio(b, "total cache hit", L, dense, totHit, Double.NaN);

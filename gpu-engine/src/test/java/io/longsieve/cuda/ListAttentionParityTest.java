@@ -79,6 +79,10 @@ class ListAttentionParityTest extends GpuTest {
       "128, 8, 8, 3, 300, 2000, false, true, false", "128, 64, 4, 1, 500, 2000, false, true, true",
       "128, 32, 8, 512, 1200, 4000, false, true, false", "128, 32, 8, 512, 1200, 4000, true, false, false",
       "128, 16, 4, 512, 700, 3000, false, true, true",
+      // tensor-core decode splits longer than a warp's buffers (tiles reuse them): 8 rows x 8 KV heads (7 tiles per
+      // warp, one buffer), and one KV head over a 60000-entry list (3 tiles per warp through two buffers)
+      "128, 32, 8, 8, 2688, 8000, true, false, true", "128, 8, 1, 1, 60000, 70000, false, false, false",
+      "128, 8, 1, 1, 60000, 70000, false, true, false",
       "64, 32, 4, 1, 1000, 6000, true, true, false", "64, 16, 4, 3, 500, 3000, false, false, true",
       "64, 8, 2, 512, 900, 2000, true, true, false", "64, 8, 1, 9, 64, 64, false, true, false",
       "16, 8, 2, 1, 300, 1000, false, true, false", "16, 8, 1, 3, 300, 1000, false, true, true",

@@ -19,17 +19,26 @@ class ListKernelsPlanTest {
       "1, 131072, 128, 16, 1, false", "512, 2688, 128, 4, 8, true", "1, 300, 16, 4, 2, false",
       "512, 700, 16, 4, 8, true", "3, 200, 8, 16, 1, true", "3, 5000, 256, 8, 2, false", "1, 100000, 32, 3, 3, false"})
   void plansCoverEveryEntryAndFitSharedMemory(int n, int listLen, int d, int group, int nKv, boolean bias) {
-    ListKernels.Plan p = ListKernels.plan(n, listLen, d, group, nKv, bias, 132);
+    for (boolean compact : new boolean[] {false, true}) plansCover(n, listLen, d, group, nKv, bias, compact);
+  }
+
+  private static void plansCover(int n, int listLen, int d, int group, int nKv, boolean bias, boolean compact) {
+    ListKernels.Plan p = ListKernels.plan(n, listLen, d, group, nKv, bias, compact, 132, 0);
     assertTrue(p.path() != ListKernels.Path.GATHER_PREFILL, "bias or few rows never gather: " + p);
     assertEquals(0, p.chunk() % 64, "whole 64-entry steps");
     assertTrue((long) p.chunk() * p.splits() >= listLen, "every entry is in a split");
     assertTrue((long) p.chunk() * (p.splits() - 1) < listLen, "no split is empty for the last row");
     if (p.path() == ListKernels.Path.TC_DECODE) {
       assertTrue(p.chunk() <= ListKernels.TC_CHUNK_MAX);
-      assertTrue(ListKernels.tcSmem(d, p.chunk()) <= SMEM_LIMIT, "tensor-core smem " + ListKernels.tcSmem(d, p.chunk()));
-      // the warps' merge reuses the K/V buffers: (warps, 16, d) f32 + (warps, 16) max and sum
-      int kvBytes = ListKernels.tcKvBytes(d);
-      assertTrue(ListKernels.TC_WARPS * 16 * (d + 2) * 4 <= kvBytes, "merge fits the K/V buffers");
+      int smem = ListKernels.tcSmem(d, p.chunk(), p.stages(), compact);
+      assertTrue(smem <= SMEM_LIMIT, "tensor-core smem " + smem);
+      assertTrue(3 * (smem + 1024) <= 228 * 1024, "three blocks (the launch bound) resident on an H200: " + p);
+      assertTrue(p.stages() >= 1 && p.stages() <= ListKernels.TC_MAX_STAGES, "tile buffers " + p);
+      assertTrue(p.stages() <= p.chunk() / 64, "no buffer without a tile: " + p);
+      // the warps' merge reuses the tile buffers ((warps, 16, d + 8) f32) and the offsets' space ((warps, 16, 2) f32)
+      assertTrue(ListKernels.TC_WARPS * 16 * (d + 8) * 4 <= p.stages() * ListKernels.tcStageBytes(d, compact),
+          "merge fits the tile buffers");
+      assertTrue(ListKernels.TC_WARPS * 16 * 2 * 4 <= p.chunk() * 8, "max and sum fit the offsets");
     } else {
       int heads = Math.min(group, ListKernels.CORE_HEADS);
       assertEquals((group + 7) / 8, p.headBlocks());
@@ -50,13 +59,50 @@ class ListKernelsPlanTest {
     assertEquals(ListKernels.Path.CORE, ListKernels.plan(512, 2688, 256, 4, 8, false, 132).path());
   }
 
+  @ParameterizedTest(name = "compact={0}")
+  @CsvSource({"false", "true"})
+  void llamaDecodeRequestsTheWholeListInOneRound(boolean compact) {
+    // 8B shapes: a 2688-entry list over 8 KV heads must give (nearly) every multiprocessor work
+    ListKernels.Plan p = ListKernels.plan(1, 2688, 128, 4, 8, false, compact, 132, 0);
+    assertTrue(p.splits() * 8 >= 132, "at least one block per multiprocessor: " + p);
+    // every block resident at once (three per multiprocessor, the launch bound) ...
+    assertTrue(p.splits() * 8 <= 3 * 132, "one wave: " + p);
+    assertTrue(3 * (ListKernels.tcSmem(128, p.chunk(), p.stages(), compact) + 1024) <= 228 * 1024, "three fit: " + p);
+    // ... and every warp's tiles in its buffers: all loads of the list go out in one round
+    assertEquals(p.chunk(), 64 * p.stages(), "one round of loads: " + p);
+    // original keys: two buffers per warp (21 splits of 128); compact keys carry their RoPE rows: one (42 of 64)
+    assertEquals(compact ? 1 : 2, p.stages(), "buffers per warp");
+    assertEquals(compact ? 42 : 21, p.splits(), "splits");
+  }
+
   @Test
-  void llamaDecodeFillsTheGpu() {
-    // 8B shapes: a 2688-entry list over 8 KV heads must still give (nearly) every multiprocessor work
-    ListKernels.Plan p = ListKernels.plan(1, 2688, 128, 4, 8, false, 132);
-    assertTrue(p.splits() * 8 >= 100, "about one block per multiprocessor: " + p);
-    // and three of its blocks (the kernel's launch bound) fit one H200 multiprocessor's 228 KB (1 KB reserved each)
-    assertTrue(3 * (ListKernels.tcSmem(128, p.chunk()) + 1024) <= 228 * 1024, "three blocks resident: " + p);
+  void longListsPipelineWithinResidentBlocks() {
+    // a 128K-entry list on one KV head: splits capped by residency, each warp streams several tiles through its buffers
+    ListKernels.Plan p = ListKernels.plan(1, 131072, 128, 16, 1, false, false, 132, 0);
+    assertTrue(p.splits() <= 3 * 132, "resident: " + p);
+    assertTrue(p.chunk() > 64 * p.stages(), "several rounds per warp: " + p);
+    // decode rows multiply the blocks: 8 rows x 8 KV heads still one wave (longer splits, one buffer per warp)
+    ListKernels.Plan rows = ListKernels.plan(8, 2688, 128, 4, 8, true, false, 132, 0);
+    assertTrue(rows.splits() * 64 <= 3 * 132, "rows resident: " + rows);
+    assertEquals(1, rows.stages());
+  }
+
+  @Test
+  void chunkOverrideRoundsToWholeStepsAndKeepsTheBudget() {
+    ListKernels.Plan p = ListKernels.plan(1, 2688, 128, 4, 8, false, false, 132, 100);
+    assertEquals(128, p.chunk());
+    assertEquals(21, p.splits());
+    assertEquals(2, p.stages());
+    ListKernels.Plan c = ListKernels.plan(1, 2688, 128, 4, 8, false, true, 132, 192);
+    assertEquals(192, c.chunk());
+    assertEquals(1, c.stages(), "compact d = 128: one buffer per warp whatever the split");
+    assertEquals(ListKernels.tcChunkMax(64, false), ListKernels.plan(1, 5000, 64, 4, 8, false, false, 132, 5000).chunk(),
+        "capped");
+    assertEquals(384, ListKernels.tcChunkMax(128, true), "compact d = 128: offsets + one buffer per warp fit 75 KB");
+    assertEquals(64, ListKernels.plan(1, 10, 64, 4, 8, false, false, 132, 0).chunk(), "never past the list");
+    assertEquals(3, ListKernels.tcStages(64, false, 192));
+    assertEquals(2, ListKernels.tcStages(64, true, 128));
+    assertEquals(1, ListKernels.tcStages(128, false, 64), "no buffer without a tile");
   }
 
   @Test
