@@ -2,13 +2,17 @@ package io.longsieve.cuda;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
+import java.util.List;
 import java.util.Random;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -18,9 +22,11 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * Host side of TokenSelect on the GPU (runs without one): the scoring plan, pooled lengths, shape
- * checks, the top-k grid size, and a step-by-step Java model of ts_topk_lists (ts_topk.cu: G blocks per
- * list, radix select on 11/11/10-bit digits through a global histogram and a grid barrier, then per-block
- * counts and an ordered write) against attention/TopK on heavily tied inputs.
+ * checks, the top-k grid size, the constants shared with the kernels, and a step-by-step Java model of
+ * ts_topk_lists (ts_topk.cu: G blocks per list; the first 11-bit digit from a global histogram (built by
+ * ts_votes or by the kernel), the keys in its bin compacted into a candidate buffer in arbitrary block
+ * order, one grid barrier, then every block radix-selects among the candidates on 11 + 10 bits, takes
+ * its base from the blocks before it and writes in order) against attention/TopK on heavily tied inputs.
  */
 class SelectKernelsHostTest {
 
@@ -50,7 +56,7 @@ class SelectKernelsHostTest {
   }
 
   @ParameterizedTest(name = "threads={0} blocks={1}")
-  @CsvSource({"512, 32", "512, 16", "512, 1", "64, 7", "32, 3", "32, 1"})
+  @CsvSource({"256, 64", "256, 32", "256, 16", "256, 1", "512, 9", "64, 7", "32, 3", "32, 1"})
   void topKModelMatchesTopKOnTiedInputs(int threads, int blocks) {
     Random r = new Random(3 + threads + 101 * blocks);
     Arrays.fill(seen, 0);
@@ -61,36 +67,37 @@ class SelectKernelsHostTest {
       int off = r.nextInt(4), sinks = r.nextInt(5), local = r.nextInt(6), end = sinks + n + local + r.nextInt(3);
       int[] want = io.longsieve.attention.TopKProbe.select(v, count, sinks);
       int[] top = filled(count), list = filled(sinks + count + local);
-      kernelModel(v, count, threads, blocks, off, sinks, local, end, top, list);
+      kernelModel(v, count, threads, blocks, off, sinks, local, end, top, list, trial % 2 == 0, r);
       String what = "trial " + trial + " n=" + n + " count=" + count + " off=" + off;
       assertArrayEquals(want, top, what);
       for (int i = 0; i < sinks; i++) assertEquals(i, list[i], what);
       for (int i = 0; i < count; i++) assertEquals(want[i], list[sinks + i], what);
       for (int i = 0; i < local; i++) assertEquals(end - local + i, list[sinks + count + i], what);
     }
-    assertTrue(seen[0] > 0 && seen[1] > 0 && seen[2] > 0, "stops after every pass: " + Arrays.toString(seen));
+    assertTrue(seen[0] > 0 && seen[1] > 0 && seen[2] > 0, "stops after every digit: " + Arrays.toString(seen));
     if (blocks > 1) assertTrue(seen[3] > 0, "blocks without picks skip the write: " + Arrays.toString(seen));
   }
 
-  /** Model runs that stopped after pass [0], [1], [2]; [3] blocks that skipped the write (tests run one at a time). */
+  /** Model runs that stopped after digit [0], [1], [2]; [3] blocks that skipped the write (tests run one at a time). */
   private static final int[] seen = new int[4];
 
   @Test
   void topKModelTakesTheLowestIndicesOfOneValue() {
     float[] zeros = new float[40000];  // underflowed votes: every key equal
     int[] top = filled(2048);
-    kernelModel(zeros, 2048, 512, 19, 1, 0, 0, 40000, top, filled(2048));
+    kernelModel(zeros, 2048, 256, 19, 1, 0, 0, 40000, top, filled(2048), true, new Random(1));
     for (int i = 0; i < 2048; i++) assertEquals(i, top[i]);
     float[] v = new float[40000];
     for (int i = 0; i < v.length; i++) v[i] = (i % 7 == 3) ? 1f : (i % 2 == 0 ? 0f : -0f); // -0 ranks below +0
     top = filled(9000);
-    kernelModel(v, 9000, 512, 32, 2, 5, 0, 40005, top, filled(9005));
+    kernelModel(v, 9000, 256, 32, 2, 5, 0, 40005, top, filled(9005), false, new Random(2));
     assertArrayEquals(io.longsieve.attention.TopKProbe.select(v, 9000, 5), top);
   }
 
   @ParameterizedTest(name = "n={0} lists={1} sms={2}")
-  @CsvSource({"131072, 1, 132, 32", "131072, 8, 132, 16", "32768, 8, 132, 16", "5000, 1, 132, 3", "1, 1, 132, 1",
-      "131072, 200, 132, 1", "131072, 8, 20, 2", "0, 1, 132, 1"})
+  @CsvSource({"131072, 1, 132, 32", "131072, 8, 132, 16", "32768, 8, 132, 8", "5000, 1, 132, 2", "1, 1, 132, 1",
+      "131072, 200, 132, 1", "131072, 8, 20, 2", "0, 1, 132, 1", "1048576, 1, 132, 64", "1048576, 2, 132, 64",
+      "1048576, 3, 132, 44"})
   void topKBlocksAreAllResidentAtOnce(int n, int lists, int sms, int want) {
     int g = SelectKernels.topKBlocks(n, lists, sms);
     assertEquals(want, g);
@@ -127,19 +134,51 @@ class SelectKernelsHostTest {
   }
 
   /**
+   * tk_resolve over one histogram: thread t of nt owns the bins 2047 - t*per down to 2047 - t*per -
+   * per + 1; the one whose range holds the rem-th largest key finds the digit. Returns (digit, taken
+   * from the bin, bin size); asserts that exactly one thread answers.
+   */
+  static int[] resolve(int[] hist, int rem, int nt) {
+    int per = 2048 / nt, before = 0, found = 0;
+    int[] pick = {0, 0, 0};
+    for (int t = 0; t < nt; t++) {
+      int topBin = 2047 - t * per, mine = 0;
+      for (int q = 0; q < per; q++) mine += hist[topBin - q];
+      if (before < rem && rem <= before + mine) {
+        found++;
+        int acc = before, digit = topBin - per + 1;
+        for (int q = 0; q < per; q++) {
+          int c = hist[topBin - q];
+          if (acc + c >= rem) {
+            digit = topBin - q;
+            break;
+          }
+          acc += c;
+        }
+        pick = new int[] {digit, rem - acc, hist[digit]};
+      }
+      before += mine;
+    }
+    assertEquals(1, found, "exactly one resolving thread");
+    return pick;
+  }
+
+  /**
    * ts_topk_lists for one list, block by block and thread by thread in sequence but with its
    * arithmetic: virtual indices shifted by off (the row's misalignment in floats), g blocks owning
    * slices of a multiple of 16 (TK_E) virtual indices, thread t of a tile owning 16 consecutive ones.
-   * Each radix pass (11, 11, 10 bits) adds every block's shared histogram into one global
-   * histogram; the grid barrier is the end of the loop over blocks; the resolve (per-thread
-   * descending bin ranges, early stop on a bin taken whole) then reads only the global histogram,
-   * so every block gets the same answer. Then the per-block (greater, equal) counts, the barrier,
-   * bases from the blocks before, the skip of blocks without picks, and the ordered write with the
-   * packed (16-bit greater, 16-bit equal) exclusive block scan per tile. Writes top (count) and
-   * list (sinks + count + local).
+   * The histogram of key >>> 21 comes from ts_votes (prebuilt: every value once) or from the blocks'
+   * shared histograms; every block resolves the same bin B0 from it. Each block counts its keys above
+   * B0 and appends its keys in B0 per tile (thread order) to the candidate buffer at a slot from a
+   * global atomic: the tiles land in an arbitrary order (shuffled with `order`). The grid barrier is the
+   * end of the loop over blocks. Then the selection among the candidates (11 + 10 bits, early stop on
+   * a bin taken whole), which only depends on them as a multiset, so every block gets the same; the
+   * per-block counts from the candidates' block fields and the above-B0 counts; the skip of blocks
+   * without picks; and the ordered write with the packed (16-bit greater, 16-bit equal) exclusive block
+   * scan per tile. Writes top (count) and list (sinks + count + local).
    */
   static void kernelModel(float[] vals, int count, int nt, int g, int off, int sinks, int local, int end, int[] top,
-                          int[] list) {
+                          int[] list, boolean prebuilt, Random order) {
     int n = vals.length, e16 = 16, tile = e16 * nt;
     for (int i = 0; i < sinks; i++) list[i] = i;
     for (int i = 0; i < local; i++) list[sinks + count + i] = end - local + i;
@@ -149,72 +188,77 @@ class SelectKernelsHostTest {
       return;
     }
     int hi = n + off, slice = ((hi + g - 1) / g + e16 - 1) / e16 * e16;
-    long prefix = 0;
-    int rem = count, shift = 21;
-    for (int pass = 0; pass < 3; pass++) {
-      int sh = pass == 0 ? 21 : pass == 1 ? 10 : 0;
-      long mask = pass == 2 ? 0x3FF : 0x7FF;
-      int[] global = new int[2048];
+    int[] global = new int[2048];
+    if (prebuilt) {
+      for (float x : vals) global[(int) (key(x) >>> 21)]++;
+    } else {
       for (int b = 0; b < g; b++) {  // each block's shared histogram, then its non-zero bins added
         int[] hist = new int[2048];
-        int s0 = b * slice, s1 = Math.min(hi, s0 + slice);
-        for (int j = Math.max(s0, off); j < s1; j++) {
-          long k = key(vals[j - off]);
-          if (pass == 0 || (k >>> shift) == prefix) hist[(int) ((k >>> sh) & mask)]++;
+        for (int j = Math.max(b * slice, off); j < Math.min(hi, b * slice + slice); j++) {
+          hist[(int) (key(vals[j - off]) >>> 21)]++;
         }
         for (int i = 0; i < 2048; i++) global[i] += hist[i];
       }
-      // ---- grid barrier: every block resolves from the same global histogram
-      int per = 2048 / nt, before = 0, found = 0;
-      long nPrefix = 0;
-      int nRem = 0;
-      boolean done = false;
-      for (int t = 0; t < nt; t++) {
-        int topBin = 2047 - t * per, mine = 0;
-        for (int q = 0; q < per; q++) mine += global[topBin - q];
-        if (before < rem && rem <= before + mine) {
-          found++;
-          int acc = before, digit = topBin - per + 1;
-          for (int q = 0; q < per; q++) {
-            int c = global[topBin - q];
-            if (acc + c >= rem) {
-              digit = topBin - q;
-              break;
-            }
-            acc += c;
-          }
-          nPrefix = ((prefix << (pass == 2 ? 10 : 11)) | digit) & 0xFFFFFFFFL;
-          nRem = rem - acc;
-          done = pass == 2 || global[digit] == rem - acc;
+      // ---- grid barrier
+    }
+    int[] pick = resolve(global, count, nt);
+    long b0 = pick[0];
+    int rem0 = pick[1], m = Math.min(pick[2], n);
+    boolean whole0 = pick[2] == rem0;
+    int[] gtBlock = new int[g];
+    List<int[]> chunks = new ArrayList<>();  // one per (block, tile) with candidates: one atomic each
+    for (int b = 0; b < g; b++) {
+      int s0 = b * slice, s1 = Math.min(hi, s0 + slice);
+      for (int j0 = s0; j0 < s1; j0 += tile) {
+        int[] chunk = new int[tile];
+        int c = 0;
+        for (int j = Math.max(j0, off); j < Math.min(s1, j0 + tile); j++) {
+          long k = key(vals[j - off]);
+          if ((k >>> 21) > b0) gtBlock[b]++;
+          if ((k >>> 21) == b0) chunk[c++] = (b << 21) | (int) (k & 0x1FFFFF);
         }
-        before += mine;
+        if (c > 0) chunks.add(Arrays.copyOf(chunk, c));
       }
-      assertEquals(1, found, "exactly one resolving thread");
-      prefix = nPrefix;
-      rem = nRem;
+    }
+    Collections.shuffle(chunks, order);
+    int[] cand = chunks.stream().flatMapToInt(Arrays::stream).toArray();
+    assertEquals(m, cand.length, "the candidates are the keys of bin B0");
+    // ---- grid barrier: every block selects among the same candidates
+    long prefix = b0;
+    int rem = rem0, shift = 21;
+    if (whole0) seen[0]++;
+    for (int pass = 1; pass < 3 && !whole0; pass++) {
+      int sh = pass == 1 ? 10 : 0;
+      long mask = pass == 1 ? 0x7FF : 0x3FF;
+      int[] hist = new int[2048];
+      for (int c : cand) {
+        long k = (b0 << 21) | (c & 0x1FFFFF);
+        if ((k >>> shift) == prefix) hist[(int) ((k >>> sh) & mask)]++;
+      }
+      pick = resolve(hist, rem, nt);
+      prefix = ((prefix << (pass == 2 ? 10 : 11)) | pick[0]) & 0xFFFFFFFFL;
+      rem = pick[1];
       shift = sh;
-      if (done) {
+      if (pass == 2 || pick[2] == pick[1]) {
         seen[pass]++;
         break;
       }
     }
-    int[] gtBlock = new int[g], eqBlock = new int[g];
     for (int b = 0; b < g; b++) {
-      int s0 = b * slice, s1 = Math.min(hi, s0 + slice);
-      for (int j = Math.max(s0, off); j < s1; j++) {
-        long s = key(vals[j - off]) >>> shift;
-        gtBlock[b] += s > prefix ? 1 : 0;
-        eqBlock[b] += s == prefix ? 1 : 0;
+      int gSeen = 0, eSeen = 0, gOwn = gtBlock[b], eOwn = 0;
+      for (int c = 0; c < b; c++) gSeen += gtBlock[c];
+      for (int c : cand) {
+        int blk = c >>> 21;
+        long s = ((b0 << 21) | (c & 0x1FFFFF)) >>> shift;
+        if (blk < b) {
+          gSeen += s > prefix ? 1 : 0;
+          eSeen += s == prefix ? 1 : 0;
+        } else if (blk == b) {
+          gOwn += s > prefix ? 1 : 0;
+          eOwn += s == prefix ? 1 : 0;
+        }
       }
-    }
-    // ---- grid barrier: each block's bases are the counts of the blocks before it
-    for (int b = 0; b < g; b++) {
-      int gSeen = 0, eSeen = 0;
-      for (int c = 0; c < b; c++) {
-        gSeen += gtBlock[c];
-        eSeen += eqBlock[c];
-      }
-      if (gtBlock[b] == 0 && (eqBlock[b] == 0 || eSeen >= rem)) {
+      if (gOwn == 0 && (eOwn == 0 || eSeen >= rem)) {
         seen[3]++;
         continue;
       }
@@ -238,6 +282,7 @@ class SelectKernelsHostTest {
             boolean isG = ((gbits[t] >>> e) & 1) != 0, isE = ((ebits[t] >>> e) & 1) != 0;
             if (isG || (isE && eB < rem)) {
               int pos = gB + Math.min(eB, rem), s = sinks + (j0 + e16 * t + e - off);
+              assertTrue(pos < count, "the kernel's bounds guard never drops a pick");
               assertEquals(-1, top[pos], "position written twice");
               top[pos] = s;
               list[sinks + pos] = s;
@@ -251,6 +296,36 @@ class SelectKernelsHostTest {
         eSeen += ex >>> 16;
       }
     }
+  }
+
+  @Test
+  void histogramInVotesOnlyForARealSelectionOnTheVotes() {
+    assertTrue(SelectKernels.histogramInVotes(2048, 130000, 1));
+    assertTrue(SelectKernels.histogramInVotes(1, 2, 0));
+    assertFalse(SelectKernels.histogramInVotes(2048, 130000, 3), "pooled: the top-k reads other values");
+    assertFalse(SelectKernels.histogramInVotes(0, 130000, 1), "count 0 never reads the votes");
+    assertFalse(SelectKernels.histogramInVotes(2048, 2048, 1), "count >= n takes everything");
+  }
+
+  /** The launch and workspace constants are the kernels' #defines. */
+  @Test
+  void topKConstantsMatchTheKernels() throws IOException {
+    String cu = Files.readString(Path.of("src/main/cuda/ts_topk.cu"));
+    String cuh = Files.readString(Path.of("src/main/cuda/ts_topk.cuh"));
+    assertEquals(SelectKernels.TOPK_THREADS, define(cu, "TK_THREADS"));
+    assertEquals(SelectKernels.TOPK_MAX_BLOCKS, define(cuh, "TK_MAXG"));
+    assertEquals(SelectKernels.TOPK_BINS, define(cuh, "TK_BINS"));
+    assertTrue(cuh.contains("#define TK_GT (TK_BINS + 32)") && cuh.contains("#define TK_WS (TK_GT + TK_MAXG)"),
+        "TK_WS = TK_BINS + 32 + TK_MAXG");
+    assertEquals(SelectKernels.TOPK_WS, SelectKernels.TOPK_BINS + 32 + SelectKernels.TOPK_MAX_BLOCKS);
+    assertTrue(SelectKernels.TOPK_MAX_BLOCKS < 2048, "block ids fit the candidates' 11-bit field");
+    assertEquals(0, SelectKernels.TOPK_MIN_SLICE % (16 * SelectKernels.TOPK_THREADS), "whole tiles per slice");
+  }
+
+  private static int define(String src, String name) {
+    Matcher m = Pattern.compile("#define " + name + " (\\d+)").matcher(src);
+    assertTrue(m.find(), name);
+    return Integer.parseInt(m.group(1));
   }
 
   /** ts_decode_front's reduction is sized by TSF_THREADS: the launch must use exactly that many threads. */
