@@ -36,7 +36,8 @@
 #define TK_THREADS 256  // SelectKernels.TOPK_THREADS
 #define TK_E 16         // consecutive values per thread per tile (four float4 loads)
 #define TK_CAP 8192     // candidates a block keeps in shared memory (32 KB); more are re-read from L2
-#define TK_U 4          // candidates per thread and step (independent loads in flight)
+#define TK_U 4          // candidates per thread and step of the selection (independent loads in flight)
+#define TK_LD 8         // candidates per thread and step while loading them into shared memory
 
 // Keys of virtual indices j .. j+TK_E-1 of p, valid for lo <= index < hi; returns the valid ones as
 // bits (invalid keys are 0 and must be ignored). p is 16-byte aligned and j a multiple of 4, so a
@@ -65,10 +66,10 @@ __device__ __forceinline__ unsigned tk_load(const float* __restrict__ p, int j, 
   return ok;
 }
 
-// Exclusive block scan in thread order (blockDim a multiple of 32, <= 1024); *total = the sum over
-// the block. tmp: 32 ints of shared memory.
+// Exclusive block scan in thread order (TK_THREADS threads); *total = the sum over the block. tmp:
+// 32 ints of shared memory.
 __device__ __forceinline__ int tk_block_excl(int x, int* tmp, int* total) {
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = TK_THREADS / 32;
   int incl = x;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
@@ -90,7 +91,7 @@ __device__ __forceinline__ int tk_block_excl(int x, int* tmp, int* total) {
 
 // Sum over the block of four ints; tmp: 32 int4 of shared memory.
 __device__ __forceinline__ int4 tk_block_sum4(int4 x, int4* tmp) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = TK_THREADS / 32;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     x.x += __shfl_xor_sync(0xffffffffu, x.x, o);
@@ -143,7 +144,7 @@ __device__ __forceinline__ unsigned tk_cand(bool inShared, const unsigned* sKey,
 // top-per+1; the one whose range holds the rem-th largest finds the digit. An inconsistent histogram
 // (no such thread) gives (0, 0, 0): wrong picks, but every later index stays in bounds.
 __device__ __forceinline__ void tk_resolve(const unsigned* hist, int rem, int* scanTmp, int* pick) {
-  const int t = threadIdx.x, per = TK_BINS / blockDim.x, topBin = TK_BINS - 1 - t * per;
+  const int t = threadIdx.x, per = TK_BINS / TK_THREADS, topBin = TK_BINS - 1 - t * per;
   if (t == 0) pick[0] = pick[1] = pick[2] = 0;  // the readers of the last pick passed a barrier since
   int mine = 0, all;
   for (int q = 0; q < per; q++) mine += (int)hist[topBin - ((q + t) & (per - 1))];  // rotated: fewer bank conflicts
@@ -171,7 +172,9 @@ __device__ __forceinline__ void tk_resolve(const unsigned* hist, int rem, int* s
 // Cache hit (*hit) top already holds the cached top-k: it is only copied into the lists. count <= 0:
 // lists only, vals is not read. ws (lists, TK_WS) u32 as in ts_topk.cuh; prebuilt: its histograms
 // already count each row's keys (ts_votes; only with 0 < count < n). cand (lists, n) u32 scratch.
-// Grid (G <= TK_MAXG, lists), all resident; TK_THREADS threads (any power of two in [32, 1024]).
+// Grid (G <= TK_MAXG, lists), all resident; exactly TK_THREADS threads (a compile-time count, so that
+// the fixed-length loops unroll and put their loads in flight together; SelectKernelsHostTest models
+// the arithmetic for any power of two).
 extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM is all it needs: no spills
     ts_topk_lists(int* __restrict__ top, int* __restrict__ lists, const float* __restrict__ vals,
                   const int* __restrict__ hit, unsigned* __restrict__ ws, unsigned* __restrict__ cand, int n,
@@ -182,7 +185,8 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
   __shared__ int scanTmp[32];
   __shared__ int sPick[3];
   __shared__ unsigned sSlot;
-  const int t = threadIdx.x, nt = blockDim.x, b = blockIdx.x, g = gridDim.x, list = blockIdx.y;
+  constexpr int nt = TK_THREADS;
+  const int t = threadIdx.x, b = blockIdx.x, g = gridDim.x, list = blockIdx.y;
   const int listLen = sinks + max(count, 0) + local;
   int* row = lists + (size_t)list * listLen;
   for (int i = b * nt + t; i < sinks; i += g * nt) row[i] = i;
@@ -268,14 +272,29 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
   tk_block_excl(gtMine, scanTmp, &gtBlock);
   if (t == 0) lw[TK_GT + b] = (unsigned)gtBlock;
   tk_grid_sync(lw + TK_BAR, g);
+  int gtBefore = 0;  // keys above B0 in the blocks before this one (loaded with the candidates)
+  for (int i = t; i < b; i += nt) gtBefore += (int)__ldcg(lw + TK_GT + i);
   // every block has read the histogram and taken its candidate slots: zero both for the next call
   for (int i = b * nt + t; i < TK_BINS; i += g * nt) lw[i] = 0u;
   if (b == 0 && t == 0) lw[TK_CNT] = 0u;
 
   // ---- 2. radix select among the candidates (full key = b0 << 21 | low 21 bits), every block alike
   const bool inShared = m <= TK_CAP;  // block-uniform
-  if (inShared)
-    for (int i = t; i < m; i += nt) sKey[i] = __ldcg(cbuf + i);
+  if (inShared) {
+    for (int i0 = 0; i0 < m; i0 += TK_LD * nt) {  // all loads of a step in flight, then the stores
+      unsigned x[TK_LD];
+#pragma unroll
+      for (int u = 0; u < TK_LD; u++) {
+        const int i = i0 + u * nt + t;
+        x[u] = i < m ? __ldcg(cbuf + i) : 0u;
+      }
+#pragma unroll
+      for (int u = 0; u < TK_LD; u++) {
+        const int i = i0 + u * nt + t;
+        if (i < m) sKey[i] = x[u];
+      }
+    }
+  }
   __syncthreads();
   unsigned prefix = b0;
   int rem = rem0, shift = 21;
@@ -330,7 +349,7 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
       }
     }
   }
-  for (int i = t; i < b; i += nt) c4.x += (int)__ldcg(lw + TK_GT + i);  // keys above B0 in the blocks before
+  c4.x += gtBefore;
   const int4 s4 = tk_block_sum4(c4, sumTmp);
   int gSeen = s4.x, eSeen = s4.y;
   if (gtBlock + s4.z == 0 && (s4.w == 0 || eSeen >= rem)) return;  // no pick here; block-uniform
