@@ -239,13 +239,22 @@ TS_SCORE(256)
 // digit (tk_key, ts_topk.cuh): the first digit of ts_topk_lists' radix select, built here because this
 // kernel touches every vote anyway (per block in shared memory, then one global atomic per non-zero
 // bin). Grid-stride over candidates; heads <= 256, blockDim 256.
-extern "C" __global__ void ts_votes(float* __restrict__ votes, unsigned* __restrict__ hist,
+// Latency: a thread's first candidate's logits of the first TSV_PRE heads (heads=layer) are loaded
+// before the block merges the split statistics, so that merge's two L2 round trips and the logits'
+// own round trip overlap instead of following each other (the sum is still in head order).
+#define TSV_PRE 32
+extern "C" __global__ void __launch_bounds__(256, 4) ts_votes(float* __restrict__ votes, unsigned* __restrict__ hist,
                                     const float* __restrict__ logits, const float* __restrict__ partMl,
                                     const int* __restrict__ hit, int histStride, int heads, int nKv, int cands,
                                     int splits, int perKv, int gqaMod) {
   if (*hit) return;
   __shared__ float sM[256], sInv[256];
   __shared__ unsigned sHist[TK_BINS];
+  const int cFirst = blockIdx.x * blockDim.x + threadIdx.x;
+  float pre[TSV_PRE];  // logits[h][cFirst] of heads h < TSV_PRE, heads=layer only
+#pragma unroll
+  for (int h = 0; h < TSV_PRE; h++)
+    pre[h] = !perKv && h < heads && cFirst < cands ? logits[(size_t)h * cands + cFirst] : 0.f;
   // 8 lanes per head merge its splits: a max pass, then a sum pass, over independent loads, so
   // every block has the statistics after two L2 round trips rather than one per split
   const int sub = threadIdx.x & 7, per = blockDim.x >> 3;
@@ -283,7 +292,13 @@ extern "C" __global__ void ts_votes(float* __restrict__ votes, unsigned* __restr
       const int c = c0 + threadIdx.x;
       float v = 0.f;
       if (c < cands) {
-        if (!perKv) {
+        if (!perKv && c == cFirst) {
+#pragma unroll
+          for (int h = 0; h < TSV_PRE; h++)
+            if (h < heads) v += expf(pre[h] - sM[h]) * sInv[h];
+#pragma unroll 8
+          for (int h = TSV_PRE; h < heads; h++) v += expf(logits[(size_t)h * cands + c] - sM[h]) * sInv[h];
+        } else if (!perKv) {
 #pragma unroll 8
           for (int h = 0; h < heads; h++) v += expf(logits[(size_t)h * cands + c] - sM[h]) * sInv[h];
         } else {
