@@ -6,26 +6,28 @@
 // SelectKernelsHostTest.kernelModel (keep the two in step).
 //
 // Why this shape: at 128K candidates the work is tiny (512 KB of votes) and the time is latency:
-// every grid barrier and every L2 round trip costs a microsecond or so. So the kernel crosses the
-// grid as few times as it can: ONE barrier when ts_votes has built the histogram of the keys' top
-// 11 bits (ts_topk.cuh; `prebuilt`), two otherwise (max-pooled votes).
-// Block b of a list owns the contiguous slice [b*S, b*S + S) of the row's virtual indices (S a
-// multiple of TK_E). The key is the unsigned key of TopK.sortable (tk_key).
-//  0. (not prebuilt) each block histograms key >> 21 of its slice into the list's global histogram;
-//     grid barrier.
-//  1. Every block reads the global histogram and resolves the same bin B0 holding the count-th
-//     largest key and rem0, how many of that bin's keys are taken. It counts its keys above B0 and
-//     appends its keys IN B0 to the list's candidate buffer (order between blocks is arbitrary: each
-//     entry carries its block in the top 11 bits, which B0 makes redundant, and the key's low 21 bits).
-//     Grid barrier.
-//  2. Every block, redundantly and identically (the result depends on the candidates as a multiset),
-//     radix-selects among the m = hist[B0] candidates on the low 21 bits (11 + 10, in shared memory
-//     when m <= TK_CAP, else from L2), stopping early when a digit's bin is taken whole. That leaves
-//     (shift, prefix, rem): keys with key >> shift > prefix are selected, and the `rem` lowest-index
-//     keys with key >> shift == prefix. Its output base is the number of selected keys before its
-//     slice: the above-B0 counts of the blocks before it plus the candidates of those blocks that
-//     are greater / equal. A block scan per tile orders the picks within the block: the output is
-//     ascending.
+// every grid barrier and every L2 round trip counts. So the kernel crosses the grid as few times as
+// it can: with the first digit's histogram from ts_votes (`prebuilt`) ONE barrier when that digit's
+// bin holds <= TK_CAP keys (peaked votes), two when it takes a second digit (flat votes), three on
+// heavy ties; one more without `prebuilt` (max-pooled votes).
+// Radix select on the unsigned key of TopK.sortable (tk_key), digits of 11, 11 and 10 bits. Block b
+// of a list owns the contiguous slice [b*S, b*S + S) of the row's virtual indices (S a multiple of
+// TK_E). The state (shift, prefix, rem) says: keys with key >> shift > prefix are selected, and the
+// `rem` lowest-index keys with key >> shift == prefix (the bin).
+//  1. Global digits: per digit, every block histograms its slice's keys in the bin into the list's
+//     global histogram for that digit (the first one may come from ts_votes); grid barrier; every
+//     block reads the same histogram and resolves the same digit. Stop when the bin is taken whole,
+//     all 32 bits are resolved, or the bin holds m <= TK_CAP keys: all decided identically everywhere.
+//  2. Each block counts its keys above and in the bin and publishes both; if the bin still needs
+//     resolving (m <= TK_CAP), it also appends its keys in the bin to the list's candidate buffer
+//     (in arbitrary block order: each entry carries its block in the top 11 bits, which the prefix
+//     makes redundant, and the key's low `shift` bits). Grid barrier.
+//  3. Refinement: every block, redundantly and identically (the result depends on the candidates as
+//     a multiset), radix-selects the remaining digits among the m candidates in shared memory,
+//     stopping early when a bin is taken whole.
+//  4. A block's output base is the number of selected keys before its slice: the counts of the
+//     blocks before it (refined by their candidates). A block scan per tile orders the picks within
+//     the block: the output is ascending.
 //
 // PERSISTENT-KERNEL ASSUMPTION: the barrier spins, so all G * lists blocks must be resident at once.
 // The host keeps G * lists <= SM count (a plain launch; nothing else runs on the stream), and with
@@ -35,9 +37,9 @@
 
 #define TK_THREADS 256  // SelectKernels.TOPK_THREADS
 #define TK_E 16         // consecutive values per thread per tile (four float4 loads)
-#define TK_CAP 8192     // candidates a block keeps in shared memory (32 KB); more are re-read from L2
-#define TK_U 4          // candidates per thread and step of the selection (independent loads in flight)
-#define TK_LD 8         // candidates per thread and step while loading them into shared memory
+#define TK_CAP 8192     // candidates a block refines in shared memory (32 KB): larger bins take a global digit
+#define TK_U 4          // candidates per thread and step of the refinement
+#define TK_LD 8         // candidates per thread and step while loading them into shared memory (loads in flight)
 
 // Keys of virtual indices j .. j+TK_E-1 of p, valid for lo <= index < hi; returns the valid ones as
 // bits (invalid keys are 0 and must be ignored). p is 16-byte aligned and j a multiple of 4, so a
@@ -133,11 +135,6 @@ __device__ __forceinline__ void tk_grid_sync(unsigned* bar, int g) {
   __syncthreads();
 }
 
-// Candidate i: from shared memory when they all fit, else from L2 (written by other blocks).
-__device__ __forceinline__ unsigned tk_cand(bool inShared, const unsigned* sKey, const unsigned* cbuf, int i) {
-  return inShared ? sKey[i] : __ldcg(cbuf + i);
-}
-
 // Every thread gets, in pick = (digit, left, size): the bin of hist (TK_BINS counts) holding the
 // rem-th largest key counted (1 <= rem <= the keys counted), how many of that bin's keys are taken,
 // and the bin's size (left == size: the bin is taken whole). Thread t owns the bins top, top-1, ..,
@@ -147,6 +144,7 @@ __device__ __forceinline__ void tk_resolve(const unsigned* hist, int rem, int* s
   const int t = threadIdx.x, per = TK_BINS / TK_THREADS, topBin = TK_BINS - 1 - t * per;
   if (t == 0) pick[0] = pick[1] = pick[2] = 0;  // the readers of the last pick passed a barrier since
   int mine = 0, all;
+#pragma unroll
   for (int q = 0; q < per; q++) mine += (int)hist[topBin - ((q + t) & (per - 1))];  // rotated: fewer bank conflicts
   const int before = tk_block_excl(mine, scanTmp, &all);
   if (before < rem && rem <= before + mine) {  // exactly one thread
@@ -166,15 +164,19 @@ __device__ __forceinline__ void tk_resolve(const unsigned* hist, int rem, int* s
   __syncthreads();
 }
 
+// Digit `pass` (0, 1, 2) of a key: its shift and mask.
+__device__ __forceinline__ int tk_shift(int pass) { return pass == 0 ? 21 : (pass == 1 ? 10 : 0); }
+__device__ __forceinline__ unsigned tk_mask(int pass) { return pass == 2 ? 0x3FFu : 0x7FFu; }
+
 // top (lists, count) int = sinks + ascending indices of the count largest of each row of vals
 // (lists, n) f32, ties to the lower index (count >= n: every index, then the last repeated), and
 // lists (lists, sinks + count + local) int = [0, sinks) ++ top ++ [end - local, end). On a Selection
 // Cache hit (*hit) top already holds the cached top-k: it is only copied into the lists. count <= 0:
-// lists only, vals is not read. ws (lists, TK_WS) u32 as in ts_topk.cuh; prebuilt: its histograms
-// already count each row's keys (ts_votes; only with 0 < count < n). cand (lists, n) u32 scratch.
-// Grid (G <= TK_MAXG, lists), all resident; exactly TK_THREADS threads (a compile-time count, so that
-// the fixed-length loops unroll and put their loads in flight together; SelectKernelsHostTest models
-// the arithmetic for any power of two).
+// lists only, vals is not read. ws (lists, TK_WS) u32 as in ts_topk.cuh; prebuilt: its first
+// histograms already count each row's keys (ts_votes; only with 0 < count < n). cand (lists, n) u32
+// scratch. Grid (G <= TK_MAXG, lists), all resident; exactly TK_THREADS threads (a compile-time count,
+// so that the fixed-length loops unroll and put their loads in flight together; SelectKernelsHostTest
+// models the arithmetic for any power of two).
 extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM is all it needs: no spills
     ts_topk_lists(int* __restrict__ top, int* __restrict__ lists, const float* __restrict__ vals,
                   const int* __restrict__ hit, unsigned* __restrict__ ws, unsigned* __restrict__ cand, int n,
@@ -214,35 +216,49 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
   const int hi = n + off, tile = TK_E * nt;
   const int slice = ((hi + g - 1) / g + TK_E - 1) / TK_E * TK_E;
   const int s0 = b * slice, s1 = min(hi, s0 + slice);  // may be empty: the block still meets the barriers
-  unsigned* lw = ws + (size_t)list * TK_WS;           // this list's workspace; its histogram at lw[0, TK_BINS)
+  unsigned* lw = ws + (size_t)list * TK_WS;           // this list's workspace (ts_topk.cuh)
   unsigned* cbuf = cand + (size_t)list * n;
 
-  // ---- 0. the histogram of key >> 21, unless ts_votes built it
-  if (!prebuilt) {
-    for (int i = t; i < TK_BINS; i += nt) hist[i] = 0u;
-    __syncthreads();
-    for (int j0 = s0; j0 < s1; j0 += tile) {  // block-uniform trip count: tk_hist_add's warp votes are safe
-      unsigned key[TK_E];
-      const unsigned ok = tk_load(p, j0 + TK_E * t, off, s1, key);
+  // ---- 1. global digits until the bin is taken whole, fully resolved or small enough to refine
+  unsigned prefix = 0u;
+  int rem = count, shift = 21, m = n, pass = 0;  // shift: the last digit's (not read before the first)
+  bool whole = false;
+  for (;; pass++) {
+    const int sh = tk_shift(pass);
+    const unsigned mask = tk_mask(pass);
+    unsigned* gh = lw + pass * TK_BINS;
+    if (pass > 0 || !prebuilt) {
+      for (int i = t; i < TK_BINS; i += nt) hist[i] = 0u;
+      __syncthreads();
+      for (int j0 = s0; j0 < s1; j0 += tile) {  // block-uniform trip count: tk_hist_add's warp votes are safe
+        unsigned key[TK_E];
+        const unsigned ok = tk_load(p, j0 + TK_E * t, off, s1, key);
 #pragma unroll
-      for (int e = 0; e < TK_E; e++) tk_hist_add(hist, (ok >> e) & 1u, key[e] >> 21);
+        for (int e = 0; e < TK_E; e++)  // pass 0 takes every key; later ones shift by 21 or 10
+          tk_hist_add(hist, ((ok >> e) & 1u) && (pass == 0 || (key[e] >> shift) == prefix), (key[e] >> sh) & mask);
+      }
+      __syncthreads();
+      for (int i = t; i < TK_BINS; i += nt) {
+        unsigned c = hist[i];
+        if (c != 0u) atomicAdd(&gh[i], c);
+      }
+      tk_grid_sync(lw + TK_BAR, g);
     }
+    for (int i = t; i < TK_BINS; i += nt) hist[i] = __ldcg(gh + i);  // L2: other blocks' atomics
     __syncthreads();
-    for (int i = t; i < TK_BINS; i += nt) {
-      unsigned c = hist[i];
-      if (c != 0u) atomicAdd(&lw[i], c);
-    }
-    tk_grid_sync(lw + TK_BAR, g);
+    tk_resolve(hist, rem, scanTmp, sPick);
+    prefix = pass == 0 ? (unsigned)sPick[0] : (prefix << (pass == 2 ? 10 : 11)) | (unsigned)sPick[0];
+    rem = sPick[1];
+    m = min(sPick[2], n);
+    whole = sPick[2] == rem;
+    shift = sh;
+    if (whole || pass == 2 || m <= TK_CAP) break;  // grid-uniform: the same histogram everywhere
   }
+  const bool refine = !whole && shift > 0;  // then m <= TK_CAP
+  const unsigned low = (1u << shift) - 1u;   // only used when refine (shift 21 or 10)
 
-  // ---- 1. the bin B0 (the same in every block), this block's keys above it and its candidates
-  for (int i = t; i < TK_BINS; i += nt) hist[i] = __ldcg(lw + i);  // L2: other blocks' atomics
-  __syncthreads();
-  tk_resolve(hist, count, scanTmp, sPick);
-  const unsigned b0 = (unsigned)sPick[0];
-  const int rem0 = sPick[1], m = min(sPick[2], n);
-  const bool whole0 = sPick[2] == rem0;
-  int gtMine = 0;
+  // ---- 2. this block's keys above and in the bin; with refine its keys in the bin as candidates
+  int gtMine = 0, eqMine = 0;
   for (int j0 = s0; j0 < s1; j0 += tile) {  // block-uniform
     unsigned key[TK_E];
     const unsigned ok = tk_load(p, j0 + TK_E * t, off, s1, key);
@@ -250,10 +266,12 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
 #pragma unroll
     for (int e = 0; e < TK_E; e++) {
       const bool in = (ok >> e) & 1u;
-      const unsigned bin = key[e] >> 21;
-      gtMine += in && bin > b0 ? 1 : 0;
-      ebits |= (in && bin == b0 ? 1u : 0u) << e;
+      const unsigned s = key[e] >> shift;  // shift is 21, 10 or 0
+      gtMine += in && s > prefix ? 1 : 0;
+      ebits |= (in && s == prefix ? 1u : 0u) << e;
     }
+    eqMine += __popc(ebits);
+    if (!refine) continue;  // block-uniform
     int tot;
     const int ex = tk_block_excl(__popc(ebits), scanTmp, &tot);
     if (tot == 0) continue;  // block-uniform
@@ -263,24 +281,30 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
 #pragma unroll
     for (int e = 0; e < TK_E; e++) {
       if ((ebits >> e) & 1u) {
-        if (at < (unsigned)n) cbuf[at] = ((unsigned)b << 21) | (key[e] & 0x1FFFFFu);
+        if (at < (unsigned)n) cbuf[at] = ((unsigned)b << 21) | (key[e] & low);
         at++;
       }
     }
   }
-  int gtBlock;
+  int gtBlock, eqBlock;
   tk_block_excl(gtMine, scanTmp, &gtBlock);
-  if (t == 0) lw[TK_GT + b] = (unsigned)gtBlock;
+  tk_block_excl(eqMine, scanTmp, &eqBlock);
+  if (t == 0) {
+    lw[TK_GT + b] = (unsigned)gtBlock;
+    lw[TK_EQ + b] = (unsigned)eqBlock;
+  }
   tk_grid_sync(lw + TK_BAR, g);
-  int gtBefore = 0;  // keys above B0 in the blocks before this one (loaded with the candidates)
-  for (int i = t; i < b; i += nt) gtBefore += (int)__ldcg(lw + TK_GT + i);
-  // every block has read the histogram and taken its candidate slots: zero both for the next call
-  for (int i = b * nt + t; i < TK_BINS; i += g * nt) lw[i] = 0u;
+  int4 c4 = make_int4(0, 0, 0, 0);  // greater, equal in the blocks before this one; greater, equal of its own
+  for (int i = t; i < b; i += nt) {  // loaded together with the candidates below
+    c4.x += (int)__ldcg(lw + TK_GT + i);
+    c4.y += refine ? 0 : (int)__ldcg(lw + TK_EQ + i);
+  }
+  // every block has read the histograms and taken its candidate slots: zero them for the next call
+  for (int i = b * nt + t; i < 3 * TK_BINS; i += g * nt) lw[i] = 0u;
   if (b == 0 && t == 0) lw[TK_CNT] = 0u;
 
-  // ---- 2. radix select among the candidates (full key = b0 << 21 | low 21 bits), every block alike
-  const bool inShared = m <= TK_CAP;  // block-uniform
-  if (inShared) {
+  // ---- 3. refinement among the candidates (key = prefix << shift | low bits), every block alike
+  if (refine) {
     for (int i0 = 0; i0 < m; i0 += TK_LD * nt) {  // all loads of a step in flight, then the stores
       unsigned x[TK_LD];
 #pragma unroll
@@ -294,67 +318,56 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
         if (i < m) sKey[i] = x[u];
       }
     }
-  }
-  __syncthreads();
-  unsigned prefix = b0;
-  int rem = rem0, shift = 21;
-  if (!whole0) {
-    for (int pass = 1; pass < 3; pass++) {
-      const int sh = pass == 1 ? 10 : 0;
-      const unsigned mask = pass == 1 ? 0x7FFu : 0x3FFu;
+    const unsigned base = prefix << shift;  // the bin's keys: base | low bits
+    unsigned fPrefix = prefix;
+    int fShift = shift;
+    for (int fPass = pass + 1; fPass < 3; fPass++) {
+      const int sh = tk_shift(fPass);
+      const unsigned mask = tk_mask(fPass);
       for (int i = t; i < TK_BINS; i += nt) hist[i] = 0u;
-      __syncthreads();
+      __syncthreads();  // also: sKey is complete
       for (int i0 = 0; i0 < m; i0 += TK_U * nt) {  // block-uniform trip count
-        unsigned k[TK_U];
 #pragma unroll
         for (int u = 0; u < TK_U; u++) {
           const int i = i0 + u * nt + t;
-          k[u] = i < m ? (b0 << 21) | (tk_cand(inShared, sKey, cbuf, i) & 0x1FFFFFu) : 0u;
-        }
-#pragma unroll
-        for (int u = 0; u < TK_U; u++) {
-          const int i = i0 + u * nt + t;
-          // shift (the previous digit's) is 21 or 10 here: never a shift by 32
-          tk_hist_add(hist, i < m && (k[u] >> shift) == prefix, (k[u] >> sh) & mask);
+          const unsigned k = i < m ? base | (sKey[i] & low) : 0u;
+          // fShift (the previous digit's) is 21 or 10 here: never a shift by 32
+          tk_hist_add(hist, i < m && (k >> fShift) == fPrefix, (k >> sh) & mask);
         }
       }
       __syncthreads();
       tk_resolve(hist, rem, scanTmp, sPick);
-      prefix = (prefix << (pass == 2 ? 10 : 11)) | (unsigned)sPick[0];
+      fPrefix = (fPrefix << (fPass == 2 ? 10 : 11)) | (unsigned)sPick[0];
+      fShift = sh;
+      const bool fWhole = sPick[2] == sPick[1];
       rem = sPick[1];
-      shift = sh;
-      if (pass == 2 || sPick[2] == sPick[1]) break;  // grid-uniform: the same candidates everywhere
+      if (fWhole) break;  // grid-uniform: the same candidates everywhere
     }
-  }
-
-  // ---- this block's base: selected keys before its slice, and whether it has picks at all
-  int4 c4 = make_int4(0, 0, 0, 0);  // greater, equal among the blocks before; greater, equal of this block
-  for (int i0 = 0; i0 < m; i0 += TK_U * nt) {
-    unsigned c[TK_U];
+    for (int i0 = 0; i0 < m; i0 += TK_U * nt) {
 #pragma unroll
-    for (int u = 0; u < TK_U; u++) {
-      const int i = i0 + u * nt + t;
-      c[u] = i < m ? tk_cand(inShared, sKey, cbuf, i) : 0xFFFFFFFFu;  // block field 2047: no block's
-    }
-#pragma unroll
-    for (int u = 0; u < TK_U; u++) {
-      const unsigned blk = c[u] >> 21, s = ((b0 << 21) | (c[u] & 0x1FFFFFu)) >> shift;
-      const int gt = s > prefix ? 1 : 0, eq = s == prefix ? 1 : 0;
-      if (blk < (unsigned)b) {
-        c4.x += gt;
-        c4.y += eq;
-      } else if (blk == (unsigned)b) {
-        c4.z += gt;
-        c4.w += eq;
+      for (int u = 0; u < TK_U; u++) {
+        const int i = i0 + u * nt + t;
+        const unsigned c = i < m ? sKey[i] : 0xFFFFFFFFu;  // block field 2047: no block's
+        const unsigned blk = c >> 21, s = (base | (c & low)) >> fShift;
+        const int gt = s > fPrefix ? 1 : 0, eq = s == fPrefix ? 1 : 0;
+        if (blk < (unsigned)b) {
+          c4.x += gt;
+          c4.y += eq;
+        } else if (blk == (unsigned)b) {
+          c4.z += gt;
+          c4.w += eq;
+        }
       }
     }
+    prefix = fPrefix;
+    shift = fShift;
   }
-  c4.x += gtBefore;
   const int4 s4 = tk_block_sum4(c4, sumTmp);
   int gSeen = s4.x, eSeen = s4.y;
-  if (gtBlock + s4.z == 0 && (s4.w == 0 || eSeen >= rem)) return;  // no pick here; block-uniform
+  const int gtOwn = gtBlock + s4.z, eqOwn = refine ? s4.w : eqBlock;
+  if (gtOwn == 0 && (eqOwn == 0 || eSeen >= rem)) return;  // no pick here; block-uniform
 
-  // ---- ordered write: pick at index j goes to (greater before j) + min(equal before j, rem)
+  // ---- 4. ordered write: pick at index j goes to (greater before j) + min(equal before j, rem)
   for (int j0 = s0; j0 < s1; j0 += tile) {  // block-uniform
     unsigned key[TK_E];
     const unsigned ok = tk_load(p, j0 + TK_E * t, off, s1, key);

@@ -6,14 +6,16 @@
 
 #define TK_BINS 2048  // 11-bit digits
 #define TK_MAXG 64    // top-k blocks per list at most (SelectKernels.TOPK_MAX_BLOCKS); < 2^11 (candidate packing)
-// Workspace per list, u32 (SelectKernels.TOPK_WS): [0, TK_BINS) histogram of key >> 21; TK_BAR the grid
-// barrier word; TK_CNT the candidate counter; [TK_GT, TK_GT + TK_MAXG) keys above the chosen bin per
-// block. Zero at allocation; every call leaves the histogram and counter zero and the barrier word
-// a multiple of 2^31 (tk_grid_sync).
-#define TK_BAR (TK_BINS)
-#define TK_CNT (TK_BINS + 1)
-#define TK_GT (TK_BINS + 32)
-#define TK_WS (TK_GT + TK_MAXG)
+// Workspace per list, u32 (SelectKernels.TOPK_WS): [0, 3 * TK_BINS) the global histograms of digits
+// 0, 1, 2 (digit 0 = key >> 21, the one ts_votes can build); TK_BAR the grid barrier word; TK_CNT the
+// candidate counter; [TK_GT, +TK_MAXG) and [TK_EQ, +TK_MAXG) keys above and in the chosen bin per
+// block. Zero at allocation; every call leaves the histograms and counter zero and the barrier word a
+// multiple of 2^31 (tk_grid_sync).
+#define TK_BAR (3 * TK_BINS)
+#define TK_CNT (3 * TK_BINS + 1)
+#define TK_GT (3 * TK_BINS + 32)
+#define TK_EQ (TK_GT + TK_MAXG)
+#define TK_WS (TK_EQ + TK_MAXG)
 
 // Unsigned bits whose order is the float's total order (attention/TopK.sortable + 2^31).
 __device__ __forceinline__ unsigned tk_key(float f) {

@@ -15,7 +15,8 @@ final class SelectKernels {
   static final int TOPK_MAX_BLOCKS = 64;  // TK_MAXG in ts_topk.cuh: blocks per list at most
   static final int TOPK_MIN_SLICE = 4096; // candidates per top-k block at least: one tile of TK_E * TK_THREADS
   static final int TOPK_BINS = 2048;      // TK_BINS in ts_topk.cuh: the first digit's histogram
-  static final int TOPK_WS = TOPK_BINS + 32 + TOPK_MAX_BLOCKS; // TK_WS in ts_topk.cuh: u32 per list
+  static final int TOPK_WS = 3 * TOPK_BINS + 32 + 2 * TOPK_MAX_BLOCKS; // TK_WS in ts_topk.cuh: u32 per list
+  static final int TOPK_CAP = 8192;       // TK_CAP in ts_topk.cu: a bin of at most this many keys is refined per block
   static final int MAX_GROUP = 8;   // TSS_GMAX in ts_score.cu: rows 0..7 (hi) and 8..15 (lo) of the mma tile
 
   private final Launcher l;
@@ -194,8 +195,8 @@ final class SelectKernels {
    * ws ({@link #topKWorkspaceBytes}(&gt;= nLists), zero-filled at allocation, left zero; one call at a
    * time per workspace, and no other work on the GPU that could keep those blocks from being
    * resident together); cand ({@link #topKCandidateBytes}(nLists, n)) scratch. prebuilt: the
-   * preceding {@link #votes} with this ws built the first histogram (then one grid barrier instead
-   * of two); requires {@link #histogramInVotes}. When the hit flag is set top already holds the
+   * preceding {@link #votes} with this ws built the first histogram (one grid barrier less: one in
+   * all when the first digit's bin holds at most TOPK_CAP keys); requires {@link #histogramInVotes}. When the hit flag is set top already holds the
    * cached top-k and is only copied into the lists; count == 0 builds the lists without reading vals
    * or cand (which may then be null). Bad counts or a prebuilt call outside 0 &lt; count &lt; n throw
    * IllegalArgumentException before anything is queued.

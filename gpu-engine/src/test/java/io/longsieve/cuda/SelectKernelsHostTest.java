@@ -23,10 +23,11 @@ import org.junit.jupiter.params.provider.CsvSource;
 /**
  * Host side of TokenSelect on the GPU (runs without one): the scoring plan, pooled lengths, shape
  * checks, the top-k grid size, the constants shared with the kernels, and a step-by-step Java model of
- * ts_topk_lists (ts_topk.cu: G blocks per list; the first 11-bit digit from a global histogram (built by
- * ts_votes or by the kernel), the keys in its bin compacted into a candidate buffer in arbitrary block
- * order, one grid barrier, then every block radix-selects among the candidates on 11 + 10 bits, takes
- * its base from the blocks before it and writes in order) against attention/TopK on heavily tied inputs.
+ * ts_topk_lists (ts_topk.cu: G blocks per list; global digits of 11, 11, 10 bits from global histograms
+ * (the first built by ts_votes or by the kernel) until the bin is small, taken whole or resolved; the
+ * keys of a small bin compacted into a candidate buffer in arbitrary block order; a grid barrier; every
+ * block refines among the candidates, takes its base from the blocks before it and writes in order)
+ * against attention/TopK on heavily tied inputs, with the kernel's TK_CAP and with small ones.
  */
 class SelectKernelsHostTest {
 
@@ -55,42 +56,48 @@ class SelectKernelsHostTest {
     assertThrows(IllegalArgumentException.class, () -> SelectKernels.checkShape(128, 32, 2));
   }
 
-  @ParameterizedTest(name = "threads={0} blocks={1}")
-  @CsvSource({"256, 64", "256, 32", "256, 16", "256, 1", "512, 9", "64, 7", "32, 3", "32, 1"})
-  void topKModelMatchesTopKOnTiedInputs(int threads, int blocks) {
-    Random r = new Random(3 + threads + 101 * blocks);
+  @ParameterizedTest(name = "threads={0} blocks={1} cap={2}")
+  @CsvSource({"256, 64, 8192", "256, 32, 8192", "256, 32, 64", "256, 16, 300", "256, 1, 8192", "512, 9, 8192",
+      "64, 7, 100", "32, 3, 8192", "32, 1, 16"})
+  void topKModelMatchesTopKOnTiedInputs(int threads, int blocks, int cap) {
+    Random r = new Random(3 + threads + 101 * blocks + cap);
     Arrays.fill(seen, 0);
     for (int trial = 0; trial < 240; trial++) {
       int n = 1 + r.nextInt(trial < 80 ? 300 : trial < 200 ? 5000 : 70000);
       int count = r.nextInt(4) == 0 ? r.nextInt(n + 3) : 1 + r.nextInt(Math.min(n, 3000));
-      float[] v = tiedValues(r, n, trial % 6);
+      float[] v = tiedValues(r, n, trial % 7);
       int off = r.nextInt(4), sinks = r.nextInt(5), local = r.nextInt(6), end = sinks + n + local + r.nextInt(3);
       int[] want = io.longsieve.attention.TopKProbe.select(v, count, sinks);
       int[] top = filled(count), list = filled(sinks + count + local);
-      kernelModel(v, count, threads, blocks, off, sinks, local, end, top, list, trial % 2 == 0, r);
+      kernelModel(v, count, threads, blocks, cap, off, sinks, local, end, top, list, trial % 2 == 0, r);
       String what = "trial " + trial + " n=" + n + " count=" + count + " off=" + off;
       assertArrayEquals(want, top, what);
       for (int i = 0; i < sinks; i++) assertEquals(i, list[i], what);
       for (int i = 0; i < count; i++) assertEquals(want[i], list[sinks + i], what);
       for (int i = 0; i < local; i++) assertEquals(end - local + i, list[sinks + count + i], what);
     }
-    assertTrue(seen[0] > 0 && seen[1] > 0 && seen[2] > 0, "stops after every digit: " + Arrays.toString(seen));
+    assertTrue(seen[0] > 0 && seen[1] > 0 && seen[2] > 0, "stops after every global digit: " + Arrays.toString(seen));
+    assertTrue(seen[4] > 0 && seen[5] > 0, "refined, and refined with an early stop: " + Arrays.toString(seen));
     if (blocks > 1) assertTrue(seen[3] > 0, "blocks without picks skip the write: " + Arrays.toString(seen));
   }
 
-  /** Model runs that stopped after digit [0], [1], [2]; [3] blocks that skipped the write (tests run one at a time). */
-  private static final int[] seen = new int[4];
+  /**
+   * Model runs whose global digits stopped after digit [0], [1], [2]; [3] blocks that skipped the
+   * write; [4] runs refined among candidates, [5] of them stopping before the last digit (tests run
+   * one at a time).
+   */
+  private static final int[] seen = new int[6];
 
   @Test
   void topKModelTakesTheLowestIndicesOfOneValue() {
     float[] zeros = new float[40000];  // underflowed votes: every key equal
     int[] top = filled(2048);
-    kernelModel(zeros, 2048, 256, 19, 1, 0, 0, 40000, top, filled(2048), true, new Random(1));
+    kernelModel(zeros, 2048, 256, 19, 8192, 1, 0, 0, 40000, top, filled(2048), true, new Random(1));
     for (int i = 0; i < 2048; i++) assertEquals(i, top[i]);
     float[] v = new float[40000];
     for (int i = 0; i < v.length; i++) v[i] = (i % 7 == 3) ? 1f : (i % 2 == 0 ? 0f : -0f); // -0 ranks below +0
     top = filled(9000);
-    kernelModel(v, 9000, 256, 32, 2, 5, 0, 40005, top, filled(9005), false, new Random(2));
+    kernelModel(v, 9000, 256, 32, 8192, 2, 5, 0, 40005, top, filled(9005), false, new Random(2));
     assertArrayEquals(io.longsieve.attention.TopKProbe.select(v, 9000, 5), top);
   }
 
@@ -111,7 +118,10 @@ class SelectKernelsHostTest {
     return a;
   }
 
-  /** Kind 0: few levels; 1: one level and a few outliers; 2: gaussian; 3: +-0, negatives, inf, NaN; 4, 5: spread. */
+  /**
+   * Kind 0: few levels; 1: one level and a few outliers; 2: gaussian; 3: +-0, negatives, inf, NaN; 4, 5:
+   * spread; 6: flat (random-key votes: all within a few percent, so the first digit's bin is large).
+   */
   static float[] tiedValues(Random r, int n, int kind) {
     float[] v = new float[n];
     int levels = 1 + r.nextInt(kind == 0 ? 4 : 1000);
@@ -121,6 +131,7 @@ class SelectKernelsHostTest {
         case 1 -> r.nextInt(50) == 0 ? r.nextFloat() : 0.25f;
         case 2 -> (float) r.nextGaussian();
         case 3 -> new float[] {0f, -0f, -1f, 2f, Float.POSITIVE_INFINITY, Float.NaN, Float.MIN_VALUE}[r.nextInt(7)];
+        case 6 -> 1.1f + (float) r.nextGaussian() * 0.02f;
         default -> r.nextFloat() * (1 << r.nextInt(20)) * 1e-6f;
       };
     }
@@ -167,18 +178,20 @@ class SelectKernelsHostTest {
    * ts_topk_lists for one list, block by block and thread by thread in sequence but with its
    * arithmetic: virtual indices shifted by off (the row's misalignment in floats), g blocks owning
    * slices of a multiple of 16 (TK_E) virtual indices, thread t of a tile owning 16 consecutive ones.
-   * The histogram of key >>> 21 comes from ts_votes (prebuilt: every value once) or from the blocks'
-   * shared histograms; every block resolves the same bin B0 from it. Each block counts its keys above
-   * B0 and appends its keys in B0 per tile (thread order) to the candidate buffer at a slot from a
-   * global atomic: the tiles land in an arbitrary order (shuffled with `order`). The grid barrier is the
-   * end of the loop over blocks. Then the selection among the candidates (11 + 10 bits, early stop on
-   * a bin taken whole), which only depends on them as a multiset, so every block gets the same; the
-   * per-block counts from the candidates' block fields and the above-B0 counts; the skip of blocks
-   * without picks; and the ordered write with the packed (16-bit greater, 16-bit equal) exclusive block
-   * scan per tile. Writes top (count) and list (sinks + count + local).
+   * Global digits (11, 11, 10 bits): the histogram of digit 0 comes from ts_votes (prebuilt: every
+   * value once) or from the blocks' shared histograms, later ones from the blocks' keys in the bin;
+   * every block resolves the same digit from it (the grid barrier is the end of the loop over blocks);
+   * stop when the bin is taken whole, resolved, or holds at most cap keys. Each block counts its keys
+   * above and in the bin; to refine, it appends its keys in the bin per tile (thread order) to the
+   * candidate buffer at a slot from a global atomic: the tiles land in an arbitrary order (shuffled
+   * with `order`). Grid barrier. The refinement depends on the candidates as a multiset only, so every
+   * block gets the same; then bases from the counts of the blocks before (refined by the candidates'
+   * block fields), the skip of blocks without picks, and the ordered write with the packed (16-bit
+   * greater, 16-bit equal) exclusive block scan per tile. Writes top (count) and list (sinks + count +
+   * local).
    */
-  static void kernelModel(float[] vals, int count, int nt, int g, int off, int sinks, int local, int end, int[] top,
-                          int[] list, boolean prebuilt, Random order) {
+  static void kernelModel(float[] vals, int count, int nt, int g, int cap, int off, int sinks, int local, int end,
+                          int[] top, int[] list, boolean prebuilt, Random order) {
     int n = vals.length, e16 = 16, tile = e16 * nt;
     for (int i = 0; i < sinks; i++) list[i] = i;
     for (int i = 0; i < local; i++) list[sinks + count + i] = end - local + i;
@@ -188,24 +201,38 @@ class SelectKernelsHostTest {
       return;
     }
     int hi = n + off, slice = ((hi + g - 1) / g + e16 - 1) / e16 * e16;
-    int[] global = new int[2048];
-    if (prebuilt) {
-      for (float x : vals) global[(int) (key(x) >>> 21)]++;
-    } else {
-      for (int b = 0; b < g; b++) {  // each block's shared histogram, then its non-zero bins added
-        int[] hist = new int[2048];
-        for (int j = Math.max(b * slice, off); j < Math.min(hi, b * slice + slice); j++) {
-          hist[(int) (key(vals[j - off]) >>> 21)]++;
+    long prefix = 0;
+    int rem = count, shift = 21, m = n, pass = 0;
+    boolean whole = false;
+    for (;; pass++) {
+      int sh = shiftOf(pass);
+      long mask = pass == 2 ? 0x3FF : 0x7FF;
+      int[] global = new int[2048];
+      if (pass == 0 && prebuilt) {
+        for (float x : vals) global[(int) (key(x) >>> 21)]++;
+      } else {
+        for (int b = 0; b < g; b++) {  // each block's shared histogram, then its non-zero bins added
+          int[] hist = new int[2048];
+          for (int j = Math.max(b * slice, off); j < Math.min(hi, b * slice + slice); j++) {
+            long k = key(vals[j - off]);
+            if (pass == 0 || (k >>> shift) == prefix) hist[(int) ((k >>> sh) & mask)]++;
+          }
+          for (int i = 0; i < 2048; i++) global[i] += hist[i];
         }
-        for (int i = 0; i < 2048; i++) global[i] += hist[i];
+        // ---- grid barrier
       }
-      // ---- grid barrier
+      int[] pick = resolve(global, rem, nt);
+      prefix = pass == 0 ? pick[0] : ((prefix << (pass == 2 ? 10 : 11)) | pick[0]) & 0xFFFFFFFFL;
+      rem = pick[1];
+      m = Math.min(pick[2], n);
+      whole = pick[2] == rem;
+      shift = sh;
+      if (whole || pass == 2 || m <= cap) break;
     }
-    int[] pick = resolve(global, count, nt);
-    long b0 = pick[0];
-    int rem0 = pick[1], m = Math.min(pick[2], n);
-    boolean whole0 = pick[2] == rem0;
-    int[] gtBlock = new int[g];
+    seen[pass]++;
+    boolean refine = !whole && shift > 0;
+    long low = (1L << shift) - 1;
+    int[] gtBlock = new int[g], eqBlock = new int[g];
     List<int[]> chunks = new ArrayList<>();  // one per (block, tile) with candidates: one atomic each
     for (int b = 0; b < g; b++) {
       int s0 = b * slice, s1 = Math.min(hi, s0 + slice);
@@ -214,48 +241,57 @@ class SelectKernelsHostTest {
         int c = 0;
         for (int j = Math.max(j0, off); j < Math.min(s1, j0 + tile); j++) {
           long k = key(vals[j - off]);
-          if ((k >>> 21) > b0) gtBlock[b]++;
-          if ((k >>> 21) == b0) chunk[c++] = (b << 21) | (int) (k & 0x1FFFFF);
+          if ((k >>> shift) > prefix) gtBlock[b]++;
+          if ((k >>> shift) == prefix) {
+            eqBlock[b]++;
+            chunk[c++] = (b << 21) | (int) (k & low);
+          }
         }
-        if (c > 0) chunks.add(Arrays.copyOf(chunk, c));
+        if (refine && c > 0) chunks.add(Arrays.copyOf(chunk, c));
       }
     }
     Collections.shuffle(chunks, order);
     int[] cand = chunks.stream().flatMapToInt(Arrays::stream).toArray();
-    assertEquals(m, cand.length, "the candidates are the keys of bin B0");
-    // ---- grid barrier: every block selects among the same candidates
-    long prefix = b0;
-    int rem = rem0, shift = 21;
-    if (whole0) seen[0]++;
-    for (int pass = 1; pass < 3 && !whole0; pass++) {
-      int sh = pass == 1 ? 10 : 0;
-      long mask = pass == 1 ? 0x7FF : 0x3FF;
+    if (refine) {
+      assertTrue(m <= cap, "a refined bin fits the candidate capacity");
+      assertEquals(m, cand.length, "the candidates are the keys of the bin");
+      seen[4]++;
+    }
+    // ---- grid barrier: every block refines among the same candidates
+    long base = (prefix << shift) & 0xFFFFFFFFL, fPrefix = prefix;
+    int fShift = shift;
+    for (int fPass = pass + 1; refine && fPass < 3; fPass++) {
+      int sh = shiftOf(fPass);
+      long mask = fPass == 2 ? 0x3FF : 0x7FF;
       int[] hist = new int[2048];
       for (int c : cand) {
-        long k = (b0 << 21) | (c & 0x1FFFFF);
-        if ((k >>> shift) == prefix) hist[(int) ((k >>> sh) & mask)]++;
+        long k = base | (c & low);
+        if ((k >>> fShift) == fPrefix) hist[(int) ((k >>> sh) & mask)]++;
       }
-      pick = resolve(hist, rem, nt);
-      prefix = ((prefix << (pass == 2 ? 10 : 11)) | pick[0]) & 0xFFFFFFFFL;
+      int[] pick = resolve(hist, rem, nt);
+      fPrefix = ((fPrefix << (fPass == 2 ? 10 : 11)) | pick[0]) & 0xFFFFFFFFL;
+      fShift = sh;
       rem = pick[1];
-      shift = sh;
-      if (pass == 2 || pick[2] == pick[1]) {
-        seen[pass]++;
+      if (pick[2] == pick[1]) {
+        if (fPass < 2) seen[5]++;
         break;
       }
     }
     for (int b = 0; b < g; b++) {
-      int gSeen = 0, eSeen = 0, gOwn = gtBlock[b], eOwn = 0;
-      for (int c = 0; c < b; c++) gSeen += gtBlock[c];
+      int gSeen = 0, eSeen = 0, gOwn = gtBlock[b], eOwn = refine ? 0 : eqBlock[b];
+      for (int c = 0; c < b; c++) {
+        gSeen += gtBlock[c];
+        eSeen += refine ? 0 : eqBlock[c];
+      }
       for (int c : cand) {
         int blk = c >>> 21;
-        long s = ((b0 << 21) | (c & 0x1FFFFF)) >>> shift;
+        long s = (base | (c & low)) >>> fShift;
         if (blk < b) {
-          gSeen += s > prefix ? 1 : 0;
-          eSeen += s == prefix ? 1 : 0;
+          gSeen += s > fPrefix ? 1 : 0;
+          eSeen += s == fPrefix ? 1 : 0;
         } else if (blk == b) {
-          gOwn += s > prefix ? 1 : 0;
-          eOwn += s == prefix ? 1 : 0;
+          gOwn += s > fPrefix ? 1 : 0;
+          eOwn += s == fPrefix ? 1 : 0;
         }
       }
       if (gOwn == 0 && (eOwn == 0 || eSeen >= rem)) {
@@ -269,9 +305,9 @@ class SelectKernelsHostTest {
           for (int e = 0; e < e16; e++) {
             int j = j0 + e16 * t + e;
             if (j < off || j >= s1) continue;
-            long s = key(vals[j - off]) >>> shift;
-            if (s > prefix) gbits[t] |= 1 << e;
-            if (s == prefix) ebits[t] |= 1 << e;
+            long s = key(vals[j - off]) >>> fShift;
+            if (s > fPrefix) gbits[t] |= 1 << e;
+            if (s == fPrefix) ebits[t] |= 1 << e;
           }
           packed[t] = Integer.bitCount(gbits[t]) | (Integer.bitCount(ebits[t]) << 16);
         }
@@ -298,6 +334,11 @@ class SelectKernelsHostTest {
     }
   }
 
+  /** tk_shift: digit 0 is key >>> 21, digit 1 key >>> 10, digit 2 the low 10 bits. */
+  private static int shiftOf(int pass) {
+    return pass == 0 ? 21 : pass == 1 ? 10 : 0;
+  }
+
   @Test
   void histogramInVotesOnlyForARealSelectionOnTheVotes() {
     assertTrue(SelectKernels.histogramInVotes(2048, 130000, 1));
@@ -315,9 +356,10 @@ class SelectKernelsHostTest {
     assertEquals(SelectKernels.TOPK_THREADS, define(cu, "TK_THREADS"));
     assertEquals(SelectKernels.TOPK_MAX_BLOCKS, define(cuh, "TK_MAXG"));
     assertEquals(SelectKernels.TOPK_BINS, define(cuh, "TK_BINS"));
-    assertTrue(cuh.contains("#define TK_GT (TK_BINS + 32)") && cuh.contains("#define TK_WS (TK_GT + TK_MAXG)"),
-        "TK_WS = TK_BINS + 32 + TK_MAXG");
-    assertEquals(SelectKernels.TOPK_WS, SelectKernels.TOPK_BINS + 32 + SelectKernels.TOPK_MAX_BLOCKS);
+    assertEquals(SelectKernels.TOPK_CAP, define(cu, "TK_CAP"));
+    assertTrue(cuh.contains("#define TK_GT (3 * TK_BINS + 32)") && cuh.contains("#define TK_EQ (TK_GT + TK_MAXG)")
+        && cuh.contains("#define TK_WS (TK_EQ + TK_MAXG)"), "TK_WS = 3 * TK_BINS + 32 + 2 * TK_MAXG");
+    assertEquals(SelectKernels.TOPK_WS, 3 * SelectKernels.TOPK_BINS + 32 + 2 * SelectKernels.TOPK_MAX_BLOCKS);
     assertTrue(SelectKernels.TOPK_MAX_BLOCKS < 2048, "block ids fit the candidates' 11-bit field");
     assertEquals(0, SelectKernels.TOPK_MIN_SLICE % (16 * SelectKernels.TOPK_THREADS), "whole tiles per slice");
   }
