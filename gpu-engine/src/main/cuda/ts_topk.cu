@@ -286,9 +286,8 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
       }
     }
   }
-  int gtBlock, eqBlock;
-  tk_block_excl(gtMine, scanTmp, &gtBlock);
-  tk_block_excl(eqMine, scanTmp, &eqBlock);
+  const int4 own = tk_block_sum4(make_int4(gtMine, eqMine, 0, 0), sumTmp);
+  const int gtBlock = own.x, eqBlock = own.y;
   if (t == 0) {
     lw[TK_GT + b] = (unsigned)gtBlock;
     lw[TK_EQ + b] = (unsigned)eqBlock;
