@@ -164,6 +164,17 @@ __device__ __forceinline__ void tk_resolve(const unsigned* hist, int rem, int* s
   __syncthreads();
 }
 
+// hist (shared, TK_BINS) = gh from L2 (other blocks' or ts_votes' atomics), a thread's loads all in
+// flight before its stores.
+__device__ __forceinline__ void tk_hist_load(unsigned* hist, const unsigned* gh) {
+  constexpr int per = TK_BINS / TK_THREADS;
+  unsigned x[per];
+#pragma unroll
+  for (int q = 0; q < per; q++) x[q] = __ldcg(gh + threadIdx.x + q * TK_THREADS);
+#pragma unroll
+  for (int q = 0; q < per; q++) hist[threadIdx.x + q * TK_THREADS] = x[q];
+}
+
 // Digit `pass` (0, 1, 2) of a key: its shift and mask.
 __device__ __forceinline__ int tk_shift(int pass) { return pass == 0 ? 21 : (pass == 1 ? 10 : 0); }
 __device__ __forceinline__ unsigned tk_mask(int pass) { return pass == 2 ? 0x3FFu : 0x7FFu; }
@@ -191,12 +202,18 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
   const int t = threadIdx.x, b = blockIdx.x, g = gridDim.x, list = blockIdx.y;
   const int listLen = sinks + max(count, 0) + local;
   int* row = lists + (size_t)list * listLen;
+  unsigned* lw = ws + (size_t)list * TK_WS;  // this list's workspace (ts_topk.cuh)
+  const int isHit = *hit;
+  // a selection on a prebuilt histogram: its load goes out with the hit flag's (one round trip, not
+  // two; on a hit it is simply not used)
+  if (prebuilt && count > 0 && count < n)
+    tk_hist_load(hist, lw);
   for (int i = b * nt + t; i < sinks; i += g * nt) row[i] = i;
   for (int i = b * nt + t; i < local; i += g * nt) row[sinks + count + i] = end - local + i;
   // the early exits below are grid-uniform: no block waits at a barrier another skipped
   if (count <= 0) return;
   int* out = top + (size_t)list * count;
-  if (*hit) {
+  if (isHit) {
     for (int i = b * nt + t; i < count; i += g * nt) row[sinks + i] = out[i];
     return;
   }
@@ -216,7 +233,6 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
   const int hi = n + off, tile = TK_E * nt;
   const int slice = ((hi + g - 1) / g + TK_E - 1) / TK_E * TK_E;
   const int s0 = b * slice, s1 = min(hi, s0 + slice);  // may be empty: the block still meets the barriers
-  unsigned* lw = ws + (size_t)list * TK_WS;           // this list's workspace (ts_topk.cuh)
   unsigned* cbuf = cand + (size_t)list * n;
 
   // ---- 1. global digits until the bin is taken whole, fully resolved or small enough to refine
@@ -243,8 +259,8 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
         if (c != 0u) atomicAdd(&gh[i], c);
       }
       tk_grid_sync(lw + TK_BAR, g);
-    }
-    for (int i = t; i < TK_BINS; i += nt) hist[i] = __ldcg(gh + i);  // L2: other blocks' atomics
+      tk_hist_load(hist, gh);
+    }  // else: loaded at the start
     __syncthreads();
     tk_resolve(hist, rem, scanTmp, sPick);
     prefix = pass == 0 ? (unsigned)sPick[0] : (prefix << (pass == 2 ? 10 : 11)) | (unsigned)sPick[0];
