@@ -242,7 +242,11 @@ TS_SCORE(256)
 // Latency: a thread's first candidate's logits of the first TSV_PRE heads (heads=layer) are loaded
 // before the block merges the split statistics, so that merge's two L2 round trips and the logits'
 // own round trip overlap instead of following each other (the sum is still in head order).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define TSV_PRE 24  // in 64 registers (4 blocks per SM) without spills before sm_90
+#else
 #define TSV_PRE 32
+#endif
 extern "C" __global__ void __launch_bounds__(256, 4) ts_votes(float* __restrict__ votes, unsigned* __restrict__ hist,
                                     const float* __restrict__ logits, const float* __restrict__ partMl,
                                     const int* __restrict__ hit, int histStride, int heads, int nKv, int cands,
