@@ -19,6 +19,7 @@
 // key) and the query fragments are gathered with the same permutation (ts_dim). Every warp keeps
 // U groups of 8 keys in flight; 4 warps per block, about 4 blocks per multiprocessor.
 #include "common.cuh"
+#include "ts_topk.cuh"  // tk_key, TK_BINS, tk_hist_add: ts_votes builds the top-k's first histogram
 
 #define TSS_WARPS 4  // warps per scoring block (SelectKernels.SCORE_THREADS / 32)
 #define TSS_GMAX 8   // query heads per KV head: rows 0..7 hi, 8..15 lo of the mma tile
@@ -234,12 +235,30 @@ TS_SCORE(256)
 // Soft vote: votes (lists, cands) f32; list 0 sums all heads (heads=layer), list g the heads that
 // score with KV head g (heads=kvhead), in increasing head order as the CPU does:
 // votes[g][c] = sum_h exp(logit[h][c] - M_h) / L_h, (M_h, L_h) merged from the splits' partMl.
-// Grid-stride over candidates; heads <= 256, blockDim 256.
-extern "C" __global__ void ts_votes(float* __restrict__ votes, const float* __restrict__ logits,
-                                    const float* __restrict__ partMl, const int* __restrict__ hit, int heads,
-                                    int nKv, int cands, int splits, int perKv, int gqaMod) {
+// hist (lists, histStride) u32, or null: hist[g][key >> 21] += the votes of list g with that top
+// digit (tk_key, ts_topk.cuh): the first digit of ts_topk_lists' radix select, built here because this
+// kernel touches every vote anyway (per block in shared memory, then one global atomic per non-zero
+// bin). Grid-stride over candidates; heads <= 256, blockDim 256.
+// Latency: a thread's first candidate's logits of the first TSV_PRE heads (heads=layer) are loaded
+// before the block merges the split statistics, so that merge's two L2 round trips and the logits'
+// own round trip overlap instead of following each other (the sum is still in head order).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define TSV_PRE 24  // in 64 registers (4 blocks per SM) without spills before sm_90
+#else
+#define TSV_PRE 32
+#endif
+extern "C" __global__ void __launch_bounds__(256, 4) ts_votes(float* __restrict__ votes, unsigned* __restrict__ hist,
+                                    const float* __restrict__ logits, const float* __restrict__ partMl,
+                                    const int* __restrict__ hit, int histStride, int heads, int nKv, int cands,
+                                    int splits, int perKv, int gqaMod) {
   if (*hit) return;
   __shared__ float sM[256], sInv[256];
+  __shared__ unsigned sHist[TK_BINS];
+  const int cFirst = blockIdx.x * blockDim.x + threadIdx.x;
+  float pre[TSV_PRE];  // logits[h][cFirst] of heads h < TSV_PRE, heads=layer only
+#pragma unroll
+  for (int h = 0; h < TSV_PRE; h++)
+    pre[h] = !perKv && h < heads && cFirst < cands ? logits[(size_t)h * cands + cFirst] : 0.f;
   // 8 lanes per head merge its splits: a max pass, then a sum pass, over independent loads, so
   // every block has the statistics after two L2 round trips rather than one per split
   const int sub = threadIdx.x & 7, per = blockDim.x >> 3;
@@ -267,24 +286,47 @@ extern "C" __global__ void ts_votes(float* __restrict__ votes, const float* __re
       sInv[h] = 1.f / sum;
     }
   }
+  if (hist)
+    for (int i = threadIdx.x; i < TK_BINS; i += blockDim.x) sHist[i] = 0u;
   __syncthreads();
-  const int group = heads / nKv;
-  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cands; c += gridDim.x * blockDim.x) {
-    if (!perKv) {
+  const int group = heads / nKv, rows = perKv ? nKv : 1;
+  // one list at a time (the shared histogram is one list's); each vote's sum is in the same order
+  for (int g = 0; g < rows; g++) {
+    for (int c0 = blockIdx.x * blockDim.x; c0 < cands; c0 += gridDim.x * blockDim.x) {  // block-uniform
+      const int c = c0 + threadIdx.x;
       float v = 0.f;
+      if (c < cands) {
+        if (!perKv && c == cFirst) {
+#pragma unroll
+          for (int h = 0; h < TSV_PRE; h++)
+            if (h < heads) v += expf(pre[h] - sM[h]) * sInv[h];
 #pragma unroll 8
-      for (int h = 0; h < heads; h++) v += expf(logits[(size_t)h * cands + c] - sM[h]) * sInv[h];
-      votes[c] = v;
-    } else {
-      for (int g = 0; g < nKv; g++) {
-        float v = 0.f;
+          for (int h = TSV_PRE; h < heads; h++) v += expf(logits[(size_t)h * cands + c] - sM[h]) * sInv[h];
+        } else if (!perKv) {
 #pragma unroll 8
-        for (int j = 0; j < group; j++) {
-          int h = tss_head(g, j, group, nKv, gqaMod);
-          v += expf(logits[(size_t)h * cands + c] - sM[h]) * sInv[h];
+          for (int h = 0; h < heads; h++) v += expf(logits[(size_t)h * cands + c] - sM[h]) * sInv[h];
+        } else {
+#pragma unroll 8
+          for (int j = 0; j < group; j++) {
+            int h = tss_head(g, j, group, nKv, gqaMod);
+            v += expf(logits[(size_t)h * cands + c] - sM[h]) * sInv[h];
+          }
         }
         votes[(size_t)g * cands + c] = v;
       }
+      if (hist) tk_hist_add(sHist, c < cands, tk_key(v) >> 21);  // whole warps: c0 is block-uniform
+    }
+    if (hist) {
+      __syncthreads();
+      unsigned* gh = hist + (size_t)g * histStride;
+      for (int i = threadIdx.x; i < TK_BINS; i += blockDim.x) {
+        unsigned n = sHist[i];
+        if (n != 0u) {
+          atomicAdd(&gh[i], n);
+          sHist[i] = 0u;  // for the next list
+        }
+      }
+      __syncthreads();
     }
   }
 }

@@ -50,6 +50,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   private DeviceBuffer partMl;            // (heads, splits, 2) f32 per-split softmax (max, sum)
   private DeviceBuffer votes;             // (lists, cands) f32 soft votes
   private DeviceBuffer pooled;            // (lists, cands) f32 max-pooled votes
+  private DeviceBuffer cand;              // (lists, cands) u32 top-k candidate scratch
   private DeviceBuffer list;              // (lists, listLen) int slots attended
   private DeviceBuffer qRot;              // (chunk, heads, headDim) bf16 queries rotated at list index
   private DeviceBuffer ropeCos, ropeSin;  // (tablePositions, headDim / 2) f32 list-index RoPE tables
@@ -197,8 +198,8 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     CUdeviceptr q = front(c, layer, row0, m, listLen, possible);
     list = grow(list, (long) lists * listLen * 4, "TokenSelect lists");
     if (count > 0) selectTop(c, topPtr, cands, count, local, end);
-    else sk.topKLists(topPtr, list.ptr(), null, hit.ptr(), topWs.ptr(), lists, cands, 0, params.sinks(), local,
-        end); // lists
+    else sk.topKLists(topPtr, list.ptr(), null, hit.ptr(), topWs.ptr(), null, lists, cands, 0, params.sinks(), local,
+        end, false); // lists
     lastListLen = listLen;
     stats.selectionNanos += System.nanoTime() - t0;
     lk.attend(out, q, c.kv(), list.ptr(), lists, listLen, m, heads, params.compact(),
@@ -210,6 +211,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   /**
    * Scoring, vote, pool, then ONE launch for the top-k into topPtr (lists, count) and the lists
    * sinks ++ top ++ local; on a hit all but the lists are skipped on the device (topPtr is cached).
+   * Without pooling the vote kernel also builds the top-k's first histogram (in topWs).
    */
   private void selectTop(LayerCall c, CUdeviceptr topPtr, int cands, int count, int local, int end) {
     SelectKernels.ScorePlan p = sk.plan(cands, kvHeads);
@@ -223,8 +225,9 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), c.kv(), qf.ptr(), heads, params.sinks(), cands, p,
           params.gqaMod(), voteScale);
     }
-    sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, kvHeads, cands, p.splits(), params.perKvHead(),
-        params.gqaMod());
+    boolean prebuilt = SelectKernels.histogramInVotes(count, cands, params.pool());
+    sk.votes(votes.ptr(), prebuilt ? topWs.ptr() : null, logits.ptr(), partMl.ptr(), hit.ptr(), heads, kvHeads, cands,
+        p.splits(), params.perKvHead(), params.gqaMod());
     CUdeviceptr vals = votes.ptr();
     int n = cands;
     if (params.pool() > 1) {
@@ -232,7 +235,9 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       n = sk.maxPool(pooled.ptr(), votes.ptr(), hit.ptr(), lists, cands, params.pool());
       vals = pooled.ptr();
     }
-    sk.topKLists(topPtr, list.ptr(), vals, hit.ptr(), topWs.ptr(), lists, n, count, params.sinks(), local, end);
+    cand = grow(cand, SelectKernels.topKCandidateBytes(lists, n), "TokenSelect top-k candidates");
+    sk.topKLists(topPtr, list.ptr(), vals, hit.ptr(), topWs.ptr(), cand.ptr(), lists, n, count, params.sinks(), local,
+        end, prebuilt);
   }
 
   /**
@@ -322,8 +327,8 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
         arr[i] = null;
       }
     }
-    for (DeviceBuffer b : new DeviceBuffer[] {qf, cachedQf, hit, hits, topWs, top, logits, partMl, votes, pooled, list,
-        qRot, ropeCos, ropeSin, fpCos, fpSin}) {
+    for (DeviceBuffer b : new DeviceBuffer[] {qf, cachedQf, hit, hits, topWs, top, logits, partMl, votes, pooled, cand,
+        list, qRot, ropeCos, ropeSin, fpCos, fpSin}) {
       if (b != null) b.close();
     }
   }

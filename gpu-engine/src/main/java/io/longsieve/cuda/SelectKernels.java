@@ -11,10 +11,12 @@ import jcuda.driver.CUdeviceptr;
 final class SelectKernels {
 
   static final int SCORE_THREADS = 128;   // TSS_WARPS * 32 in ts_score.cu (launch bounds: 4 blocks per SM)
-  static final int TOPK_THREADS = 512;    // TK_THREADS in ts_topk.cu
-  static final int TOPK_MAX_BLOCKS = 32;  // TK_MAXG in ts_topk.cu: blocks per list at most
-  static final int TOPK_MIN_SLICE = 2048; // candidates per top-k block at least: below, barriers cost more than loads
-  static final int TOPK_WS = 32 + 3 * 2048 + 2 * TOPK_MAX_BLOCKS; // TK_WS in ts_topk.cu: u32 per list
+  static final int TOPK_THREADS = 256;    // TK_THREADS in ts_topk.cu
+  static final int TOPK_MAX_BLOCKS = 64;  // TK_MAXG in ts_topk.cuh: blocks per list at most
+  static final int TOPK_MIN_SLICE = 4096; // candidates per top-k block at least: one tile of TK_E * TK_THREADS
+  static final int TOPK_BINS = 2048;      // TK_BINS in ts_topk.cuh: the first digit's histogram
+  static final int TOPK_WS = 3 * TOPK_BINS + 32 + 2 * TOPK_MAX_BLOCKS; // TK_WS in ts_topk.cuh: u32 per list
+  static final int TOPK_CAP = 8192;       // TK_CAP in ts_topk.cu: a bin of at most this many keys is refined per block
   static final int MAX_GROUP = 8;   // TSS_GMAX in ts_score.cu: rows 0..7 (hi) and 8..15 (lo) of the mma tile
 
   private final Launcher l;
@@ -119,11 +121,17 @@ final class SelectKernels {
         sinks, cands, p.chunk(), gqaMod ? 1 : 0, voteScale);
   }
 
-  /** votes (perKv ? nKv : 1, cands) f32 = summed per-head softmax of logits (heads, cands). */
-  void votes(CUdeviceptr votes, CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, int heads, int nKv, int cands,
-             int splits, boolean perKv, boolean gqaMod) {
-    l.launch("ts_votes", voteBlocks(cands, smCount), 1, 1, VOTE_THREADS, 0, votes, logits, partMl, hit, heads, nKv,
-        cands, splits, perKv ? 1 : 0, gqaMod ? 1 : 0);
+  /**
+   * votes (perKv ? nKv : 1, cands) f32 = summed per-head softmax of logits (heads, cands). With topKWs
+   * non-null (a {@link #topKLists} workspace of &gt;= that many lists) ts_votes also adds each list's
+   * histogram of the votes' first radix digit into it, which the next {@link #topKLists} on these
+   * votes must consume with {@code prebuilt} (it leaves the workspace zero again); a histogram
+   * nobody consumes corrupts the workspace's next top-k.
+   */
+  void votes(CUdeviceptr votes, CUdeviceptr topKWs, CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, int heads,
+             int nKv, int cands, int splits, boolean perKv, boolean gqaMod) {
+    l.launch("ts_votes", voteBlocks(cands, smCount), 1, 1, VOTE_THREADS, 0, votes, topKWs, logits, partMl, hit, TOPK_WS,
+        heads, nKv, cands, splits, perKv ? 1 : 0, gqaMod ? 1 : 0);
   }
 
   static final int VOTE_THREADS = 256;  // ts_votes merges 8 lanes per head: a multiple of 8 (and 32)
@@ -155,6 +163,11 @@ final class SelectKernels {
     return (long) nLists * TOPK_WS * 4;
   }
 
+  /** Bytes of ts_topk_lists' candidate scratch for nLists rows of n values (any contents). */
+  static long topKCandidateBytes(int nLists, int n) {
+    return Math.max(4L, (long) nLists * n * 4);
+  }
+
   /**
    * Blocks per list of ts_topk_lists: all G * lists blocks must be resident at once (the kernel's
    * grid barrier spins), so G * lists &lt;= sms; at most TOPK_MAX_BLOCKS, and no more than slices
@@ -166,22 +179,39 @@ final class SelectKernels {
   }
 
   /**
+   * Whether a top-k of count from n values takes its first histogram from ts_votes: only a real
+   * selection (0 &lt; count &lt; n; the other paths never read the histogram, so they could not
+   * clear it) straight on the votes (no max-pool).
+   */
+  static boolean histogramInVotes(int count, int n, int pool) {
+    return pool <= 1 && count > 0 && count < n;
+  }
+
+  /**
    * top (lists, count) int = sinks + ascending indices of the count largest of each row of vals
    * (lists, n) f32, ties to the lower index (count &gt;= n: every index, the last repeated, as the
    * CPU pads), and lists (lists, sinks + count + local) int = [0, sinks) ++ top ++ [end - local, end).
    * ONE launch (ts_topk.cu), {@link #topKBlocks} blocks per list synchronised by a grid barrier in
    * ws ({@link #topKWorkspaceBytes}(&gt;= nLists), zero-filled at allocation, left zero; one call at a
    * time per workspace, and no other work on the GPU that could keep those blocks from being
-   * resident together). When the hit flag is set top already holds the cached top-k and is only
-   * copied into the lists; count == 0 builds the lists without reading vals (which may then be null).
+   * resident together); cand ({@link #topKCandidateBytes}(nLists, n)) scratch. prebuilt: the
+   * preceding {@link #votes} with this ws built the first histogram (one grid barrier less: one in
+   * all when the first digit's bin holds at most TOPK_CAP keys); requires {@link #histogramInVotes}. When the hit flag is set top already holds the
+   * cached top-k and is only copied into the lists; count == 0 builds the lists without reading vals
+   * or cand (which may then be null). Bad counts or a prebuilt call outside 0 &lt; count &lt; n throw
+   * IllegalArgumentException before anything is queued.
    */
-  void topKLists(CUdeviceptr top, CUdeviceptr lists, CUdeviceptr vals, CUdeviceptr hit, CUdeviceptr ws, int nLists,
-                 int n, int count, int sinks, int local, int end) {
+  void topKLists(CUdeviceptr top, CUdeviceptr lists, CUdeviceptr vals, CUdeviceptr hit, CUdeviceptr ws, CUdeviceptr cand,
+                 int nLists, int n, int count, int sinks, int local, int end, boolean prebuilt) {
     if (count < 0 || n < 0 || nLists < 1) {
       throw new IllegalArgumentException("top-k of " + count + " from " + nLists + " x " + n);
     }
-    l.launch("ts_topk_lists", topKBlocks(n, nLists, smCount), nLists, 1, TOPK_THREADS, 0, top, lists, vals, hit, ws, n,
-        count, sinks, local, end);
+    if (prebuilt && !histogramInVotes(count, n, 1)) {
+      throw new IllegalArgumentException("a histogram from the votes is only consumed by a top-k of 0 < " + count
+          + " < " + n);
+    }
+    l.launch("ts_topk_lists", topKBlocks(n, nLists, smCount), nLists, 1, TOPK_THREADS, 0, top, lists, vals, hit, ws,
+        cand, n, count, sinks, local, end, prebuilt ? 1 : 0);
   }
 
   /** Quantises slots slot0 .. slot0 + n - 1 of kv's kPre into kq (slots, nKv, d / 2) and ks (slots, nKv). */

@@ -6,14 +6,17 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.function.Consumer;
+import jcuda.driver.CUdeviceptr;
 
 /**
  * TokenSelect decode attention per layer against dense decode attention (issue 5 §3), on one layer
  * of the model's shapes with a random paged cache: dense flash decoding; TokenSelect split into
  * scoring (ts_decode_front: fingerprint, cache check and the query rotated at its list index in one
  * launch; logits with softmax statistics, soft vote; full keys and the int4 copy; and the score and
- * vote kernels alone, their bandwidth counting the logits), top-k (radix select and the list) and
- * attention over the list (ListKernels, one launch); and the totals of a step
+ * vote kernels alone, their bandwidth counting the logits; ts_votes also builds the top-k's first
+ * histogram), top-k (radix select and the list; it needs the histogram of the votes just before it, so
+ * it is timed as votes + top-k minus the votes alone, and once more building its histogram itself as
+ * with max-pooled votes) and attention over the list (ListKernels, one launch); and the totals of a step
  * with full-key scoring and no cache hit, int4 scoring and no hit, and a cache hit (scoring kernels
  * return at once). The int4 copy's quantisation is not in a step: GpuTokenSelect quantises a slot
  * only once it leaves the local window, one launch per {@code window} steps. Ratios vs dense are
@@ -49,6 +52,8 @@ public final class TokenSelectBench {
          DeviceBuffer hit = ctx.alloc(4, "bench hit");
          DeviceBuffer hits = ctx.alloc(8, "bench hits");
          DeviceBuffer topWs = ctx.alloc(SelectKernels.topKWorkspaceBytes(1), "bench top-k workspace");
+         DeviceBuffer histScratch = ctx.alloc(SelectKernels.topKWorkspaceBytes(1), "bench vote histogram, never read");
+         DeviceBuffer cand = ctx.alloc(SelectKernels.topKCandidateBytes(1, maxL), "bench top-k candidates");
          DeviceBuffer logits = ctx.alloc((long) heads * maxL * 4, "bench logits");
          DeviceBuffer partMl = ctx.alloc((long) heads * 4096 * 2 * 4, "bench partials");
          DeviceBuffer votes = ctx.alloc((long) maxL * 4, "bench votes");
@@ -91,6 +96,9 @@ public final class TokenSelectBench {
             kvBytes / dense / 1e6 / b.copyGbps(), Double.NaN));
 
         boolean rotate = haveLists;
+        // where ts_votes adds the top-k's first histogram: a scratch workspace while votes run without
+        // the top-k that consumes it, the top-k's own workspace in the rows that run the whole step
+        CUdeviceptr[] voteHist = {histScratch.ptr()};
         // fingerprint, cache check and the list-index query: one launch; possible: the cached top-k fits
         Consumer<Boolean> frontStep = possible -> sk.decodeFront(qf.ptr(), hit.ptr(), hits.ptr(),
             cachedQf.ptr(), rotate ? qRot.ptr() : null, qPre.ptr(), fpCos.ptr(), fpSin.ptr(), cos.ptr(), sin.ptr(),
@@ -99,16 +107,19 @@ public final class TokenSelectBench {
         Runnable scoreFull = () -> {
           front.run();
           sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), v, qf.ptr(), heads, SINKS, cands, p, false, 1f);
-          sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false, false);
+          sk.votes(votes.ptr(), voteHist[0], logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false,
+              false);
         };
         Runnable scoreInt4 = () -> {
           front.run();
           sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq.ptr(), ks.ptr(), qf.ptr(), heads, nKv, d, SINKS, cands,
               p, false, 1f);
-          sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false, false);
+          sk.votes(votes.ptr(), voteHist[0], logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false,
+              false);
         };
-        Runnable topk = () -> {
-          sk.topKLists(top.ptr(), lists.ptr(), votes.ptr(), hit.ptr(), topWs.ptr(), 1, cands, K, SINKS, WINDOW, L);
+        Runnable topk = () -> {  // after votes that histogrammed into topWs (voteHist[0] == topWs)
+          sk.topKLists(top.ptr(), lists.ptr(), votes.ptr(), hit.ptr(), topWs.ptr(), cand.ptr(), 1, cands, K, SINKS, WINDOW,
+              L, true);
         };
         Runnable attend = () -> {  // the query was rotated by the front
           lk.attend(out.ptr(), qRot.ptr(), v, lists.ptr(), 1, listLen, 1, heads, true, cos.ptr(), sin.ptr(), scale);
@@ -116,7 +127,8 @@ public final class TokenSelectBench {
         Runnable hitStep = () -> {  // a front (a miss) stored this fingerprint: scoring and top-k return at once
           frontStep.accept(true);
           sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), v, qf.ptr(), heads, SINKS, cands, p, false, 1f);
-          sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false, false);
+          sk.votes(votes.ptr(), voteHist[0], logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false,
+              false);
           topk.run();
           attend.run();
         };
@@ -142,16 +154,32 @@ public final class TokenSelectBench {
         b.add(new Bench.Row("tokenselect", "score kernel int4 keys L=" + L, shape, msKernel4, Double.NaN,
             (qBytes + logitBytes) / msKernel4 / 1e6, (qBytes + logitBytes) / msKernel4 / 1e6 / b.copyGbps(),
             Double.NaN));
-        double msVotes = b.medianMs(() -> sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv,
-            cands, p.splits(), false, false), 3, 15, 20);
-        b.add(new Bench.Row("tokenselect", "votes L=" + L, shape, msVotes, Double.NaN, logitBytes / msVotes / 1e6,
-            logitBytes / msVotes / 1e6 / b.copyGbps(), Double.NaN));
-        scoreFull.run();
-        double msTop = b.medianMs(topk, 3, 15, 20);
-        // GB/s: one read of the votes (the kernel re-reads them from L1 in later passes)
-        b.add(new Bench.Row("tokenselect", "top-k + list L=" + L, shape + ", " + SelectKernels.topKBlocks(cands, 1,
-            k.smCount()) + " blocks", msTop, Double.NaN, cands * 4.0 / msTop / 1e6, cands * 4.0 / msTop / 1e6
-            / b.copyGbps(), Double.NaN));
+        Runnable votesAlone = () -> sk.votes(votes.ptr(), histScratch.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(),
+            heads, nKv, cands, p.splits(), false, false);
+        double msVotes = b.medianMs(votesAlone, 3, 15, 20);
+        b.add(new Bench.Row("tokenselect", "votes (+ the top-k's first histogram) L=" + L, shape, msVotes, Double.NaN,
+            logitBytes / msVotes / 1e6, logitBytes / msVotes / 1e6 / b.copyGbps(), Double.NaN));
+        // from here on the votes feed the top-k: every run of them is followed by one top-k
+        voteHist[0] = topWs.ptr();
+        Runnable votesTopk = () -> {
+          sk.votes(votes.ptr(), topWs.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false,
+              false);
+          topk.run();
+        };
+        double msPair = b.medianMs(votesTopk, 3, 15, 20);
+        String topShape = shape + ", " + SelectKernels.topKBlocks(cands, 1, k.smCount()) + " blocks";
+        b.add(new Bench.Row("tokenselect", "votes + top-k + list L=" + L, topShape, msPair, Double.NaN, Double.NaN,
+            Double.NaN, Double.NaN));
+        // the top-k alone needs the histogram of the votes just before it: its time is the pair's minus the votes'
+        // (GB/s: one read of the votes)
+        double msTop = msPair - msVotes;
+        b.add(new Bench.Row("tokenselect", "top-k + list (votes + top-k minus votes) L=" + L, topShape, msTop,
+            Double.NaN, cands * 4.0 / msTop / 1e6, cands * 4.0 / msTop / 1e6 / b.copyGbps(), Double.NaN));
+        // as with max-pooled votes: the top-k builds its first histogram itself (one grid barrier more)
+        double msOwn = b.medianMs(() -> sk.topKLists(top.ptr(), lists.ptr(), votes.ptr(), hit.ptr(), topWs.ptr(),
+            cand.ptr(), 1, cands, K, SINKS, WINDOW, L, false), 3, 15, 20);
+        b.add(new Bench.Row("tokenselect", "top-k + list, own first histogram (pooled path) L=" + L, topShape, msOwn,
+            Double.NaN, cands * 4.0 / msOwn / 1e6, cands * 4.0 / msOwn / 1e6 / b.copyGbps(), Double.NaN));
         double msList = Double.NaN, msListGraph = Double.NaN, msListHot = Double.NaN, totFull = Double.NaN;
         double totInt4 = Double.NaN, totHit = Double.NaN;
         if (haveLists) {

@@ -1,8 +1,10 @@
 package io.longsieve.cuda;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.Arrays;
 import java.util.Random;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -118,6 +120,8 @@ class TsScoreParityTest {
       return new double[] {f * dot, Math.abs(f) * abs * 1e-5 + 1e-7};
     }
 
+    int[] hist;  // (lists, TOPK_WS) the top-k workspace ts_votes histogrammed into, from the last run
+
     /** Runs scoring with plan p and votes; returns logits, merged (M, L) per head, votes. */
     float[][] run(SelectKernels.ScorePlan p, boolean perKv, int hitFlag) {
       int lists = perKv ? nKv : 1;
@@ -131,7 +135,10 @@ class TsScoreParityTest {
       } else {
         sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), view, qfDev.ptr(), heads, sinks, cands, p, mod, voteScale);
       }
-      sk.votes(votes.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), perKv, mod);
+      DeviceBuffer ws = gpu.ints(new int[lists * SelectKernels.TOPK_WS]);
+      sk.votes(votes.ptr(), ws.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), perKv, mod);
+      gpu.stream.synchronize();
+      hist = ws.downloadInts(lists * SelectKernels.TOPK_WS);
       return new float[][] {gpu.readF32(logits, heads * cands), gpu.readF32(partMl, heads * p.splits() * 2),
           gpu.readF32(votes, lists * cands)};
     }
@@ -192,6 +199,11 @@ class TsScoreParityTest {
         }
         assertEquals(v, out[2][g * cands + c], (1e-4 + 4 * worst) * v + 1e-9, what + ": vote list " + g + " c=" + c);
       }
+      // the top-k's first histogram: the top 11 bits of each vote's sortable key, nothing else touched
+      int[] want = new int[SelectKernels.TOPK_WS];
+      for (int c = 0; c < cands; c++) want[(int) (SelectKernelsHostTest.key(out[2][g * cands + c]) >>> 21)]++;
+      int[] got = Arrays.copyOfRange(cs.hist, g * SelectKernels.TOPK_WS, (g + 1) * SelectKernels.TOPK_WS);
+      assertArrayEquals(want, got, what + ": histogram of list " + g);
     }
   }
 
@@ -207,5 +219,6 @@ class TsScoreParityTest {
     Case cs = new Case(32, 8, 128, false, false, 9);
     float[][] out = cs.run(sk.plan(cs.cands, 8), false, 1);
     for (float[] o : out) for (float x : o) assertTrue(Float.isNaN(x), "written despite the hit flag");
+    for (int x : cs.hist) assertEquals(0, x, "histogram despite the hit flag");
   }
 }
