@@ -233,7 +233,8 @@ TS_SCORE(128)
 TS_SCORE(256)
 
 // Soft vote: votes (lists, cands) f32; list 0 sums all heads (heads=layer), list g the heads that
-// score with KV head g (heads=kvhead), in increasing head order as the CPU does:
+// attend with KV head g, h / group = g (heads=kvhead; also under gqaMod, which only changes the key
+// a head scores against), in increasing head order as the CPU does:
 // votes[g][c] = sum_h exp(logit[h][c] - M_h) / L_h, (M_h, L_h) merged from the splits' partMl.
 // hist (lists, histStride) u32, or null: hist[g][key >> 21] += the votes of list g with that top
 // digit (tk_key, ts_topk.cuh): the first digit of ts_topk_lists' radix select, built here because this
@@ -308,7 +309,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) ts_votes(float* __restrict_
         } else {
 #pragma unroll 8
           for (int j = 0; j < group; j++) {
-            int h = tss_head(g, j, group, nKv, gqaMod);
+            int h = g * group + j;  // the heads that attend with KV head g, whatever gqaMod scored them with
             v += expf(logits[(size_t)h * cands + c] - sM[h]) * sInv[h];
           }
         }

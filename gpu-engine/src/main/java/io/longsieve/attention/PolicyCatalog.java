@@ -67,7 +67,12 @@ final class PolicyCatalog {
         c("scale", "none", "none|sqrt"),                // vote logits unscaled (official) or / sqrt(d)
         c("cache", "on", "on|off"),                     // Selection Cache
         p("threshold", "0.9", Param.Kind.DOUBLE),       // Selection Cache cosine threshold
-        c("index", "full", "full|int4"));               // score with the keys, or a symmetric int4 copy (issue 5 §3)
+        c("index", "full", "full|int4"),                // score with the keys, or a symmetric int4 copy (issue 5 §3)
+        // DIAGNOSTIC, CPU only (the GPU part refuses it): rope scores every candidate with its key rotated
+        // at its original position against the queries rotated at their real positions, i.e. the true
+        // attention logits (with scale=sqrt exactly the attention softmax), instead of the official
+        // position-neutral proxy (query at window, pre-RoPE keys). Not with index=int4.
+        c("score", "neutral", "neutral|rope"));
     // Token Sparse Attention (dongwonjo/Token-Sparse-Attention main.py): coverage 0.005, min_tokens 1024,
     // window 128, avg-pool 7; sparse layers from the drift profile.
     add("tsa", EnumSet.of(Slot.PREFILL),
@@ -83,7 +88,10 @@ final class PolicyCatalog {
         p("window", "32", Param.Kind.INT),              // observation queries, also always kept
         p("alpha", "1.0", Param.Kind.DOUBLE),
         c("merge", "values", "values|kv|off"),
-        p("pool", "1", Param.Kind.INT));                // > 1: avg-pool the score first (SnapKV-style); 1: the spec
+        p("pool", "1", Param.Kind.INT),                 // > 1: avg-pool the score first (SnapKV-style); 1: the spec
+        // DIAGNOSTIC, CPU only (the GPU part refuses it): > 0 merges a dropped token only when its best
+        // cosine is >= gate (the others are evicted: no value, no mass in the bias); 0 = the spec
+        p("gate", "0.0", Param.Kind.DOUBLE));
     // SnapKV (FasterDecoding/SnapKV init_snapkv defaults): window 32, avg-pool 5, capacity 2048.
     add("snapkv", EnumSet.of(Slot.KV),
         p("window", "32", Param.Kind.INT),

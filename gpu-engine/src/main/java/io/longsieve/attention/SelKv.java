@@ -25,10 +25,12 @@ import java.util.Arrays;
  * {@code merge=off} evicts without merging or bias (the selection alone). {@code pool > 1}
  * avg-pools each head's score over neighbouring slots before step 3, as SnapKV pools its votes, so
  * a kept token brings its neighbours (a multi-token fact survives whole); the spec's default is 1.
+ * {@code gate > 0} (a CPU-only diagnostic) merges a dropped token only when its best cosine reaches
+ * it; the others are evicted without adding value or mass; the spec's default is 0.
  */
 final class SelKv implements ComposedPolicy.Kv {
 
-  private final double ratio, alpha;
+  private final double ratio, alpha, gateMin;
   private final int sinks, window, pool;
   private final String merge;
   private final ObservationWindow obs;
@@ -39,6 +41,7 @@ final class SelKv implements ComposedPolicy.Kv {
     ModelConfig c = ctx.config();
     ratio = t.doubleParam("ratio");
     alpha = t.doubleParam("alpha");
+    gateMin = t.doubleParam("gate");
     sinks = t.intParam("sinks");
     window = Math.max(1, t.intParam("window"));
     pool = Math.max(1, t.intParam("pool"));
@@ -129,6 +132,7 @@ final class SelKv implements ComposedPolicy.Kv {
           best = t;
         }
       }
+      if (gateMin > 0 && bestCos < gateMin) continue; // diagnostic gate: evicted, not merged
       float gate = Math.max(bestCos, 0f);
       gateSum[best] += gate;
       massSum[best] += groupMass(i, g, n);

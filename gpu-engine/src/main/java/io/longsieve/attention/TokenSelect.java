@@ -16,8 +16,8 @@ import java.util.Arrays;
  *       key, s = q·k (no 1/√d unless {@code scale=sqrt}), KV head h / group ({@code gqa=div}) or
  *       the official h % nKv ({@code gqa=mod});</li>
  *   <li>softmax per head over the candidates, summed over heads in fp32 (soft vote): one vote per
- *       layer ({@code heads=layer}, official) or one per KV head over its group
- *       ({@code heads=kvhead}); optional max-pool ({@code pool}, the official padding, so an even
+ *       layer ({@code heads=layer}, official) or one per KV head g over the heads that attend
+ *       with it, h / group = g, also under {@code gqa=mod} ({@code heads=kvhead}); optional max-pool ({@code pool}, the official padding, so an even
  *       kernel shifts by one);</li>
  *   <li>top-k (ties to the lower slot), ascending; attend to sinks ++ top-k ++ local where local is
  *       the last max(window, call length) slots; RoPE by list index ({@code positions=compact},
@@ -26,6 +26,10 @@ import java.util.Arrays;
  *       last scored one is ≥ threshold and the top-k budget is unchanged, reuse the last top-k
  *       (sinks and window recomputed).</li>
  * </ol>
+ * With {@code score=rope} (a CPU-only diagnostic, not the paper's algorithm) step 3 scores every
+ * candidate with its key rotated at its original position ({@code kv.ropedKeys}) against the mean of
+ * the call's queries rotated at their real positions: the true attention logits of the call (times
+ * 1/√d with {@code scale=sqrt}); the fingerprint of step 2 still decides Selection Cache hits.
  * With {@code index=int4} step 3 scores against the policy's own int4 copy of the pre-RoPE keys
  * (per slot and KV head: scale = max|k| / 7, values round(k / scale) in [-7, 7]), kept up to date
  * incrementally per call and rebuilt after {@link #reset}; the GPU part keeps the same copy and
@@ -42,6 +46,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
   private final ListAttention.RopeTable table;
 
   private final float[] qf;          // (heads * headDim) fingerprint of this call
+  private final float[] qs;          // (heads * headDim) score=rope: mean of the call's queries rotated at their positions
   private final float[][] cachedQf;  // (layer) → (heads * headDim) fingerprint the cached top-k was scored with
   private final int[][] cachedTop;   // (layer) → (lists, cachedCount) selected candidate slots
   private final int[] cachedCount;   // (layer) top-k per list in the cache; 0: empty
@@ -68,6 +73,11 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     d = c.headDim();
     group = c.group();
     lists = params.perKvHead() ? kvHeads : 1;
+    if (params.ropeScore() && params.int4()) {
+      throw new IllegalArgumentException("tokenselect: score=rope reads the rotated keys, index=int4 holds pre-RoPE keys;"
+          + " use one of them");
+    }
+    qs = new float[params.ropeScore() ? heads * d : 0];
     table = new ListAttention.RopeTable(ctx.rope());
     qf = new float[heads * d];
     cachedQf = new float[c.numLayers()][heads * d];
@@ -163,7 +173,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     }
     long t0 = System.nanoTime();
     int cands = b.cands();
-    int count = select(layer, q, row0, m, cands, b.count(), kv, ctx);
+    int count = select(layer, q, row0, m, pos0, cands, b.count(), kv, ctx);
     int listLen = params.sinks() + count + local;
     this.listLen = listLen;
     buildLists(count, listLen, end, local);
@@ -182,7 +192,8 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
   }
 
   /** Fills top (lists, count) with selected candidate slots; returns count per list. */
-  private int select(int layer, float[] q, int row0, int m, int cands, int kk, KvCache kv, AttentionContext ctx) {
+  private int select(int layer, float[] q, int row0, int m, int pos0, int cands, int kk, KvCache kv,
+                     AttentionContext ctx) {
     fingerprint(q, row0, m);
     int count = Math.min(kk, cands);
     if (params.cacheOn()) {
@@ -196,6 +207,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
         return count;
       }
     }
+    if (params.ropeScore()) realPositionQuery(q, row0, m, pos0, ctx);
     score(layer, cands, kv, ctx);
     votedCands = cands;
     ensureTop(count);
@@ -236,11 +248,32 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     for (int j = 0; j < qf.length; j++) qf[j] *= inv;
   }
 
-  /** probs[h, c] = softmax_c(voteScale · qf_h · K[sinks + c]); votes[g, c] = Σ_h probs[h, c] over list g's heads. */
+  /** qs = mean over the m rows of each query head rotated at its own position pos0 + i (score=rope). */
+  private void realPositionQuery(float[] q, int row0, int m, int pos0, AttentionContext ctx) {
+    Arrays.fill(qs, 0f);
+    RotationScratch rs = RotationScratch.of(d); // caller thread only
+    float[] row = rs.qr;
+    for (int i = 0; i < m; i++) {
+      ctx.rope().angles(pos0 + i, rs.cos, rs.sin);
+      for (int h = 0; h < heads; h++) {
+        System.arraycopy(q, ((row0 + i) * heads + h) * d, row, 0, d);
+        ctx.rope().apply(row, 0, 1, rs.cos, rs.sin);
+        for (int j = 0; j < d; j++) qs[h * d + j] += row[j];
+      }
+    }
+    float inv = 1f / m;
+    for (int j = 0; j < qs.length; j++) qs[j] *= inv;
+  }
+
+  /**
+   * probs[h, c] = softmax_c(voteScale · qf_h · K[sinks + c]) (score=rope: qs_h and the rotated keys);
+   * votes[g, c] = Σ_h probs[h, c] over list g's heads.
+   */
   private void score(int layer, int cands, KvCache kv, AttentionContext ctx) {
     if (probs.length < heads * cands) probs = new float[heads * cands];
     if (votes.length < lists * cands) votes = new float[lists * cands];
-    float[] keys = kv.keys[layer];
+    boolean rope = params.ropeScore();
+    float[] keys = rope ? kv.ropedKeys[layer] : kv.keys[layer], qv = rope ? qs : qf;
     byte[] qk = qKeys[layer];
     float[] qs = qScale[layer];
     int kvDim = kv.kvDim;
@@ -251,7 +284,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
           int slot = params.sinks() + cIdx;
           probs[po + cIdx] = params.int4()
               ? voteScale * (qs[slot * kvHeads + g] * dotInt4(qf, h * d, qk, slot * kvDim + ko, d))
-              : voteScale * CpuOps.dot(qf, h * d, keys, slot * kvDim + ko, d);
+              : voteScale * CpuOps.dot(qv, h * d, keys, slot * kvDim + ko, d);
         }
         CpuOps.softmax(probs, po, cands);
       }
@@ -259,7 +292,9 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     ctx.pool().forRange(cands, (from, to) -> {
       for (int g = 0; g < lists; g++) Arrays.fill(votes, g * cands + from, g * cands + to, 0f);
       for (int h = 0; h < heads; h++) { // head order fixed: sums are deterministic
-        int g = params.perKvHead() ? scoringKvHead(h) : 0;
+        // list g is attended by the heads that read KV head g (h / group, as repeat_kv): they vote
+        // for it, whichever KV head gqa=mod scored them against
+        int g = params.perKvHead() ? h / group : 0;
         int vo = g * cands, po = h * cands;
         for (int cIdx = from; cIdx < to; cIdx++) votes[vo + cIdx] += probs[po + cIdx];
       }

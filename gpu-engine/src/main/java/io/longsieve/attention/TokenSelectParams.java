@@ -8,13 +8,14 @@ package io.longsieve.attention;
  */
 public record TokenSelectParams(int sinks, int k, double kFrac, int window, int chunk, boolean perKvHead,
                                 boolean gqaMod, int pool, boolean compact, boolean sqrtScale, boolean cacheOn,
-                                double threshold, boolean int4) {
+                                double threshold, boolean int4, boolean ropeScore) {
 
   public static TokenSelectParams of(PolicyTerm t) {
     return new TokenSelectParams(t.intParam("sinks"), t.intParam("k"), t.doubleParam("k_frac"), t.intParam("window"),
         Math.max(1, t.intParam("chunk")), t.text("heads").equals("kvhead"), t.text("gqa").equals("mod"),
         t.intParam("pool"), t.text("positions").equals("compact"), t.text("scale").equals("sqrt"),
-        t.text("cache").equals("on"), t.doubleParam("threshold"), t.text("index").equals("int4"));
+        t.text("cache").equals("on"), t.doubleParam("threshold"), t.text("index").equals("int4"),
+        t.text("score").equals("rope"));
   }
 
   /** The factor on the vote logits: 1/√d with {@code scale=sqrt}, else 1 (official). */

@@ -64,6 +64,11 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     this.env = env;
     ModelConfig c = env.config();
     params = TokenSelectParams.of(t);
+    if (params.ropeScore()) {
+      // a CPU-only diagnostic (PolicyCatalog): refuse rather than silently score with the neutral proxy
+      throw new UnsupportedOperationException("tokenselect score=rope is a CPU-only diagnostic; the GPU part implements"
+          + " score=neutral only (run it with --device cpu)");
+    }
     voteScale = params.voteScale(env.scale());
     heads = c.numHeads();
     kvHeads = c.numKvHeads();

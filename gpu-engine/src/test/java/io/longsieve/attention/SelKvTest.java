@@ -97,13 +97,23 @@ class SelKvTest {
 
   @Test
   void mergeAveragesValuesByTheCosineGateAndBiasesByTheMassRatio() {
+    checkMerge(0);
+  }
+
+  /** The diagnostic gate: a dropped token whose best cosine is below it is evicted, adding neither value nor mass. */
+  @Test
+  void gateThresholdMergesOnlyCloseTokens() {
+    checkMerge(0.3);
+  }
+
+  private static void checkMerge(double gateMin) {
     try (Fixture f = new Fixture(32)) {
       int n = 40, d = f.c.headDim(), kvDim = f.c.kvDim();
       KvCache kv = f.cache(48, n);
       KvCache plain = f.cache(48, 0);
       for (int l = 0; l < 2; l++) plain.append(l, kv.keys[l], 0, kv.values[l], 0, n, 0);
       float[] q = f.rand(n * f.c.qDim());
-      SelKv merged = policy(f, "ratio=0.25,sinks=2,window=4,alpha=0.7"), off = policy(f, "ratio=0.25,sinks=2,window=4,merge=off");
+      SelKv merged = policy(f, "ratio=0.25,sinks=2,window=4,alpha=0.7,gate=" + gateMin), off = policy(f, "ratio=0.25,sinks=2,window=4,merge=off");
       for (int l = 0; l < 2; l++) {
         merged.observe(l, q, n, 0, kv, f.ctx);
         off.observe(l, q, n, 0, plain, f.ctx);
@@ -112,7 +122,7 @@ class SelKvTest {
       float[] keys = kv.keys[1].clone(), values = kv.values[1].clone();
       merged.compress(kv, f.ctx);
       off.compress(plain, f.ctx); // the same selection, nothing merged
-      int b = kv.length(1);
+      int b = kv.length(1), skipped = 0;
       for (int g = 0; g < f.c.numKvHeads(); g++) {
         int[] kept = new int[b];
         for (int i = 0; i < b; i++) kept[i] = plain.position(1, i, g);
@@ -132,6 +142,10 @@ class SelKvTest {
               best = t;
             }
           }
+          if (gateMin > 0 && bestCos < gateMin) {
+            skipped++;
+            continue;
+          }
           gate[best] += Math.max(bestCos, 0);
           for (int h = g * f.c.group(); h < (g + 1) * f.c.group(); h++) mass[best] += a[h][j];
           for (int e = 0; e < d; e++) acc[best][e] += Math.max(bestCos, 0) * values[j * kvDim + g * d + e];
@@ -147,6 +161,7 @@ class SelKvTest {
           assertEquals(wantBias, kv.logitBias[1][t * f.c.numKvHeads() + g], 1e-3 * (1 + Math.abs(wantBias)));
         }
       }
+      if (gateMin > 0) assertTrue(skipped > 0 && skipped < 2 * (n - b), "gate " + gateMin + " skipped " + skipped);
     }
   }
 

@@ -50,7 +50,7 @@ class TokenSelectTest {
           max = Math.max(max, s[cI]);
         }
         for (int cI = 0; cI < cands; cI++) z += s[cI] = Math.exp(s[cI] - max);
-        for (int cI = 0; cI < cands; cI++) votes[perKv ? kvs : 0][cI] += s[cI] / z;
+        for (int cI = 0; cI < cands; cI++) votes[perKv ? h / group : 0][cI] += s[cI] / z; // list g: the heads that attend with KV head g
       }
       for (int g = 0; g < lists; g++) {
         float[] v = new float[cands];

@@ -67,7 +67,7 @@ class GpuTokenSelectPlanTest {
     int prefill = 3000, steps = 4000, indexed = prefill, launches = 0; // prefill quantises every slot
     for (int end = prefill + 1; end <= prefill + steps; end++) {
       TokenSelectParams.Block p = new TokenSelectParams(sinks, k, kFrac, window, 512, false, false, 0, true, false,
-          true, 0.9, true).block(end, 1);
+          true, 0.9, true, false).block(end, 1);
       assertEquals(p.dense() ? 0 : sinks + p.cands(), p.scoredEnd(), "scored slots at " + end);
       int from = GpuTokenSelect.quantiseFrom(indexed, p.scoredEnd());
       if (p.dense()) assertEquals(-1, from, "a dense step reads no copy");
