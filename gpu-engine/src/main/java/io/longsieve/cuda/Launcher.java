@@ -2,6 +2,8 @@ package io.longsieve.cuda;
 
 import static jcuda.driver.JCudaDriver.*;
 
+import java.util.concurrent.atomic.LongAdder;
+
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.HashMap;
@@ -40,7 +42,11 @@ final class Launcher {
     return module.context();
   }
 
+  /** Kernel launches so far, all launchers (benchmarks: launches per decode step). */
+  static final LongAdder LAUNCHES = new LongAdder();
+
   void launch(String kernel, int gx, int gy, int gz, int block, int smemBytes, Object... args) {
+    LAUNCHES.increment();
     CUfunction f = module.function(kernel);
     if (smemBytes > 32 * 1024 && smemBytes > raisedSmem.getOrDefault(kernel, 0)) {
       if (smemBytes > module.context().maxSharedPerBlockOptin()) {

@@ -94,20 +94,32 @@ public final class SparseBench {
       b.log().printf(Locale.ROOT, "end-to-end: prefilled %d tokens in %.1f s%n", L, (System.nanoTime() - t0) / 1e9);
       double denseMs = Double.NaN;
       for (String policy : DECODE_POLICIES) {
-        double ms = decodeMs(b, m, kv, policy, L, decodeSteps);
-        if (Double.isNaN(ms)) continue;
-        if (policy.equals("dense")) denseMs = ms;
+        Step st = decodeMs(b, m, kv, policy, L, decodeSteps);
+        if (st == null) continue;
+        if (policy.equals("dense")) denseMs = st.ms;
         b.add(new Bench.Row("end-to-end", "decode ms/token L=" + L + " " + policy,
-            String.format(Locale.ROOT, "%.1f tok/s; %.2fx dense", 1000 / ms, denseMs / ms), ms, Double.NaN, Double.NaN,
-            denseMs / ms, Double.NaN));
+            String.format(Locale.ROOT, "%.1f tok/s; %.2fx dense", 1000 / st.ms, denseMs / st.ms), st.ms, Double.NaN,
+            Double.NaN, denseMs / st.ms, Double.NaN));
+        // when the host's enqueue time nears the step's, the launches (not the GPU) bound the step
+        b.add(new Bench.Row("end-to-end", "host enqueue ms/step L=" + L + " " + policy,
+            String.format(Locale.ROOT, "%d launches/step, %.1f us each", st.launches, st.hostMs * 1000 / st.launches),
+            st.hostMs, Double.NaN, Double.NaN, st.hostMs / st.ms, Double.NaN));
+      }
+      // where a TokenSelect step's host time goes (the JRE has no profiler of its own)
+      try (HostSampler hs = new HostSampler(Thread.currentThread(), 200)) {
+        decodeMs(b, m, kv, "decode=tokenselect", L, decodeSteps * 2);
+        hs.close();
+        hs.print(b.log(), "decode=tokenselect steps at L=" + L, 25);
       }
       boolean before = Launcher.packed;
       try {  // what the host's launch cost does to a step: the same steps with JCuda's argument lists
         Launcher.packed = false;
         for (String policy : new String[] {"dense", "decode=tokenselect"}) {
-          double ms = decodeMs(b, m, kv, policy, L, decodeSteps);
+          Step st = decodeMs(b, m, kv, policy, L, decodeSteps);
+          if (st == null) continue;
           b.add(new Bench.Row("end-to-end", "decode ms/token L=" + L + " " + policy + " (JCuda argument lists)",
-              String.format(Locale.ROOT, "%.1f tok/s", 1000 / ms), ms, Double.NaN, Double.NaN, denseMs / ms, Double.NaN));
+              String.format(Locale.ROOT, "%.1f tok/s; host enqueue %.2f ms", 1000 / st.ms, st.hostMs), st.ms,
+              Double.NaN, Double.NaN, denseMs / st.ms, Double.NaN));
         }
       } finally {
         Launcher.packed = before;
@@ -115,30 +127,40 @@ public final class SparseBench {
     }
   }
 
-  /** Median ms of a decode step under a policy, NaN (logged) when the policy fails. */
-  private static double decodeMs(Bench b, CudaModel m, PagedKvCache kv, String policy, int L, int steps) {
+  /** Medians of a decode step: wall ms, the host's enqueue ms (until the step's last launch returns), launches. */
+  record Step(double ms, double hostMs, long launches) {}
+
+  /** A decode step's medians under a policy, null (logged) when the policy fails. */
+  private static Step decodeMs(Bench b, CudaModel m, PagedKvCache kv, String policy, int L, int steps) {
     try (GpuPolicy p = GpuPolicy.open(PolicySpec.parse(policy), m.env(null))) {
       return decodeMs(m, kv, p, L, steps);
     } catch (RuntimeException e) {
       b.log().println("end-to-end " + policy + " failed: " + e);
-      return Double.NaN;
+      return null;
     }
   }
 
-  /** Median wall time of a decode step (token picked on the device, one synchronisation per step). */
-  private static double decodeMs(CudaModel m, PagedKvCache kv, GpuPolicy p, int L, int steps) {
+  /** Medians over decode steps (token picked on the device, one synchronisation per step). */
+  private static Step decodeMs(CudaModel m, PagedKvCache kv, GpuPolicy p, int L, int steps) {
     int[] len = new int[kv.layers];
     for (int l = 0; l < kv.layers; l++) len[l] = kv.length(l);
-    double[] t = new double[steps];
+    double[] t = new double[steps], host = new double[steps];
+    long launches = 0;
     for (int s = 0; s < steps + 2; s++) {
-      long ts = System.nanoTime();
+      long ts = System.nanoTime(), l0 = Launcher.LAUNCHES.sum();
       m.decode(0, true, L + s, kv, p);
       m.sampleGreedy();
+      long th = System.nanoTime();
       m.readToken();
-      if (s >= 2) t[s - 2] = (System.nanoTime() - ts) / 1e6;  // two warm-up steps (first launches, workspace growth)
+      if (s >= 2) {  // two warm-up steps (first launches, workspace growth)
+        t[s - 2] = (System.nanoTime() - ts) / 1e6;
+        host[s - 2] = (th - ts) / 1e6;
+        launches = Launcher.LAUNCHES.sum() - l0;
+      }
     }
     for (int l = 0; l < kv.layers; l++) kv.setLength(l, len[l]);  // the next policy decodes from the same context
     Arrays.sort(t);
-    return t[steps / 2];
+    Arrays.sort(host);
+    return new Step(t[steps / 2], host[steps / 2], launches);
   }
 }
