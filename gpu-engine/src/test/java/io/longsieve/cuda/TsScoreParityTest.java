@@ -195,7 +195,8 @@ class TsScoreParityTest {
       for (int c = 0; c < cands; c++) {
         double v = 0;
         for (int h = 0; h < heads; h++) {
-          if (!perKv || cs.kvHeadOf(h) == g) v += Math.exp(ref[h][c] - mRef[h]) / lRef[h];
+          // list g is voted by the heads that attend with KV head g (h / group), whichever key gqa=mod scored
+          if (!perKv || h / cs.group == g) v += Math.exp(ref[h][c] - mRef[h]) / lRef[h];
         }
         assertEquals(v, out[2][g * cands + c], (1e-4 + 4 * worst) * v + 1e-9, what + ": vote list " + g + " c=" + c);
       }
