@@ -188,12 +188,13 @@ extern "C" __global__ void __launch_bounds__(TSF_THREADS)
       qRot[h * d + half + i] = f2bf(x2 * c[i] + x1 * s[i]);
     }
   }
-  if (qs != nullptr) {  // written whether or not the cache hits: the scoring skips it on a hit
+  if (qs != nullptr) {  // uniform; written whether or not the cache hits (the scoring skips it on a hit)
+    __shared__ float sCos[128], sSin[128];  // d <= 256: the angles of sPos, once for all heads
+    for (int i = threadIdx.x; i < half; i += TSF_THREADS) rope_cs(sPos, invFreq[i], &sCos[i], &sSin[i]);
+    __syncthreads();
     for (int t = threadIdx.x; t < heads * half; t += TSF_THREADS) {
       int h = t / half, i = t - h * half;
-      float c, s;
-      rope_cs(sPos, invFreq[i], &c, &s);
-      float x1 = qPre[h * d + i], x2 = qPre[h * d + half + i];
+      float c = sCos[i], s = sSin[i], x1 = qPre[h * d + i], x2 = qPre[h * d + half + i];
       qs[h * d + i] = x1 * c - x2 * s;
       qs[h * d + half + i] = x2 * c + x1 * s;
     }

@@ -107,7 +107,7 @@ final class SelectKernels {
   /**
    * As above, and when qs is non-null (score=rope) also qs (heads, d) f32 = qPre rotated at its real
    * position sPos in fp32 with invFreq (d / 2) f32 ({@link #realQuery} with m = 1), in the same
-   * launch. A non-null qs with a null invFreq or sPos &lt; 0 throws IllegalArgumentException.
+   * launch. A non-null qs with a null invFreq, sPos &lt; 0 or d &gt; 256 throws IllegalArgumentException.
    */
   void decodeFront(CUdeviceptr qf, CUdeviceptr hit, CUdeviceptr hits, CUdeviceptr cachedQf, CUdeviceptr qRot,
                    CUdeviceptr qPre, CUdeviceptr fpCos, CUdeviceptr fpSin, CUdeviceptr listCos, CUdeviceptr listSin,
@@ -116,9 +116,9 @@ final class SelectKernels {
     if (qRot != null && (listCos == null || listSin == null || qPos < 0)) {
       throw new IllegalArgumentException("a rotated query needs the list-index tables and qPos >= 0, not " + qPos);
     }
-    if (qs != null && (invFreq == null || sPos < 0)) {
-      throw new IllegalArgumentException("a real-position query needs the inverse frequencies and sPos >= 0, not "
-          + sPos);
+    if (qs != null && (invFreq == null || sPos < 0 || d > 256)) {  // the kernel stages <= 128 angles
+      throw new IllegalArgumentException("a real-position query needs the inverse frequencies, sPos >= 0 and head size"
+          + " <= 256, not " + sPos + ", " + d);
     }
     l.launch("ts_decode_front", 1, 1, 1, FRONT_THREADS, 0, qf, hit, hits, cachedQf, qRot, qPre, fpCos, fpSin,
         qRot == null ? null : listCos, qRot == null ? null : listSin, heads, d, qPos, possible ? 1 : 0, store ? 1 : 0,
