@@ -19,15 +19,15 @@ import jcuda.driver.CUdeviceptr;
  * KvView's kRope) against the mean of the block's queries rotated at their real positions (qs,
  * fp32, as the CPU's realPositionQuery); the neutral fingerprint still decides Selection Cache hits.
  * A decode step (one row) launches ts_decode_front (fingerprint, cache check, with score=rope the
- * real-position query, and, with compact positions, the query rotated at its list index), ts_score*, ts_votes, [ts_maxpool], ts_topk_lists
- * and the list attention; the int4 copy is quantised only when the scored range outgrows it (once
- * every local-window steps).
+ * real-position query, and, with compact positions, the query rotated at its list index),
+ * ts_score*, ts_votes, [ts_maxpool], ts_topk_lists and the list attention; the int4 copy is
+ * quantised only when the scored range outgrows it (once every local-window steps).
  *
  * <p>Failure semantics: {@code score=rope} with {@code index=int4} throws IllegalArgumentException
  * from the constructor (as the CPU twin); unsupported shapes (head size, more than 8 query heads
- * per KV head) throw IllegalArgumentException from the first call; CUDA errors propagate from the call that queued the
- * work; device memory grows on demand (synchronising once) and is freed on close. Statistics:
- * selection time is the host's time to queue the selection, not device time.
+ * per KV head) throw IllegalArgumentException from the first call; CUDA errors propagate from the
+ * call that queued the work; device memory grows on demand (synchronising once) and is freed on
+ * close. Statistics: selection time is the host's time to queue the selection, not device time.
  */
 final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
 
