@@ -1,5 +1,6 @@
 // TokenSelect on the GPU (issue 5 §1): fingerprint, device-side Selection Cache check, scoring of the
-// pre-RoPE keys (bf16 or the policy's int4 copy) with fused softmax statistics, the soft vote,
+// pre-RoPE keys (bf16 or the policy's int4 copy; score=rope: the rotated keys against the query at
+// its real positions, ts_real_query) with fused softmax statistics, the soft vote,
 // max-pool, radix top-k and the attended lists. CPU twin: attention/TokenSelect.java. Every kernel
 // after the cache check (ts_cache_check, or ts_decode_front for one decode row) reads the hit flag
 // and returns at once on a hit (the cached top-k is used).
@@ -19,13 +20,14 @@ extern "C" __global__ void ts_rope_table(float* __restrict__ cosT, float* __rest
   }
 }
 
-// qf (heads, d) f32 = mean over rows i < m of head h of qPre row i (rows of qStride f32, before
-// RoPE) rotated with row i of the tables cosT, sinT (>= m, d / 2) f32 (positions window + i).
-// Grid (heads, ceil(d / 64)), 256 threads = 32 columns x 8 row groups whose partial sums are added
-// in a fixed order.
-extern "C" __global__ void ts_fingerprint(float* __restrict__ qf, const float* __restrict__ qPre, int qStride, int m,
-                                          int heads, int d, const float* __restrict__ cosT,
-                                          const float* __restrict__ sinT) {
+// out (heads, d) f32 = mean over rows i < m of head h of qPre row i (rows of qStride f32, before
+// RoPE) rotated at row i's angles: row i of the tables cosT, sinT (>= m, d / 2) f32 when cosT is
+// non-null, else rope_cs(pos0 + i, invFreq[t]) (model/Rope's angles, computed here). Block (h,
+// blockIdx.y) of 256 threads = 32 columns x 8 row groups whose partial sums are added in a fixed order.
+__device__ __forceinline__ void ts_mean_rotated(float* __restrict__ out, const float* __restrict__ qPre, int qStride,
+                                                int m, int d, const float* __restrict__ cosT,
+                                                const float* __restrict__ sinT, const float* __restrict__ invFreq,
+                                                int pos0) {
   __shared__ float pa[8][32], pb[8][32];
   int x = threadIdx.x & 31, y = threadIdx.x >> 5;
   int h = blockIdx.x, half = d / 2, t = blockIdx.y * 32 + x;
@@ -33,7 +35,13 @@ extern "C" __global__ void ts_fingerprint(float* __restrict__ qf, const float* _
   if (t < half) {
     for (int i = y; i < m; i += 8) {
       const float* src = qPre + (size_t)i * qStride + h * d;
-      float c = cosT[(size_t)i * half + t], s = sinT[(size_t)i * half + t];
+      float c, s;
+      if (cosT != nullptr) {
+        c = cosT[(size_t)i * half + t];
+        s = sinT[(size_t)i * half + t];
+      } else {
+        rope_cs(pos0 + i, invFreq[t], &c, &s);
+      }
       float x1 = src[t], x2 = src[half + t];
       a += x1 * c - x2 * s;
       b += x2 * c + x1 * s;
@@ -49,9 +57,28 @@ extern "C" __global__ void ts_fingerprint(float* __restrict__ qf, const float* _
       sb += pb[r][x];
     }
     float inv = 1.f / m;
-    qf[h * d + t] = sa * inv;
-    qf[h * d + half + t] = sb * inv;
+    out[h * d + t] = sa * inv;
+    out[h * d + half + t] = sb * inv;
   }
+}
+
+// qf (heads, d) f32 = mean over rows i < m of head h of qPre row i (rows of qStride f32, before
+// RoPE) rotated with row i of the tables cosT, sinT (>= m, d / 2) f32 (positions window + i).
+// Grid (heads, ceil(d / 64)), 256 threads = 32 columns x 8 row groups whose partial sums are added
+// in a fixed order.
+extern "C" __global__ void ts_fingerprint(float* __restrict__ qf, const float* __restrict__ qPre, int qStride, int m,
+                                          int heads, int d, const float* __restrict__ cosT,
+                                          const float* __restrict__ sinT) {
+  ts_mean_rotated(qf, qPre, qStride, m, d, cosT, sinT, nullptr, 0);
+}
+
+// score=rope: qs (heads, d) f32 = mean over rows i < m of qPre row i (rows of qStride f32, before
+// RoPE) rotated at its real position pos0 + i (rope_cs with invFreq (d / 2) f32): the query the
+// CPU's TokenSelect.realPositionQuery forms, scored against the rotated keys. Grid and block as
+// ts_fingerprint.
+extern "C" __global__ void ts_real_query(float* __restrict__ qs, const float* __restrict__ qPre, int qStride, int m,
+                                         int heads, int d, const float* __restrict__ invFreq, int pos0) {
+  ts_mean_rotated(qs, qPre, qStride, m, d, nullptr, nullptr, invFreq, pos0);
 }
 
 // The Selection Cache decision of one block (a multiple of 32 threads, at most 1024), from each
@@ -123,14 +150,17 @@ extern "C" __global__ void ts_cache_check(int* __restrict__ hit, unsigned long l
 // it computed, in the order ts_cache_check's threads read them, so the same decision); and, when
 // qRot is non-null, qRot (heads, d) bf16 = qPre rotated at position qPos with row qPos of listCos,
 // listSin (>= qPos + 1, d / 2) f32 (rope_table: rope_cs of positions 0..), the list-index query that
-// list_decode reads. One block of TSF_THREADS threads.
+// list_decode reads; and, when qs is non-null (score=rope), qs (heads, d) f32 = qPre rotated at its
+// real position sPos in fp32 (rope_cs with invFreq (d / 2) f32, as ts_real_query with m = 1).
+// One block of TSF_THREADS threads.
 #define TSF_THREADS 256
 extern "C" __global__ void __launch_bounds__(TSF_THREADS)
     ts_decode_front(float* __restrict__ qf, int* __restrict__ hit, unsigned long long* __restrict__ hits,
                     float* __restrict__ cachedQf, bf16* __restrict__ qRot, const float* __restrict__ qPre,
                     const float* __restrict__ fpCos, const float* __restrict__ fpSin,
                     const float* __restrict__ listCos, const float* __restrict__ listSin, int heads, int d, int qPos,
-                    int possible, int store, double threshold) {
+                    int possible, int store, double threshold, float* __restrict__ qs,
+                    const float* __restrict__ invFreq, int sPos) {
   int half = d / 2, n = heads * d;
   double ab = 0, aa = 0, bb = 0;
   // element i of the fingerprint is computed, stored and (cache check) read by the same thread
@@ -156,6 +186,17 @@ extern "C" __global__ void __launch_bounds__(TSF_THREADS)
       float x1 = qPre[h * d + i], x2 = qPre[h * d + half + i];
       qRot[h * d + i] = f2bf(x1 * c[i] - x2 * s[i]);
       qRot[h * d + half + i] = f2bf(x2 * c[i] + x1 * s[i]);
+    }
+  }
+  if (qs != nullptr) {  // uniform; written whether or not the cache hits (the scoring skips it on a hit)
+    __shared__ float sCos[128], sSin[128];  // d <= 256: the angles of sPos, once for all heads
+    for (int i = threadIdx.x; i < half; i += TSF_THREADS) rope_cs(sPos, invFreq[i], &sCos[i], &sSin[i]);
+    __syncthreads();
+    for (int t = threadIdx.x; t < heads * half; t += TSF_THREADS) {
+      int h = t / half, i = t - h * half;
+      float c = sCos[i], s = sSin[i], x1 = qPre[h * d + i], x2 = qPre[h * d + half + i];
+      qs[h * d + i] = x1 * c - x2 * s;
+      qs[h * d + half + i] = x2 * c + x1 * s;
     }
   }
 }

@@ -68,10 +68,12 @@ final class PolicyCatalog {
         c("cache", "on", "on|off"),                     // Selection Cache
         p("threshold", "0.9", Param.Kind.DOUBLE),       // Selection Cache cosine threshold
         c("index", "full", "full|int4"),                // score with the keys, or a symmetric int4 copy (issue 5 §3)
-        // DIAGNOSTIC, CPU only (the GPU part refuses it): rope scores every candidate with its key rotated
-        // at its original position against the queries rotated at their real positions, i.e. the true
-        // attention logits (with scale=sqrt exactly the attention softmax), instead of the official
-        // position-neutral proxy (query at window, pre-RoPE keys). Not with index=int4.
+        // Not the paper's algorithm (CPU and GPU): rope scores every candidate with its key rotated at its
+        // original position against the mean of the call's queries rotated at their real positions, i.e.
+        // the true attention logits (with scale=sqrt exactly the attention softmax), instead of the
+        // official position-neutral proxy (query at window, pre-RoPE keys); the Selection Cache still
+        // decides on the neutral fingerprint. Same cost as neutral on the GPU (reads kRope instead of
+        // the pre-RoPE keys). Not with index=int4.
         c("score", "neutral", "neutral|rope"));
     // Token Sparse Attention (dongwonjo/Token-Sparse-Attention main.py): coverage 0.005, min_tokens 1024,
     // window 128, avg-pool 7; sparse layers from the drift profile.

@@ -26,10 +26,11 @@ import java.util.Arrays;
  *       last scored one is ≥ threshold and the top-k budget is unchanged, reuse the last top-k
  *       (sinks and window recomputed).</li>
  * </ol>
- * With {@code score=rope} (a CPU-only diagnostic, not the paper's algorithm) step 3 scores every
- * candidate with its key rotated at its original position ({@code kv.ropedKeys}) against the mean of
- * the call's queries rotated at their real positions: the true attention logits of the call (times
- * 1/√d with {@code scale=sqrt}); the fingerprint of step 2 still decides Selection Cache hits.
+ * With {@code score=rope} (not the paper's algorithm; the GPU twin cuda/GpuTokenSelect computes the
+ * same) step 3 scores every candidate with its key rotated at its original position
+ * ({@code kv.ropedKeys}) against the mean of the call's queries rotated at their real positions in
+ * fp32: the true attention logits of the call (times 1/√d with {@code scale=sqrt}); the fingerprint
+ * of step 2 still decides Selection Cache hits. Not with {@code index=int4} (IllegalArgumentException).
  * With {@code index=int4} step 3 scores against the policy's own int4 copy of the pre-RoPE keys
  * (per slot and KV head: scale = max|k| / 7, values round(k / scale) in [-7, 7]), kept up to date
  * incrementally per call and rebuilt after {@link #reset}; the GPU part keeps the same copy and

@@ -15,15 +15,19 @@ import jcuda.driver.CUdeviceptr;
  * vote, optional max-pool, radix top-k and the lists sinks ++ top ++ local (one launch), attention over them
  * (ListKernels). Nothing waits for the device: the host knows every size (a cache hit needs the
  * cached top-k count to equal this call's), and a hit only makes the scoring kernels return early.
- * A decode step (one row) launches ts_decode_front (fingerprint, cache check and, with compact
- * positions, the query rotated at its list index), ts_score*, ts_votes, [ts_maxpool], ts_topk_lists
- * and the list attention; the int4 copy is quantised only when the scored range outgrows it (once
- * every local-window steps).
+ * With {@code score=rope} the scoring reads the keys rotated at their original positions (the
+ * KvView's kRope) against the mean of the block's queries rotated at their real positions (qs,
+ * fp32, as the CPU's realPositionQuery); the neutral fingerprint still decides Selection Cache hits.
+ * A decode step (one row) launches ts_decode_front (fingerprint, cache check, with score=rope the
+ * real-position query, and, with compact positions, the query rotated at its list index),
+ * ts_score*, ts_votes, [ts_maxpool], ts_topk_lists and the list attention; the int4 copy is
+ * quantised only when the scored range outgrows it (once every local-window steps).
  *
- * <p>Failure semantics: unsupported shapes (head size, more than 8 query heads per KV head) throw
- * IllegalArgumentException from the first call; CUDA errors propagate from the call that queued the
- * work; device memory grows on demand (synchronising once) and is freed on close. Statistics:
- * selection time is the host's time to queue the selection, not device time.
+ * <p>Failure semantics: {@code score=rope} with {@code index=int4} throws IllegalArgumentException
+ * from the constructor (as the CPU twin); unsupported shapes (head size, more than 8 query heads
+ * per KV head) throw IllegalArgumentException from the first call; CUDA errors propagate from the
+ * call that queued the work; device memory grows on demand (synchronising once) and is freed on
+ * close. Statistics: selection time is the host's time to queue the selection, not device time.
  */
 final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
 
@@ -41,6 +45,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   private final DeviceBuffer[] kq;        // (layer) → (slots, kvHeads, headDim / 2) packed int4 keys
   private final DeviceBuffer[] ks;        // (layer) → (slots, kvHeads) f32 int4 scales
   private final DeviceBuffer qf;          // (heads, headDim) f32 fingerprint of this call
+  private final DeviceBuffer qs;          // (heads, headDim) f32 score=rope: mean query at real positions; else null
   private final DeviceBuffer cachedQf;    // (layer, heads, headDim) f32 fingerprint the cached top-k was scored with
   private final DeviceBuffer hit;         // (1) int: this call hit the Selection Cache
   private final DeviceBuffer hits;        // (1) u64 hits counted on the device
@@ -64,11 +69,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     this.env = env;
     ModelConfig c = env.config();
     params = TokenSelectParams.of(t);
-    if (params.ropeScore()) {
-      // a CPU-only diagnostic (PolicyCatalog): refuse rather than silently score with the neutral proxy
-      throw new UnsupportedOperationException("tokenselect score=rope is a CPU-only diagnostic; the GPU part implements"
-          + " score=neutral only (run it with --device cpu)");
-    }
+    checkOptions(params);
     voteScale = params.voteScale(env.scale());
     heads = c.numHeads();
     kvHeads = c.numKvHeads();
@@ -84,9 +85,10 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     ks = new DeviceBuffer[layers];
     sk = new SelectKernels(env.k());
     CudaContext ctx = env.ctx();
-    DeviceBuffer a = null, b = null, h = null, s = null, w = null;
+    DeviceBuffer a = null, b = null, h = null, s = null, w = null, r = null;
     try {
       a = ctx.alloc((long) qDim * 4, "TokenSelect fingerprint");
+      if (params.ropeScore()) r = ctx.alloc((long) qDim * 4, "TokenSelect real-position query");
       b = ctx.alloc((long) layers * qDim * 4, "TokenSelect cached fingerprints");
       b.fill32(0);
       h = ctx.alloc(4, "TokenSelect hit flag");
@@ -96,10 +98,11 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       w = ctx.alloc(SelectKernels.topKWorkspaceBytes(lists), "TokenSelect top-k workspace");
       w.fill32(0);
     } catch (RuntimeException e) {
-      for (DeviceBuffer x : new DeviceBuffer[] {a, b, h, s, w}) if (x != null) x.close();
+      for (DeviceBuffer x : new DeviceBuffer[] {a, b, h, s, w, r}) if (x != null) x.close();
       throw e;
     }
     qf = a;
+    qs = r;
     cachedQf = b;
     hit = h;
     hits = s;
@@ -111,12 +114,23 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       fs = ctx.alloc((long) params.chunk() * (d / 2) * 4, "TokenSelect fingerprint sin");
       sk.ropeTable(fc.ptr(), fs.ptr(), env.invFreq(), params.window(), params.chunk(), d / 2);
     } catch (RuntimeException e) {
-      for (DeviceBuffer x : new DeviceBuffer[] {a, b, h, s, w, fc, fs}) if (x != null) x.close();
+      for (DeviceBuffer x : new DeviceBuffer[] {a, b, h, s, w, r, fc, fs}) if (x != null) x.close();
       throw e;
     }
     fpCos = fc;
     fpSin = fs;
     lk = new ListKernels(env.k(), ctx);
+  }
+
+  /**
+   * Refuses option combinations the CPU twin refuses, with its exception: score=rope scores the
+   * rotated keys, index=int4 is a copy of the pre-RoPE keys (IllegalArgumentException).
+   */
+  static void checkOptions(TokenSelectParams p) {
+    if (p.ropeScore() && p.int4()) {
+      throw new IllegalArgumentException("tokenselect: score=rope reads the rotated keys, index=int4 holds pre-RoPE keys;"
+          + " use one of them");
+    }
   }
 
   @Override
@@ -227,8 +241,10 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq[c.layer()].ptr(), ks[c.layer()].ptr(), qf.ptr(), heads,
           kvHeads, d, params.sinks(), cands, p, params.gqaMod(), voteScale);
     } else {
-      sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), c.kv(), qf.ptr(), heads, params.sinks(), cands, p,
-          params.gqaMod(), voteScale);
+      // score=rope: the rotated keys (kRope) against the real-position query, the true logits
+      boolean rope = params.ropeScore();
+      sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), c.kv(), rope ? qs.ptr() : qf.ptr(), heads, params.sinks(), cands,
+          p, params.gqaMod(), voteScale, rope);
     }
     boolean prebuilt = SelectKernels.histogramInVotes(count, cands, params.pool());
     sk.votes(votes.ptr(), prebuilt ? topWs.ptr() : null, logits.ptr(), partMl.ptr(), hit.ptr(), heads, kvHeads, cands,
@@ -248,11 +264,14 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   /**
    * The front of a block: fingerprint, cache check (cache on) and, with compact positions, row i's
    * query rotated at listLen - m + i (its own slot is the last of the listLen - m + i + 1 entries
-   * it sees); returns the queries list attention reads. One row (decode): one launch for all three.
+   * it sees); with score=rope also the mean of the rows' queries rotated at their real positions
+   * c.pos0() + row0 + i (qs; the cache still decides on the neutral fingerprint qf). Returns the
+   * queries list attention reads. One row (decode): one launch for all of it.
    */
   private CUdeviceptr front(LayerCall c, int layer, int row0, int m, int listLen, boolean possible) {
     CUdeviceptr qPre = c.qPre().withByteOffset((long) row0 * c.qStride() * 4);
     CUdeviceptr cached = cachedQf.at((long) layer * qDim * 4);
+    int realPos = c.pos0() + row0; // position of the block's first row
     if (params.compact()) {
       ensureTable(listLen);
       qRot = grow(qRot, (long) Math.max(m, params.chunk()) * qDim * 2, "TokenSelect rotated queries");
@@ -261,10 +280,11 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       // cache off: possible and store are false, so the flag is written 0 and the cache left alone
       sk.decodeFront(qf.ptr(), hit.ptr(), hits.ptr(), cached, params.compact() ? qRot.ptr() : null, qPre, fpCos.ptr(),
           fpSin.ptr(), params.compact() ? ropeCos.ptr() : null, params.compact() ? ropeSin.ptr() : null, heads, d,
-          listLen - 1, possible,
-          params.cacheOn(), params.threshold());
+          listLen - 1, possible, params.cacheOn(), params.threshold(), qs == null ? null : qs.ptr(), env.invFreq(),
+          realPos);
     } else {
       sk.fingerprint(qf.ptr(), qPre, c.qStride(), m, heads, d, fpCos.ptr(), fpSin.ptr());
+      if (qs != null) sk.realQuery(qs.ptr(), qPre, c.qStride(), m, heads, d, env.invFreq(), realPos);
       if (params.cacheOn()) {
         sk.cacheCheck(hit.ptr(), hits.ptr(), cached, qf.ptr(), qDim, possible, true, params.threshold());
       }
@@ -332,7 +352,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
         arr[i] = null;
       }
     }
-    for (DeviceBuffer b : new DeviceBuffer[] {qf, cachedQf, hit, hits, topWs, top, logits, partMl, votes, pooled, cand,
+    for (DeviceBuffer b : new DeviceBuffer[] {qf, qs, cachedQf, hit, hits, topWs, top, logits, partMl, votes, pooled, cand,
         list, qRot, ropeCos, ropeSin, fpCos, fpSin}) {
       if (b != null) b.close();
     }

@@ -70,6 +70,16 @@ final class SelectKernels {
   }
 
   /**
+   * score=rope: qs (heads, d) f32 = mean over the m rows of qPre (rows of qStride f32, before RoPE)
+   * each rotated at its real position pos0 + i in fp32 (invFreq (d / 2) f32, model/Rope's angles):
+   * the query CPU TokenSelect.realPositionQuery forms. Not gated by the hit flag (always written).
+   */
+  void realQuery(CUdeviceptr qs, CUdeviceptr qPre, int qStride, int m, int heads, int d, CUdeviceptr invFreq,
+                 int pos0) {
+    l.launch("ts_real_query", heads, (d / 2 + 31) / 32, 1, 256, 0, qs, qPre, qStride, m, heads, d, invFreq, pos0);
+  }
+
+  /**
    * hit (1) int = possible && cosine(qf, cachedQf) >= threshold; hits (1) u64 += hit; on a miss
    * with store, cachedQf (n) f32 = qf (n) f32.
    */
@@ -85,17 +95,34 @@ final class SelectKernels {
    * f32, fpCos/fpSin row 0), {@link #cacheCheck} of it against cachedQf (heads * d) f32, and, when
    * qRot is non-null, qRot (heads, d) bf16 = qPre rotated at qPos with row qPos of listCos/listSin
    * (&gt;= qPos + 1, d / 2) f32 from ListKernels.ropeTable (as Kernels.rope at pos0 = qPos). With
-   * qRot null the tables are not read (may be null).
+   * qRot null the tables are not read (may be null). No score=rope query (see the overload).
    */
   void decodeFront(CUdeviceptr qf, CUdeviceptr hit, CUdeviceptr hits, CUdeviceptr cachedQf, CUdeviceptr qRot,
                    CUdeviceptr qPre, CUdeviceptr fpCos, CUdeviceptr fpSin, CUdeviceptr listCos, CUdeviceptr listSin,
                    int heads, int d, int qPos, boolean possible, boolean store, double threshold) {
+    decodeFront(qf, hit, hits, cachedQf, qRot, qPre, fpCos, fpSin, listCos, listSin, heads, d, qPos, possible, store,
+        threshold, null, null, 0);
+  }
+
+  /**
+   * As above, and when qs is non-null (score=rope) also qs (heads, d) f32 = qPre rotated at its real
+   * position sPos in fp32 with invFreq (d / 2) f32 ({@link #realQuery} with m = 1), in the same
+   * launch. A non-null qs with a null invFreq, sPos &lt; 0 or d &gt; 256 throws IllegalArgumentException.
+   */
+  void decodeFront(CUdeviceptr qf, CUdeviceptr hit, CUdeviceptr hits, CUdeviceptr cachedQf, CUdeviceptr qRot,
+                   CUdeviceptr qPre, CUdeviceptr fpCos, CUdeviceptr fpSin, CUdeviceptr listCos, CUdeviceptr listSin,
+                   int heads, int d, int qPos, boolean possible, boolean store, double threshold, CUdeviceptr qs,
+                   CUdeviceptr invFreq, int sPos) {
     if (qRot != null && (listCos == null || listSin == null || qPos < 0)) {
       throw new IllegalArgumentException("a rotated query needs the list-index tables and qPos >= 0, not " + qPos);
     }
+    if (qs != null && (invFreq == null || sPos < 0 || d > 256)) {  // the kernel stages <= 128 angles
+      throw new IllegalArgumentException("a real-position query needs the inverse frequencies, sPos >= 0 and head size"
+          + " <= 256, not " + sPos + ", " + d);
+    }
     l.launch("ts_decode_front", 1, 1, 1, FRONT_THREADS, 0, qf, hit, hits, cachedQf, qRot, qPre, fpCos, fpSin,
         qRot == null ? null : listCos, qRot == null ? null : listSin, heads, d, qPos, possible ? 1 : 0, store ? 1 : 0,
-        threshold);
+        threshold, qs, qs == null ? null : invFreq, qs == null ? 0 : sPos);
   }
 
   /**
@@ -105,11 +132,21 @@ final class SelectKernels {
    */
   void score(CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, Kernels.KvView kv, CUdeviceptr qf, int heads,
              int sinks, int cands, ScorePlan p, boolean gqaMod, float voteScale) {
+    score(logits, partMl, hit, kv, qf, heads, sinks, cands, p, gqaMod, voteScale, false);
+  }
+
+  /**
+   * As above; rotated (score=rope) reads kv's kRope (the keys rotated at their original positions,
+   * same paged layout) instead of kPre, with qf then the real-position query of {@link #realQuery}.
+   */
+  void score(CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, Kernels.KvView kv, CUdeviceptr qf, int heads,
+             int sinks, int cands, ScorePlan p, boolean gqaMod, float voteScale, boolean rotated) {
     checkShape(kv.headDim(), heads, kv.nKv());
     if (Integer.bitCount(kv.pageSize()) != 1) {
       throw new IllegalArgumentException("TokenSelect scoring takes a power-of-two page size, not " + kv.pageSize());
     }
-    l.launch("ts_score_d" + kv.headDim(), kv.nKv(), p.splits(), 1, SCORE_THREADS, 0, logits, partMl, hit, kv.kPre(),
+    l.launch("ts_score_d" + kv.headDim(), kv.nKv(), p.splits(), 1, SCORE_THREADS, 0, logits, partMl, hit,
+        rotated ? kv.kRope() : kv.kPre(),
         kv.pageTable(), qf, heads, kv.nKv(), kv.pageSize(), sinks, cands, p.chunk(), gqaMod ? 1 : 0, voteScale);
   }
 

@@ -30,7 +30,8 @@ class GpuPolicySupportTest {
       }
     }
     for (String shorthand : new String[] {"dense", "tokenselect", "streaming", "quest", "tsa", "selkv", "snapkv",
-        "tsa + selkv:ratio=0.25 + tokenselect:k=2048", "streaming:positions=original"}) {
+        "tsa + selkv:ratio=0.25 + tokenselect:k=2048", "streaming:positions=original",
+        "tokenselect:k_frac=0.1,heads=kvhead,score=rope"}) {
       assertTrue(GpuPolicy.supported(PolicySpec.parse(shorthand)), shorthand);
     }
   }

@@ -1,6 +1,8 @@
 package io.longsieve.cuda;
 
+import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.longsieve.attention.AttentionContext;
@@ -80,6 +82,32 @@ class GpuTokenSelectPlanTest {
     }
     int local = Math.max(window, 1);
     assertTrue(launches <= steps / local + 1, launches + " launches in " + steps + " steps");
+  }
+
+  /**
+   * score=rope runs on the GPU; with index=int4 (a copy of the pre-RoPE keys) the GPU part refuses it
+   * as the CPU twin does, with the same exception and message.
+   */
+  @Test
+  void ropeScoreIsAcceptedExceptWithTheInt4Index() {
+    for (String ok : new String[] {"score=rope", "score=rope,heads=kvhead,gqa=mod", "score=rope,positions=original",
+        "score=neutral,index=int4"}) {
+      assertDoesNotThrow(() -> GpuTokenSelect.checkOptions(params(ok)), ok);
+    }
+    IllegalArgumentException gpuErr = assertThrows(IllegalArgumentException.class,
+        () -> GpuTokenSelect.checkOptions(params("score=rope,index=int4")));
+    ModelConfig c = new ModelConfig("llama", 32, 16, 1, 4, 2, 8, 32, 1e-5, 10000.0, RopeScaling.NONE, 1 << 16, false,
+        false, 0, -1, List.of());
+    try (ThreadPool pool = new ThreadPool(1)) {
+      AttentionContext ctx = new AttentionContext(c, new Rope(c), pool);
+      IllegalArgumentException cpuErr = assertThrows(IllegalArgumentException.class,
+          () -> new TokenSelectProbe("score=rope,index=int4", ctx));
+      assertEquals(cpuErr.getMessage(), gpuErr.getMessage());
+    }
+  }
+
+  private static TokenSelectParams params(String p) {
+    return TokenSelectParams.of(io.longsieve.attention.PolicySpec.parse("prefill=tokenselect:" + p).prefill());
   }
 
   @Test

@@ -61,6 +61,10 @@ class PolicyEngineParityTest {
   static final String[] DECODE = {"dense", TS, "quest:page=8,budget=32,dense_layers=1", "streaming:sinks=4,recent=32",
       "streaming:sinks=4,recent=32,positions=original"};
 
+  /** TokenSelect scoring with the true logits (score=rope: rotated keys, queries at real positions), both slots. */
+  static final String ROPE_SCORED = "prefill=" + TS + ",heads=kvhead,score=rope + kv=none + decode=" + TS
+      + ",heads=kvhead,score=rope";
+
   static LoadedModel model;
   static CpuRunner cpu;
   static ModelRunner gpu;
@@ -92,6 +96,7 @@ class PolicyEngineParityTest {
   static Stream<String> combinations() {
     List<String> all = new ArrayList<>();
     for (String p : PREFILL) for (String k : KV) for (String d : DECODE) all.add("prefill=" + p + " + kv=" + k + " + decode=" + d);
+    all.add(ROPE_SCORED);
     return all.stream();
   }
 

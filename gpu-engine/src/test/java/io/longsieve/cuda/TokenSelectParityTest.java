@@ -27,7 +27,9 @@ import org.junit.jupiter.params.provider.ValueSource;
  * (the device's behind a shuffled page table), a prefill call of several sub-chunks, then decode
  * steps whose queries drift slowly (so the Selection Cache both hits and misses). Outputs agree to
  * bf16 tolerance; selected sets are identical except where the CPU's votes are tied within
- * rounding, with overlap >= 99% overall; cache hits and statistics equal the CPU's.
+ * rounding, with overlap >= 99% overall; cache hits and statistics equal the CPU's. The score=rope
+ * variants score the rotated keys against the queries at their real positions (prefill sub-chunks of
+ * several rows and decode rows, compact and original positions, heads=layer and heads=kvhead).
  */
 @Tag("gpu")
 class TokenSelectParityTest extends GpuPoolTest {
@@ -47,6 +49,12 @@ class TokenSelectParityTest extends GpuPoolTest {
     final GpuEnv env;
     final Random r;
     final int[] table;
+    /**
+     * Round the CPU's rotated keys to bf16 as the device stores kRope (kv_append rounds after the
+     * rotation): score=rope reads them, and the f32 keys' logits would differ by bf16 rounding
+     * (~2^-9 relative), more than the near-tie allowance of the selected-set check.
+     */
+    boolean bf16RopedKeys;
 
     Setup(int layers, int heads, int kvHeads, int d, int capacity, long seed) {
       c = DeviceCaches.config(layers, heads, kvHeads, d, 0);
@@ -73,6 +81,10 @@ class TokenSelectParityTest extends GpuPoolTest {
       for (int l = 0; l < c.numLayers(); l++) {
         float[] k = Gpu.random(r, n * kvDim, 1), v = Gpu.random(r, n * kvDim, 1);
         cpu.append(l, k, 0, v, 0, n, pos0);
+        if (bf16RopedKeys) {
+          float[] rk = cpu.ropedKeys[l];
+          for (int i = (cpu.length(l) - n) * kvDim, e = cpu.length(l) * kvDim; i < e; i++) rk[i] = Gpu.roundBf16(rk[i]);
+        }
         DeviceCaches.append(gpu, view(l, pageTable), k, v, n, kvDim, dev.length(l), pos0, invFreq);
         dev.advance(l, n);
       }
@@ -91,6 +103,7 @@ class TokenSelectParityTest extends GpuPoolTest {
     String p = BASE + (params.isEmpty() ? "" : "," + params);
     int before = 900, n = 250, steps = 12, layers = 2;
     try (Setup s = new Setup(layers, heads, kvHeads, d, before + n + steps + 8, params.hashCode() * 31L + d)) {
+      s.bf16RopedKeys = p.contains("score=rope");
       DeviceBuffer pageTable = gpu.ints(s.table);
       int qDim = s.c.qDim();
       TokenSelectProbe cpuTs = new TokenSelectProbe(p, s.actx);
@@ -214,7 +227,9 @@ class TokenSelectParityTest extends GpuPoolTest {
   @ParameterizedTest(name = "tokenselect:{0}")  // "" is the defaults: the name must not be blank
   @ValueSource(strings = {"", "positions=original", "heads=kvhead", "gqa=mod", "pool=3", "pool=4", "cache=off",
       "index=int4", "heads=kvhead,gqa=mod,positions=original,index=int4,scale=sqrt", "k_frac=0.15,cache=off",
-      "pool=3,heads=kvhead,cache=off,index=int4"})
+      "pool=3,heads=kvhead,cache=off,index=int4", "score=rope", "score=rope,positions=original",
+      "score=rope,heads=kvhead", "score=rope,heads=kvhead,gqa=mod,positions=original,scale=sqrt",
+      "score=rope,k_frac=0.15,pool=3,cache=off"})
   void matchesCpuTokenSelect(String params) {
     compare(params, 8, 2, 64);
   }
@@ -223,6 +238,7 @@ class TokenSelectParityTest extends GpuPoolTest {
   void matchesCpuOnLlamaHeadShape() {
     compare("", 32, 8, 128);
     compare("gqa=mod,index=int4", 32, 8, 128);
+    compare("heads=kvhead,score=rope", 32, 8, 128);
   }
 
   @Test
