@@ -17,8 +17,8 @@ import java.util.Arrays;
  *       the official h % nKv ({@code gqa=mod});</li>
  *   <li>softmax per head over the candidates, summed over heads in fp32 (soft vote): one vote per
  *       layer ({@code heads=layer}, official) or one per KV head g over the heads that attend
- *       with it, h / group = g, also under {@code gqa=mod} ({@code heads=kvhead}); optional max-pool ({@code pool}, the official padding, so an even
- *       kernel shifts by one);</li>
+ *       with it, h / group = g, also under {@code gqa=mod} ({@code heads=kvhead}); optional
+ *       max-pool ({@code pool}, the official padding, so an even kernel shifts by one);</li>
  *   <li>top-k (ties to the lower slot), ascending; attend to sinks ++ top-k ++ local where local is
  *       the last max(window, call length) slots; RoPE by list index ({@code positions=compact},
  *       official) or by original position;</li>
@@ -47,7 +47,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
   private final ListAttention.RopeTable table;
 
   private final float[] qf;          // (heads * headDim) fingerprint of this call
-  private final float[] qs;          // (heads * headDim) score=rope: mean of the call's queries rotated at their positions
+  private final float[] qPos;        // (heads * headDim) score=rope: mean of the call's queries rotated at their positions
   private final float[][] cachedQf;  // (layer) → (heads * headDim) fingerprint the cached top-k was scored with
   private final int[][] cachedTop;   // (layer) → (lists, cachedCount) selected candidate slots
   private final int[] cachedCount;   // (layer) top-k per list in the cache; 0: empty
@@ -78,7 +78,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
       throw new IllegalArgumentException("tokenselect: score=rope reads the rotated keys, index=int4 holds pre-RoPE keys;"
           + " use one of them");
     }
-    qs = new float[params.ropeScore() ? heads * d : 0];
+    qPos = new float[params.ropeScore() ? heads * d : 0];
     table = new ListAttention.RopeTable(ctx.rope());
     qf = new float[heads * d];
     cachedQf = new float[c.numLayers()][heads * d];
@@ -249,9 +249,9 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     for (int j = 0; j < qf.length; j++) qf[j] *= inv;
   }
 
-  /** qs = mean over the m rows of each query head rotated at its own position pos0 + i (score=rope). */
+  /** qPos = mean over the m rows of each query head rotated at its own position pos0 + i (score=rope). */
   private void realPositionQuery(float[] q, int row0, int m, int pos0, AttentionContext ctx) {
-    Arrays.fill(qs, 0f);
+    Arrays.fill(qPos, 0f);
     RotationScratch rs = RotationScratch.of(d); // caller thread only
     float[] row = rs.qr;
     for (int i = 0; i < m; i++) {
@@ -259,22 +259,22 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
       for (int h = 0; h < heads; h++) {
         System.arraycopy(q, ((row0 + i) * heads + h) * d, row, 0, d);
         ctx.rope().apply(row, 0, 1, rs.cos, rs.sin);
-        for (int j = 0; j < d; j++) qs[h * d + j] += row[j];
+        for (int j = 0; j < d; j++) qPos[h * d + j] += row[j];
       }
     }
     float inv = 1f / m;
-    for (int j = 0; j < qs.length; j++) qs[j] *= inv;
+    for (int j = 0; j < qPos.length; j++) qPos[j] *= inv;
   }
 
   /**
-   * probs[h, c] = softmax_c(voteScale · qf_h · K[sinks + c]) (score=rope: qs_h and the rotated keys);
+   * probs[h, c] = softmax_c(voteScale · qf_h · K[sinks + c]) (score=rope: qPos_h and the rotated keys);
    * votes[g, c] = Σ_h probs[h, c] over list g's heads.
    */
   private void score(int layer, int cands, KvCache kv, AttentionContext ctx) {
     if (probs.length < heads * cands) probs = new float[heads * cands];
     if (votes.length < lists * cands) votes = new float[lists * cands];
     boolean rope = params.ropeScore();
-    float[] keys = rope ? kv.ropedKeys[layer] : kv.keys[layer], qv = rope ? qs : qf;
+    float[] keys = rope ? kv.ropedKeys[layer] : kv.keys[layer], qv = rope ? qPos : qf;
     byte[] qk = qKeys[layer];
     float[] qs = qScale[layer];
     int kvDim = kv.kvDim;

@@ -2,6 +2,7 @@ package io.longsieve.cuda;
 
 import io.longsieve.attention.PolicySpec;
 import io.longsieve.attention.PolicyStats;
+import io.longsieve.attention.PolicyTerm;
 import io.longsieve.attention.SelectionStats;
 import java.util.ArrayList;
 import java.util.List;
@@ -36,6 +37,19 @@ public final class GpuPolicy implements AutoCloseable {
     if (!PREFILL.contains(spec.prefill().name())) return "prefill policy '" + spec.prefill().name() + "'";
     if (!KV.contains(spec.kv().name())) return "KV policy '" + spec.kv().name() + "'";
     if (!DECODE.contains(spec.decode().name())) return "decode policy '" + spec.decode().name() + "'";
+    return cpuOnlyDiagnostic(spec);
+  }
+
+  /** The CPU-only diagnostic options (PolicyCatalog) the GPU parts refuse, so device auto runs them on the CPU. */
+  private static String cpuOnlyDiagnostic(PolicySpec spec) {
+    for (PolicyTerm t : new PolicyTerm[] {spec.prefill(), spec.decode()}) {
+      if (t.name().equals("tokenselect") && t.text("score").equals("rope")) {
+        return "tokenselect score=rope (a CPU-only diagnostic)";
+      }
+    }
+    if (spec.kv().name().equals("selkv") && spec.kv().doubleParam("gate") != 0) {
+      return "selkv gate=" + spec.kv().text("gate") + " (a CPU-only diagnostic)";
+    }
     return null;
   }
 

@@ -43,6 +43,17 @@ class GpuPolicySupportTest {
     assertFalse(GpuPolicy.supported(PolicySpec.parse("h2o:heavy=0.2,recent=0.2")));
   }
 
+  @Test
+  void cpuOnlyDiagnosticsAreRefusedWithTheOptionNamed() {
+    assertEquals("tokenselect score=rope (a CPU-only diagnostic)",
+        GpuPolicy.unsupportedReason(PolicySpec.parse("decode=tokenselect:k_frac=0.1,score=rope")));
+    assertEquals("tokenselect score=rope (a CPU-only diagnostic)",
+        GpuPolicy.unsupportedReason(PolicySpec.parse("tokenselect:score=rope")));
+    assertEquals("selkv gate=0.9 (a CPU-only diagnostic)",
+        GpuPolicy.unsupportedReason(PolicySpec.parse("selkv:pool=5,gate=0.9")));
+    assertTrue(GpuPolicy.supported(PolicySpec.parse("tokenselect:score=neutral + selkv:gate=0")));
+  }
+
   /** h2o as the engine's default policy: device auto opens the CPU backend, whether or not a GPU is present. */
   @Test
   void autoDeviceWithH2oDefaultRunsOnCpu() {
