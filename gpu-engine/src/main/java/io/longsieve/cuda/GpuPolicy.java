@@ -2,7 +2,6 @@ package io.longsieve.cuda;
 
 import io.longsieve.attention.PolicySpec;
 import io.longsieve.attention.PolicyStats;
-import io.longsieve.attention.PolicyTerm;
 import io.longsieve.attention.SelectionStats;
 import java.util.ArrayList;
 import java.util.List;
@@ -42,11 +41,6 @@ public final class GpuPolicy implements AutoCloseable {
 
   /** The CPU-only diagnostic options (PolicyCatalog) the GPU parts refuse, so device auto runs them on the CPU. */
   private static String cpuOnlyDiagnostic(PolicySpec spec) {
-    for (PolicyTerm t : new PolicyTerm[] {spec.prefill(), spec.decode()}) {
-      if (t.name().equals("tokenselect") && t.text("score").equals("rope")) {
-        return "tokenselect score=rope (a CPU-only diagnostic)";
-      }
-    }
     if (spec.kv().name().equals("selkv") && spec.kv().doubleParam("gate") != 0) {
       return "selkv gate=" + spec.kv().text("gate") + " (a CPU-only diagnostic)";
     }

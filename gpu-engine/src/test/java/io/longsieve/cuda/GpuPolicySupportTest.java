@@ -45,10 +45,8 @@ class GpuPolicySupportTest {
 
   @Test
   void cpuOnlyDiagnosticsAreRefusedWithTheOptionNamed() {
-    assertEquals("tokenselect score=rope (a CPU-only diagnostic)",
-        GpuPolicy.unsupportedReason(PolicySpec.parse("decode=tokenselect:k_frac=0.1,score=rope")));
-    assertEquals("tokenselect score=rope (a CPU-only diagnostic)",
-        GpuPolicy.unsupportedReason(PolicySpec.parse("tokenselect:score=rope")));
+    // TokenSelect's score=rope has a GPU part (GpuTokenSelect); SelKV's merge gate does not
+    assertNull(GpuPolicy.unsupportedReason(PolicySpec.parse("decode=tokenselect:k_frac=0.1,score=rope")));
     assertEquals("selkv gate=0.9 (a CPU-only diagnostic)",
         GpuPolicy.unsupportedReason(PolicySpec.parse("selkv:pool=5,gate=0.9")));
     assertTrue(GpuPolicy.supported(PolicySpec.parse("tokenselect:score=neutral + selkv:gate=0")));
