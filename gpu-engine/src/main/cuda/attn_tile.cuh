@@ -119,17 +119,19 @@ __device__ __forceinline__ void tile_row_sums(float (&lRow)[2]) {
 
 // Merges the WARPS warps' online softmaxes of the same 16 rows (each warp saw other keys of the split)
 // through shared memory and writes the split's partials in attn_split's format: partO unnormalised, partML
-// (max in natural-log units, sum); rows r < G at base + r * splits. smem: WARPS * (16 * D + 32) floats,
-// reused (the leading barrier waits until every warp is done with what was there). Every thread calls it.
-template <int D, int WARPS>
-__device__ __forceinline__ void tile_merge_warps(void* smem, const float (&o)[D / 8][4], const float (&mRow)[2],
-                                                 const float (&lRow)[2], float* __restrict__ partO,
-                                                 float* __restrict__ partML, size_t base, int G, int splits) {
+// (max in natural-log units, sum); rows r < G at base + r * splits. sO: (WARPS, 16, SO) f32, of which only
+// the G real rows are written (float2 stores; SO = D + 8 makes them conflict-free); sML: (2, WARPS, 16) f32,
+// the rows' max then sum. Both may reuse buffers the warps were reading: the leading barrier waits until every
+// warp is done with them. Every thread calls it.
+template <int D, int WARPS, int SO>
+__device__ __forceinline__ void tile_merge_warps_at(float* sO, float* sML, const float (&o)[D / 8][4],
+                                                    const float (&mRow)[2], const float (&lRow)[2],
+                                                    float* __restrict__ partO, float* __restrict__ partML,
+                                                    size_t base, int G, int splits) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, qd = lane & 3;
+  float* sM = sML;
+  float* sL = sML + WARPS * 16;
   __syncthreads();
-  float* sO = reinterpret_cast<float*>(smem);  // (WARPS, 16, D)
-  float* sM = sO + WARPS * 16 * D;             // (WARPS, 16)
-  float* sL = sM + WARPS * 16;                 // (WARPS, 16)
   if (qd == 0) {
     sM[warp * 16 + g] = mRow[0];
     sM[warp * 16 + g + 8] = mRow[1];
@@ -138,15 +140,13 @@ __device__ __forceinline__ void tile_merge_warps(void* smem, const float (&o)[D 
   }
 #pragma unroll
   for (int d = 0; d < D / 8; d++) {
-    int col = d * 8 + qd * 2;
-    sO[(warp * 16 + g) * D + col] = o[d][0];
-    sO[(warp * 16 + g) * D + col + 1] = o[d][1];
-    sO[(warp * 16 + g + 8) * D + col] = o[d][2];
-    sO[(warp * 16 + g + 8) * D + col + 1] = o[d][3];
+    const int col = d * 8 + qd * 2;
+    if (g < G) *reinterpret_cast<float2*>(sO + (warp * 16 + g) * SO + col) = make_float2(o[d][0], o[d][1]);
+    if (g + 8 < G) *reinterpret_cast<float2*>(sO + (warp * 16 + g + 8) * SO + col) = make_float2(o[d][2], o[d][3]);
   }
   __syncthreads();
   for (int idx = tid; idx < G * D; idx += WARPS * 32) {
-    int r = idx / D, d = idx % D;
+    const int r = idx / D, d = idx % D;
     float M = -INFINITY;
 #pragma unroll
     for (int w = 0; w < WARPS; w++) M = fmaxf(M, sM[w * 16 + r]);
@@ -154,9 +154,9 @@ __device__ __forceinline__ void tile_merge_warps(void* smem, const float (&o)[D 
     if (M != -INFINITY) {
 #pragma unroll
       for (int w = 0; w < WARPS; w++) {
-        float mw = sM[w * 16 + r];
-        float f = mw == -INFINITY ? 0.f : exp2f(mw - M);
-        acc += sO[(w * 16 + r) * D + d] * f;
+        const float mw = sM[w * 16 + r];
+        const float f = mw == -INFINITY ? 0.f : exp2f(mw - M);
+        acc += sO[(w * 16 + r) * SO + d] * f;
         L += sL[w * 16 + r] * f;
       }
     }
@@ -167,6 +167,15 @@ __device__ __forceinline__ void tile_merge_warps(void* smem, const float (&o)[D 
       partML[at * 2 + 1] = L;
     }
   }
+}
+
+// The same with smem = WARPS * (16 * D + 32) floats: (WARPS, 16, D) rows, then the max and sum.
+template <int D, int WARPS>
+__device__ __forceinline__ void tile_merge_warps(void* smem, const float (&o)[D / 8][4], const float (&mRow)[2],
+                                                 const float (&lRow)[2], float* __restrict__ partO,
+                                                 float* __restrict__ partML, size_t base, int G, int splits) {
+  float* sO = reinterpret_cast<float*>(smem);
+  tile_merge_warps_at<D, WARPS, D>(sO, sO + WARPS * 16 * D, o, mRow, lRow, partO, partML, base, G, splits);
 }
 
 // ---- CUDA-core split kernels (split_attention.cu, list_attention.cu): TPK threads per key, 8 dims each.

@@ -208,52 +208,11 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
   cp_async_wait<0>();
   tile_row_sums(lRow);
 
-  // merge the warps' online softmaxes of the same rows (only the G real ones) through shared memory: the
-  // K/V buffers take (WARPS, 16, SO) f32 (SO = D + 8: the float2 stores of a half-warp hit distinct banks),
-  // the offsets' space the per-warp max and sum (chunk >= 64 entries: 512 bytes >= (WARPS, 16, 2) f32)
-  {
-    const int g = lane >> 2;
-    __syncthreads();  // every warp is done with its buffers, sOff and sBias
-    float* sO = reinterpret_cast<float*>(sKV);
-    float* sM = reinterpret_cast<float*>(sOff);
-    float* sL = sM + LD_WARPS * 16;
-    if (qd == 0) {
-      sM[warp * 16 + g] = mRow[0];
-      sM[warp * 16 + g + 8] = mRow[1];
-      sL[warp * 16 + g] = lRow[0];
-      sL[warp * 16 + g + 8] = lRow[1];
-    }
-#pragma unroll
-    for (int d = 0; d < D / 8; d++) {
-      const int col = d * 8 + qd * 2;
-      if (g < G) *reinterpret_cast<float2*>(sO + (warp * 16 + g) * SO + col) = make_float2(o[d][0], o[d][1]);
-      if (g + 8 < G) *reinterpret_cast<float2*>(sO + (warp * 16 + g + 8) * SO + col) = make_float2(o[d][2], o[d][3]);
-    }
-    __syncthreads();
-    const size_t base = ((size_t)row * nHeads + kvh * G) * splits + split;
-    for (int idx = tid; idx < G * D; idx += LD_WARPS * 32) {
-      const int r = idx / D, d = idx % D;
-      float M = -INFINITY;
-#pragma unroll
-      for (int w = 0; w < LD_WARPS; w++) M = fmaxf(M, sM[w * 16 + r]);
-      float acc = 0.f, L = 0.f;
-      if (M != -INFINITY) {
-#pragma unroll
-        for (int w = 0; w < LD_WARPS; w++) {
-          const float mw = sM[w * 16 + r];
-          const float f = mw == -INFINITY ? 0.f : exp2f(mw - M);
-          acc += sO[(w * 16 + r) * SO + d] * f;
-          L += sL[w * 16 + r] * f;
-        }
-      }
-      const size_t at = base + (size_t)r * splits;
-      partO[at * D + d] = acc;
-      if (d == 0) {
-        partML[at * 2] = M == -INFINITY ? -INFINITY : M * 0.6931471805599453f;  // log2 units -> natural
-        partML[at * 2 + 1] = L;
-      }
-    }
-  }
+  // merge the warps' online softmaxes of the same rows (only the G real ones): the K/V buffers take the
+  // (WARPS, 16, SO) f32 rows, the offsets' space the per-warp max and sum (chunk >= 64 entries: 512 bytes >=
+  // (2, WARPS, 16) f32)
+  tile_merge_warps_at<D, LD_WARPS, SO>(reinterpret_cast<float*>(sKV), reinterpret_cast<float*>(sOff), o, mRow, lRow,
+                                       partO, partML, ((size_t)row * nHeads + kvh * G) * splits + split, G, splits);
 
   if (counters == nullptr) return;
   // last block of this (row, KV head) merges every split's partials (threadFenceReduction pattern)
