@@ -73,6 +73,11 @@ public final class EvalOptions {
   @Option(names = "--threads", defaultValue = "0", description = "CPU threads; 0 = all cores.")
   public int threads;
 
+  @Option(names = "--prefill-chunk", defaultValue = "512", description = "Prefill chunk in tokens (default: "
+      + "${DEFAULT-VALUE}; the GPU engine uses at least 2048). Chunk-wise policies (TSA, TokenSelect's prefill) "
+      + "select per chunk, so this is part of what a run measures.")
+  public int prefillChunk;
+
   @Option(names = "--write-suite-only", description = "Write <output>/eval/suite.jsonl and stop (the suite is also job input).")
   public boolean writeSuiteOnly;
 

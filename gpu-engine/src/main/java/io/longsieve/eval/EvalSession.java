@@ -30,7 +30,8 @@ public final class EvalSession {
     List<String> policies = o.policyList();
     EvalRunner.validate(policies);
     Files.createDirectories(o.evalDir());
-    EngineSpec spec = EngineSpec.of(o.model).withDevice(o.device).withThreads(o.threads);
+    EngineSpec spec = EngineSpec.of(o.model).withDevice(o.device).withThreads(o.threads)
+        .withPrefillChunk(o.prefillChunk);
     try (Engine engine = Engine.open(spec)) {
       List<SuiteItem> suite = suite(o, engine.model().tokenizer());
       SuiteJsonl.write(suite, o.evalDir().resolve("suite.jsonl"));
