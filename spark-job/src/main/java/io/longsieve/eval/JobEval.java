@@ -42,6 +42,7 @@ public final class JobEval {
       s.put("spark.longsieve.policy", policies.get(i));
       s.put("spark.longsieve.device", o.device);
       s.put("spark.longsieve.threads", Integer.toString(o.threads));
+      s.put("spark.longsieve.prefillChunk", Integer.toString(o.prefillChunk));
       s.put("spark.master", master);
       LongSieveJob.run(spark, RunOptions.fromSettings(s));
       List<Row> rows = spark.read().parquet(jobOut + "/outputs").where(col("run_id").equalTo(runId))
