@@ -8,10 +8,14 @@
 // 16-entry tiles w, w + 4, ...; it looks up the slot offsets (list -> page table: independent loads
 // for all of its buffered tiles, then one wait) and biases, issues every buffered tile's cp.async,
 // and only then looks up its later tiles (long lists: a pipeline of `stages` tiles). Each warp keeps
-// its own online softmax. Compact keys: the RoPE table rows of a tile's list positions travel with
-// the tile (cp.async into a swizzled f32 buffer) and the keys are rotated in registers, on the mma
-// fragments (dimension j and j + D/2 sit in the same register of k-steps kk and kk + D/32): no table
-// registers held across the wait, no shared-memory round trip of the keys. Output in attn_split's
+// its own online softmax. Compact keys: the cos/sin rows of a tile's list positions go into a
+// swizzled f32 buffer next to the tile and the keys are rotated in registers, on the mma fragments
+// (dimension j and j + D/2 sit in the same register of k-steps kk and kk + D/32): no table registers
+// held across the wait, no shared-memory round trip of the keys. With invFreq the warp computes those
+// rows itself while its K/V rows are in flight (ld_rope_cs); without, it copies them from the RoPE
+// tables with the tile. The tables' rows of a split are read by every KV head's block: as many bytes
+// as the K and V rows (2 x D/2 f32 = 2 x D bf16 per entry), 8x over from L2 at Llama shapes (the copy
+// path at 128K: 13.9 us against the original-positions kernel's 9.9 us). Output in attn_split's
 // partial format; with counters (n, nKv) int (zero between launches) the last block of each
 // (row, KV head) to finish also merges the splits into out, as attn_combine would, and resets its
 // counter: one launch instead of two. With counters null the caller runs attn_combine.
@@ -37,6 +41,19 @@ __device__ __forceinline__ void ld_wait_pending(int n) {
   else cp_async_wait<3>();
 }
 
+// cos and sin of the RoPE angle of position pos at inverse frequency invf. The angle is model/Rope's f32
+// product, exactly as rope_cs; its cos/sin differ from rope_cs's correctly rounded ones by ~1e-6 at most
+// (two-constant Cody-Waite reduction to [-pi, pi]: <= 3e-7 for angles < 2^20; sin.approx / cos.approx there:
+// <= 2^-20.5), far below the bf16 rounding of the rotated key (2^-9 relative), at a few instructions and
+// two MUFU ops instead of rope_cs's double-precision sincos.
+__device__ __forceinline__ void ld_rope_cs(int pos, float invf, float* c, float* s) {
+  const float a = __fmul_rn((float)pos, invf);                // the angle, exactly as rope_cs
+  const float k = rintf(a * 0.159154943091895336f);           // a = k * 2 pi + r
+  float r = fmaf(-k, 6.28318548202514648f, a);                // float(2 pi)
+  r = fmaf(-k, -1.74845560007444870e-07f, r);                 // 2 pi - float(2 pi)
+  __sincosf(r, s, c);
+}
+
 // Shared memory (ListKernels.tcSmem): sQ (16, D + 8) bf16; sOff (chunk) size_t; sBias (chunk) f32; then per
 // warp `stages` buffers of K (16, D + 8) bf16, V (16, D + 8) bf16 and, compact, cos and sin (16, D / 2) f32
 // with the 16-byte pieces of row r at piece p ^ 2 (r & 3) (conflict-free float2 reads on the fragments).
@@ -47,8 +64,8 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
                                             const bf16* __restrict__ V, const int* __restrict__ pageTable,
                                             const int* __restrict__ lists, const float* __restrict__ bias,
                                             const float* __restrict__ cosT, const float* __restrict__ sinT,
-                                            int nHeads, int nKv, int pageSize, int listLen, int n, int perHead,
-                                            int chunk, int stages, float scale) {
+                                            const float* __restrict__ invFreq, int nHeads, int nKv, int pageSize,
+                                            int listLen, int n, int perHead, int chunk, int stages, float scale) {
   constexpr int LD = D + 8, HALF = D / 2, CPR = D / 8;  // CPR: 16-byte pieces per row
   constexpr int TPR = HALF / 4;                         // 16-byte pieces per cos or sin row
   constexpr int TILE = LD_TK * LD;                      // elements of one K or V tile buffer
@@ -113,12 +130,29 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
     if (COMPACT) {  // the tile's RoPE rows: list positions ks + t * TK + r (clamped inside the table)
       float* dc = reinterpret_cast<float*>(dv + TILE);
       float* ds = dc + TAB;
-      for (int c = lane; c < LD_TK * TPR; c += 32) {
-        const int r = c / TPR, p = c % TPR;
-        const size_t src = (size_t)min(ks + t * LD_TK + r, listLen - 1) * HALF + p * 4;
-        const int at = r * HALF + ((p ^ ((r & 3) << 1)) << 2);
-        cp_async16(dc + at, cosT + src, 16);
-        cp_async16(ds + at, sinT + src, 16);
+      if (invFreq != nullptr) {
+        // computed while the K/V rows fly (plain stores: the __syncwarp before the buffer is read orders them)
+#pragma unroll 2
+        for (int c = lane; c < LD_TK * TPR; c += 32) {
+          const int r = c / TPR, p = c % TPR;
+          const int pos = min(ks + t * LD_TK + r, listLen - 1);
+          const int at = r * HALF + ((p ^ ((r & 3) << 1)) << 2);
+          float4 cv, sv;
+          ld_rope_cs(pos, __ldg(invFreq + p * 4), &cv.x, &sv.x);
+          ld_rope_cs(pos, __ldg(invFreq + p * 4 + 1), &cv.y, &sv.y);
+          ld_rope_cs(pos, __ldg(invFreq + p * 4 + 2), &cv.z, &sv.z);
+          ld_rope_cs(pos, __ldg(invFreq + p * 4 + 3), &cv.w, &sv.w);
+          *reinterpret_cast<float4*>(dc + at) = cv;
+          *reinterpret_cast<float4*>(ds + at) = sv;
+        }
+      } else {
+        for (int c = lane; c < LD_TK * TPR; c += 32) {
+          const int r = c / TPR, p = c % TPR;
+          const size_t src = (size_t)min(ks + t * LD_TK + r, listLen - 1) * HALF + p * 4;
+          const int at = r * HALF + ((p ^ ((r & 3) << 1)) << 2);
+          cp_async16(dc + at, cosT + src, 16);
+          cp_async16(ds + at, sinT + src, 16);
+        }
       }
     }
   };
@@ -278,9 +312,10 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
   extern "C" __global__ void __launch_bounds__(LD_WARPS * 32, 3)                                                 \
       NAME(bf16* out, int* counters, float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V,     \
            const int* pageTable, const int* lists, const float* bias, const float* cosT, const float* sinT,        \
-           int nHeads, int nKv, int pageSize, int listLen, int n, int perHead, int chunk, int stages, float scale) { \
-    list_decode<D, COMPACT>(out, counters, partO, partML, Q, K, V, pageTable, lists, bias, cosT, sinT, nHeads, nKv, \
-                            pageSize, listLen, n, perHead, chunk, stages, scale);                                \
+           const float* invFreq, int nHeads, int nKv, int pageSize, int listLen, int n, int perHead, int chunk,    \
+           int stages, float scale) {                                                                           \
+    list_decode<D, COMPACT>(out, counters, partO, partML, Q, K, V, pageTable, lists, bias, cosT, sinT, invFreq,     \
+                            nHeads, nKv, pageSize, listLen, n, perHead, chunk, stages, scale);                   \
   }
 LIST_DECODE_KERNEL(list_decode_d64, 64, false)
 LIST_DECODE_KERNEL(list_decode_d128, 128, false)

@@ -140,8 +140,22 @@ public final class ListAttentionBench {
             }
           }
           lk.chunkOverride(0);
+          // compact at the plan with the decode kernel copying the RoPE rows from the tables (the rows above compute
+          // them from invFreq): what the 8x re-read of the tables' rows over the KV heads costs
+          lk.computeRope(false);
+          Runnable tables = () -> {
+            int i = cold.advance();
+            lk.attend(out.ptr(), q.ptr(), cold.view(i), cold.lists(i), 1, LIST, 1, heads, true, cos.ptr(), sin.ptr(),
+                scale);
+          };
+          tables.run();
+          double gt = graphMs(b, tables, 20, 15);
+          lk.computeRope(true);
+          b.add(new Bench.Row("list", "list decode compact cold L=" + L + " in a CUDA graph, RoPE rows read from the "
+              + "tables", shape, gt, Double.NaN, listBytes / gt / 1e6, listBytes / gt / 1e6 / b.copyGbps(), Double.NaN));
         } catch (RuntimeException e) {  // e.g. ten layers of this context do not fit the device
           lk.chunkOverride(0);
+          lk.computeRope(true);
           b.log().println("  list: cold rows at L=" + L + " skipped: " + e);
         }
         // hot reference: one list over and over, its 11 MB of rows stay in L2 (what earlier runs reported)

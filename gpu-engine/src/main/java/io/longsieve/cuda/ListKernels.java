@@ -70,6 +70,10 @@ public final class ListKernels implements AutoCloseable {
   private DeviceBuffer counters;            // (n, nKv) int on device, zero between launches (fused combine)
   private boolean fusedCombine = true;
   private int chunkOverride;                // tensor-core decode entries per split, 0: the plan's choice
+  // the last tables ropeTable wrote (these very CUdeviceptr objects) and their inverse frequencies (ropeHalf) f32
+  private CUdeviceptr ropeCos, ropeSin, ropeInvFreq;
+  private int ropeHalf;
+  private boolean computeRope = true;
 
   /** Launches through k.launcher(); scratch is allocated from ctx on demand. */
   public ListKernels(Kernels k, CudaContext ctx) {
@@ -89,6 +93,9 @@ public final class ListKernels implements AutoCloseable {
    *   at the rows' original positions.
    * compact == true: K_e = kv.kPre() at slot lists[e] rotated at position e (RoPE by list index) using the tables
    *   ropeCos/ropeSin (positions >= listLen, d/2) f32 from ropeTable; the caller rotated row i of q at listLen - n + i.
+   *   Where they are the very pointer objects of this instance's last ropeTable call, the tensor-core decode kernel
+   *   computes their rows from that call's invFreq instead of reading them (which must then still be alive; cos/sin
+   *   within ~1e-6 of the tables', see list_decode.cu ld_rope_cs).
    * kv.bias() != null: the logit of entry e for KV head g gets + bias[lists[e] * nKv + g] (after the scale).
    * Any power-of-two d in [8, 256]; group (nHeads / nKv) up to 16; n >= 1.
    */
@@ -100,6 +107,7 @@ public final class ListKernels implements AutoCloseable {
     int isCompact = compact ? 1 : 0;
     CUdeviceptr keys = compact ? kv.kPre() : kv.kRope();
     Plan p = plan(n, listLen, d, group, nKv, kv.bias() != null, compact, k.smCount(), chunkOverride);
+    CUdeviceptr invFreq = compact ? ropeInvFreq(ropeCos, ropeSin, d) : null;
     if (p.path() == Path.GATHER_PREFILL) {
       int pages = (listLen + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE;
       long kvElems = (long) pages * nKv * Kernels.PAGE_SIZE * d;
@@ -120,7 +128,8 @@ public final class ListKernels implements AutoCloseable {
       CUdeviceptr count = fused ? counters(n * nKv) : null;
       l.launch(TC_KERNELS[d == 128 ? 1 : 0][isCompact], nKv, p.splits(), n, TC_WARPS * 32,
           tcSmem(d, p.chunk(), p.stages(), compact), out, count, o, ml, q, keys, kv.v(), kv.pageTable(), lists,
-          kv.bias(), ropeCos, ropeSin, nHeads, nKv, kv.pageSize(), listLen, n, perHead, p.chunk(), p.stages(), scale);
+          kv.bias(), ropeCos, ropeSin, invFreq, nHeads, nKv, kv.pageSize(), listLen, n, perHead, p.chunk(), p.stages(),
+          scale);
       if (fused) return;  // the kernel's last block per (row, KV head) merged the splits
     } else {
       l.launch("list_split_core", nKv * p.headBlocks(), p.splits(), n, CORE_THREADS,
@@ -137,6 +146,24 @@ public final class ListKernels implements AutoCloseable {
    */
   void fusedCombine(boolean on) {
     fusedCombine = on;
+  }
+
+  /**
+   * Whether the tensor-core decode kernel computes the RoPE rows of compact keys from the inverse frequencies
+   * of the tables (default) or copies them from the tables; the parity test and the bench run both.
+   */
+  void computeRope(boolean on) {
+    computeRope = on;
+  }
+
+  /**
+   * The inverse frequencies (d / 2) f32 ropeTable built these tables from, where they are the very pointer objects
+   * of its last call (identity: a DeviceBuffer hands out one object; a view at an offset is never mistaken for it);
+   * else null (the kernel reads the tables).
+   */
+  private CUdeviceptr ropeInvFreq(CUdeviceptr cos, CUdeviceptr sin, int d) {
+    boolean same = computeRope && cos != null && cos == ropeCos && sin == ropeSin && ropeHalf == d / 2;
+    return same ? ropeInvFreq : null;
   }
 
   /** The fused combine's arrival counters: grows (synchronising) and zeroes new memory. */
@@ -158,11 +185,16 @@ public final class ListKernels implements AutoCloseable {
 
   /**
    * cos, sin (positions, half) f32 = the RoPE angles model/Rope.angles gives at positions 0 .. positions-1
-   * (use rope_cs from common.cuh, so the values are bit-identical to the CPU's). invFreq (half) f32.
+   * (use rope_cs from common.cuh, so the values are bit-identical to the CPU's). invFreq (half) f32. Remembers the
+   * three pointers: {@link #attend} with these tables lets the decode kernel compute their rows from invFreq.
    */
   public void ropeTable(CUdeviceptr cos, CUdeviceptr sin, CUdeviceptr invFreq, int positions, int half) {
     if (positions < 0 || half < 1) throw new IllegalArgumentException("rope table of " + positions + " x " + half);
     long total = (long) positions * half;
+    ropeCos = cos;
+    ropeSin = sin;
+    ropeInvFreq = invFreq;
+    ropeHalf = half;
     if (total == 0) return;
     l.launch("rope_table", (int) Math.min(65535, (total + 255) / 256), 1, 1, 256, 0, cos, sin, invFreq, positions, half);
   }

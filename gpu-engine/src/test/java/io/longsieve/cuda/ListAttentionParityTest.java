@@ -109,12 +109,19 @@ class ListAttentionParityTest extends GpuTest {
       // the tensor-core decode kernel merges its splits itself, or leaves it to attn_combine: both must agree;
       // the fused one runs twice (its arrival counters must be back at zero after a call)
       boolean[] fused = path == ListKernels.Path.TC_DECODE ? new boolean[] {true, true, false} : new boolean[] {true};
-      for (boolean f : fused) {
-        lk.fusedCombine(f);
-        DeviceBuffer out = gpu.poisoned((long) n * heads * d * 2, true);
-        lk.attend(out.ptr(), qDev.ptr(), s.view(), listDev.ptr(), nLists, listLen, n, heads, compact, cos.ptr(),
-            sin.ptr(), scale);
-        assertClose(gpu.readBf16(out, n * heads * d), ref, TOL, path + (f ? " fused" : "") + " list attention");
+      // compact keys on the decode kernel: RoPE rows computed from invFreq (default), and copied from the tables
+      boolean[] computed = path == ListKernels.Path.TC_DECODE && compact ? new boolean[] {true, false}
+                                                                         : new boolean[] {true};
+      for (boolean c : computed) {
+        lk.computeRope(c);
+        for (boolean f : fused) {
+          lk.fusedCombine(f);
+          DeviceBuffer out = gpu.poisoned((long) n * heads * d * 2, true);
+          lk.attend(out.ptr(), qDev.ptr(), s.view(), listDev.ptr(), nLists, listLen, n, heads, compact, cos.ptr(),
+              sin.ptr(), scale);
+          assertClose(gpu.readBf16(out, n * heads * d), ref, TOL,
+              path + (f ? " fused" : "") + (compact ? (c ? " computed RoPE" : " RoPE tables") : "") + " list attention");
+        }
       }
     }
   }
