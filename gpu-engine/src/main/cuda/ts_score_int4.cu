@@ -62,13 +62,13 @@ struct TsiLayout {
 };
 
 // Fetches the U groups from slot base on (base = s0 + 16 * (first group)): lane (r, t)'s chunks of
-// keys r, r + 8 of each group into kw, their scales into sc; kqt = kq at KV head g and lane quad
-// t's first chunk, ksg = ks at KV head g. Keys outside the
+// keys r, r + 8 of each group of KV head g into kw, their scales into sc; kqt = kq at lane quad
+// t's first chunk. Keys outside the
 // split load a clamped in-split row (no predicated loads); their logits are dropped by tsi_eat.
 template <int D, int U>
 __device__ __forceinline__ void tsi_fetch(unsigned (&kw)[U][2][TssLayout<D, true>::WORDS], float (&sc)[U][2],
-                                          const unsigned char* __restrict__ kqt, const float* __restrict__ ksg, int nKv,
-                                          int base, int lo, int hi, int r) {
+                                          const unsigned char* __restrict__ kqt, const float* __restrict__ ks, int nKv,
+                                          int g, int base, int lo, int hi, int r) {
   using Lay = TssLayout<D, true>;
   constexpr int W = Lay::W;
 #pragma unroll
@@ -76,11 +76,13 @@ __device__ __forceinline__ void tsi_fetch(unsigned (&kw)[U][2][TssLayout<D, true
 #pragma unroll
     for (int rr = 0; rr < 2; rr++) {
       const int sl = min(max(base + u * 16 + r + 8 * rr, lo), hi - 1);
-      const int row = sl * nKv;  // < 2^31: the int4 copy of one layer is far below 2^31 rows
+      // unsigned: one wide multiply-add per address (signed int offsets cost sign extensions and
+      // 64-bit adds, a tenth of the loop); sl >= 0 and slots * nKv < 2^32
+      const unsigned row = (unsigned)sl * (unsigned)nKv + (unsigned)g;
       const unsigned char* p = kqt + (size_t)row * (D / 2);
 #pragma unroll
       for (int i = 0; i < Lay::CHUNKS; i++) tss_load<Lay::CB>(&kw[u][rr][i * Lay::WPC], p + i * 2 * W, true);
-      sc[u][rr] = __ldg(ksg + row);
+      sc[u][rr] = __ldg(ks + row);
     }
 }
 
@@ -189,8 +191,7 @@ __device__ __forceinline__ void tsi_body(float* __restrict__ logits, const unsig
   const int s0 = lo & ~15;  // groups of 16 aligned slots: whole 32-byte sectors of logits
   const int nGroups = lo < hi ? (hi - s0 + 15) / 16 : 0;
   const int nIt = (nGroups + U - 1) / U;
-  const unsigned char* kqt = kq + (size_t)g * (D / 2) + t * Lay::W / 2;  // + row * D / 2, row = slot * nKv
-  const float* ksg = ks + g;                                             // + row
+  const unsigned char* kqt = kq + t * Lay::W / 2;  // + row * D / 2, row = slot * nKv + g
   unsigned kwA[U][2][WORDS];  // keys r, r + 8 of each group, this lane's chunks
   float scA[U][2];
   if constexpr (Tsi::PIPE) {
@@ -199,18 +200,18 @@ __device__ __forceinline__ void tsi_body(float* __restrict__ logits, const unsig
     unsigned kwB[U][2][WORDS];
     float scB[U][2];
     int it = warp;
-    if (it < nIt) tsi_fetch<D, U>(kwA, scA, kqt, ksg, nKv, s0 + it * U * 16, lo, hi, r);
+    if (it < nIt) tsi_fetch<D, U>(kwA, scA, kqt, ks, nKv, g, s0 + it * U * 16, lo, hi, r);
     for (; it < nIt; it += 2 * TSS_WARPS) {
       const int itB = it + TSS_WARPS, itA = itB + TSS_WARPS;
-      if (itB < nIt) tsi_fetch<D, U>(kwB, scB, kqt, ksg, nKv, s0 + itB * U * 16, lo, hi, r);
+      if (itB < nIt) tsi_fetch<D, U>(kwB, scB, kqt, ks, nKv, g, s0 + itB * U * 16, lo, hi, r);
       tsi_eat<D, NB, U>(kwA, scA, b, out, outOn, s0 + it * U * 16, lo, hi, sinks, voteScale, r, m, l);
       if (itB >= nIt) break;
-      if (itA < nIt) tsi_fetch<D, U>(kwA, scA, kqt, ksg, nKv, s0 + itA * U * 16, lo, hi, r);
+      if (itA < nIt) tsi_fetch<D, U>(kwA, scA, kqt, ks, nKv, g, s0 + itA * U * 16, lo, hi, r);
       tsi_eat<D, NB, U>(kwB, scB, b, out, outOn, s0 + itB * U * 16, lo, hi, sinks, voteScale, r, m, l);
     }
   } else {
     for (int it = warp; it < nIt; it += TSS_WARPS) {
-      tsi_fetch<D, U>(kwA, scA, kqt, ksg, nKv, s0 + it * U * 16, lo, hi, r);
+      tsi_fetch<D, U>(kwA, scA, kqt, ks, nKv, g, s0 + it * U * 16, lo, hi, r);
       tsi_eat<D, NB, U>(kwA, scA, b, out, outOn, s0 + it * U * 16, lo, hi, sinks, voteScale, r, m, l);
     }
   }
