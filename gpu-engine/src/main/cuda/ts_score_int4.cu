@@ -63,8 +63,8 @@ struct TsiLayout {
 
 // Fetches the U groups from slot base on (base = s0 + 16 * (first group)): lane (r, t)'s chunks of
 // keys r, r + 8 of each group of KV head g into kw, their scales into sc; kqt = kq at lane quad
-// t's first chunk. Keys outside the
-// split load a clamped in-split row (no predicated loads); their logits are dropped by tsi_eat.
+// t's first chunk. Keys outside the split [lo, hi) load a clamped in-split row (no predicated
+// loads); tsi_eat drops their logits.
 template <int D, int U>
 __device__ __forceinline__ void tsi_fetch(unsigned (&kw)[U][2][TssLayout<D, true>::WORDS], float (&sc)[U][2],
                                           const unsigned char* __restrict__ kqt, const float* __restrict__ ks, int nKv,
