@@ -10,6 +10,13 @@
 // it can: with the first digit's histogram from ts_votes (`prebuilt`) ONE barrier when that digit's
 // bin holds <= TK_CAP keys (peaked votes), two when it takes a second digit (flat votes), three on
 // heavy ties; one more without `prebuilt` (max-pooled votes).
+// The dependent chain of the usual path (prebuilt, one barrier, a block's slice one tile as at 128K
+// with 32 blocks): ONE round trip for the hit flag, the histogram and the block's tile of votes
+// together (the tile stays in registers for every later pass over it), the candidate slots' atomic,
+// the barrier (fence, arrival atomic, polls; the last block to arrive does not poll), ONE round trip
+// for the counts and all candidates together (TK_LD = TK_CAP / TK_THREADS loads per thread in
+// flight); the rest is shared memory. The candidates' scan per tile also carries the greater count,
+// so no block sum follows it.
 // Radix select on the unsigned key of TopK.sortable (tk_key), digits of 11, 11 and 10 bits. Block b
 // of a list owns the contiguous slice [b*S, b*S + S) of the row's virtual indices (S a multiple of
 // TK_E). The state (shift, prefix, rem) says: keys with key >> shift > prefix are selected, and the
@@ -140,8 +147,12 @@ __device__ __forceinline__ void tk_grid_sync(unsigned* bar, int g) {
     const unsigned add = blockIdx.x == 0 ? 0x80000000u - (unsigned)(g - 1) : 1u;
     __threadfence();
     const unsigned old = atomicAdd(bar, add);
-    const volatile unsigned* v = bar;
-    while (((old ^ *v) & 0x80000000u) == 0u) {
+    // the last block to arrive flips the top bit itself (old + add): it need not read the word back,
+    // one L2 round trip less on the path of the block that everybody waited for
+    if ((((old + add) ^ old) & 0x80000000u) == 0u) {
+      const volatile unsigned* v = bar;
+      while (((old ^ *v) & 0x80000000u) == 0u) {
+      }
     }
     __threadfence();
   }
@@ -157,8 +168,8 @@ __device__ __forceinline__ void tk_resolve(const unsigned* hist, int rem, int* s
   const int t = threadIdx.x, per = TK_BINS / TK_THREADS, topBin = TK_BINS - 1 - t * per;
   if (t == 0) pick[0] = pick[1] = pick[2] = 0;  // the readers of the last pick passed a barrier since
   int mine = 0, all;
-#pragma unroll
   // rotated by t / 4: the 32 lanes of a warp read 32 different banks (8 * (t & 3) + rotation)
+#pragma unroll
   for (int q = 0; q < per; q++) mine += (int)hist[topBin - ((q + (t >> 2)) & (per - 1))];
   const int before = tk_block_excl(mine, scanTmp, &all);
   if (before < rem && rem <= before + mine) {  // exactly one thread
@@ -292,22 +303,32 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
   const unsigned low = (1u << shift) - 1u;   // only used when refine (shift 21 or 10)
 
   // ---- 2. this block's keys above and in the bin; with refine its keys in the bin as candidates
-  int gtMine = 0, eqMine = 0;
+  // Without refine each thread counts and one block sum follows; with refine the candidates' block
+  // scan per tile also carries the greater count (equal in the low, greater in the high 16 bits: a
+  // tile holds <= 16 * 1024 of each), so its totals are the block's counts and no sum follows.
+  int gtMine = 0, eqMine = 0, gtScan = 0, eqScan = 0;
   for (int j0 = s0; j0 < s1; j0 += tile) {  // block-uniform
     unsigned key[TK_E];
     const unsigned ok = tk_tile(p, j0, s0, off, s1, key0, ok0, key);
     unsigned ebits = 0u;
+    int gt = 0;
 #pragma unroll
     for (int e = 0; e < TK_E; e++) {
       const bool in = (ok >> e) & 1u;
       const unsigned s = key[e] >> shift;  // shift is 21, 10 or 0
-      gtMine += in && s > prefix ? 1 : 0;
+      gt += in && s > prefix ? 1 : 0;
       ebits |= (in && s == prefix ? 1u : 0u) << e;
     }
-    eqMine += __popc(ebits);
-    if (!refine) continue;  // block-uniform
+    if (!refine) {  // block-uniform
+      gtMine += gt;
+      eqMine += __popc(ebits);
+      continue;
+    }
     int tot;
-    const int ex = tk_block_excl(__popc(ebits), scanTmp, &tot);
+    const int ex = tk_block_excl(__popc(ebits) | (gt << 16), scanTmp, &tot) & 0xFFFF;
+    gtScan += tot >> 16;
+    tot &= 0xFFFF;
+    eqScan += tot;
     if (tot == 0) continue;  // block-uniform
     if (t == 0) sSlot = atomicAdd(lw + TK_CNT, (unsigned)tot);  // the next write of sSlot is past two barriers
     __syncthreads();
@@ -320,8 +341,12 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
       }
     }
   }
-  const int4 own = tk_block_sum4(make_int4(gtMine, eqMine, 0, 0), sumTmp);
-  const int gtBlock = own.x, eqBlock = own.y;
+  int gtBlock = gtScan, eqBlock = eqScan;
+  if (!refine) {  // block-uniform
+    const int4 own = tk_block_sum4(make_int4(gtMine, eqMine, 0, 0), sumTmp);
+    gtBlock = own.x;
+    eqBlock = own.y;
+  }
   if (t == 0) {
     lw[TK_GT + b] = (unsigned)gtBlock;
     lw[TK_EQ + b] = (unsigned)eqBlock;
