@@ -242,7 +242,8 @@ TS_SCORE(256)
 // bin). Grid-stride over candidates; heads <= 256, blockDim 256.
 // Latency: a thread's first candidate's logits of the first TSV_PRE heads (heads=layer) are loaded
 // before the block merges the split statistics, so that merge's two L2 round trips and the logits'
-// own round trip overlap instead of following each other (the sum is still in head order).
+// own round trip overlap instead of following each other (the sum is still in head order); the hit
+// flag is only tested after them, so its load overlaps too.
 // Issue rate: with one candidate per thread the kernel is all loads, then all arithmetic, and the
 // arithmetic was its larger half (libm's expf is ~10 instructions, ~27 per (head, candidate) with
 // the addressing and the per-head guards). A head's share is now tsv_share: one subtraction, one
@@ -282,7 +283,9 @@ extern "C" __global__ void __launch_bounds__(256, 4) ts_votes(float* __restrict_
                                     const float* __restrict__ logits, const float* __restrict__ partMl,
                                     const int* __restrict__ hit, int histStride, int heads, int nKv, int cands,
                                     int splits, int perKv, int gqaMod) {
-  if (*hit) return;
+  // the hit flag's load goes out with the logits' and the statistics' (one round trip, not two; on a
+  // hit they are read but not used: the host sizes every buffer whatever the device-side flag says)
+  const int isHit = *hit;
   __shared__ float2 sSt[256];  // (M_h, 1 / L_h)
   __shared__ unsigned sHist[TK_BINS];
   const int cFirst = blockIdx.x * blockDim.x + threadIdx.x;
@@ -315,6 +318,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) ts_votes(float* __restrict_
     }
     if (sub == 0 && h < heads) sSt[h] = make_float2(mx, 1.f / sum);
   }
+  if (isHit) return;  // block-uniform, before any write
   // heads [heads, TSV_PRE) add exactly 0 (their pre is 0: 2^0 * 0), so the unrolled loop below
   // needs no per-head guard
   if (threadIdx.x >= heads && threadIdx.x < TSV_PRE) sSt[threadIdx.x] = make_float2(0.f, 0.f);
