@@ -241,16 +241,17 @@ TS_SCORE(256)
 // kernel touches every vote anyway (per block in shared memory, then one global atomic per non-zero
 // bin). Grid-stride over candidates; heads <= 256, blockDim 256.
 // Latency: a thread's first candidate's logits of the first TSV_PRE heads (heads=layer) are loaded
-// before the block merges the split statistics, so that merge's two L2 round trips and the logits'
-// own round trip overlap instead of following each other (the sum is still in head order); the hit
+// before the block merges the split statistics, so that merge's L2 round trip and the logits' own
+// round trip overlap instead of following each other (the sum is still in head order); the hit
 // flag is only tested after them, so its load overlaps too.
 // Issue rate: with one candidate per thread the kernel is all loads, then all arithmetic, and the
 // arithmetic was its larger half (libm's expf is ~10 instructions, ~27 per (head, candidate) with
-// the addressing and the per-head guards). A head's share is now tsv_share: one subtraction, one
-// multiplication, the hardware 2^x and one fma (6 with the load and the statistics' one 8-byte
-// shared load); the split merge uses the same 2^x. Accuracy: (x - M) is rounded as before, times
-// log2 e adds half an ulp of an exponent below ~30 (relative 2^-24 * 30), ex2.approx adds ~2^-22
-// relative: far inside TsScoreParityTest's 1e-4 and TokenSelectParityTest's near-tie 1e-3.
+// the addressing and the per-head guards). A head's share is now tsv_share: a subtraction, a
+// multiplication, the hardware 2^x and an fma (6 with the load and the statistics' one 8-byte
+// shared load); the split merge uses the same 2^x, once per split. Accuracy: (x - M) is rounded as
+// before; rounding t = (x - M) log2 e adds a relative error of 2^t of |t| 2^-24 ln 2 (4e-6 at
+// |t| = 100), ex2.approx ~2^-22: far inside TsScoreParityTest's 1e-4 and TokenSelectParityTest's
+// near-tie 1e-3.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #define TSV_PRE 24  // in 64 registers (4 blocks per SM) without spills before sm_90
 #else
@@ -271,14 +272,6 @@ __device__ __forceinline__ float tsv_share(float v, float x, float2 st) {
   return fmaf(tsv_exp2((x - st.x) * TSV_LOG2E), st.y, v);
 }
 
-// tss_ml_combine with tsv_exp2.
-__device__ __forceinline__ void tsv_combine(float& m, float& l, float m2, float l2) {
-  float mx = fmaxf(m, m2);
-  if (mx == -INFINITY) return;
-  l = l * tsv_exp2((m - mx) * TSV_LOG2E) + l2 * tsv_exp2((m2 - mx) * TSV_LOG2E);
-  m = mx;
-}
-
 extern "C" __global__ void __launch_bounds__(256, 4) ts_votes(float* __restrict__ votes, unsigned* __restrict__ hist,
                                     const float* __restrict__ logits, const float* __restrict__ partMl,
                                     const int* __restrict__ hit, int histStride, int heads, int nKv, int cands,
@@ -294,8 +287,9 @@ extern "C" __global__ void __launch_bounds__(256, 4) ts_votes(float* __restrict_
   float pre[TSV_PRE];  // logits[h][cFirst] of heads h < TSV_PRE, heads=layer only
 #pragma unroll
   for (int h = 0; h < TSV_PRE; h++) pre[h] = preOn && h < heads ? __ldg(lp + (size_t)h * cands) : 0.f;
-  // 8 lanes per head merge its splits: a max pass, then a sum pass, over independent loads, so
-  // every block has the statistics after two L2 round trips rather than one per split
+  // 8 lanes per head merge its splits: a max pass and the head's max over its 8 lanes, then a sum
+  // pass against that max (one 2^x per split, none to combine the lanes), over independent loads,
+  // so every block has the statistics after one L2 round trip (the sum pass's are L1 hits)
   const int sub = threadIdx.x & 7, per = blockDim.x >> 3;
   for (int h0 = 0; h0 < heads; h0 += per) {
     const int h = h0 + (threadIdx.x >> 3);
@@ -303,6 +297,8 @@ extern "C" __global__ void __launch_bounds__(256, 4) ts_votes(float* __restrict_
     float mx = -INFINITY;
 #pragma unroll 4
     for (int s = sub; s < splits; s += 8) mx = fmaxf(mx, __ldg(pm + 2 * s));
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));  // all lanes take part
     float sum = 0.f;
     if (mx != -INFINITY) {
 #pragma unroll 4
@@ -312,10 +308,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) ts_votes(float* __restrict_
       }
     }
 #pragma unroll
-    for (int o = 1; o < 8; o <<= 1) {  // within the 8 lanes of the head (all lanes take part)
-      float m2 = __shfl_xor_sync(0xffffffffu, mx, o), l2 = __shfl_xor_sync(0xffffffffu, sum, o);
-      tsv_combine(mx, sum, m2, l2);
-    }
+    for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     if (sub == 0 && h < heads) sSt[h] = make_float2(mx, 1.f / sum);
   }
   if (isHit) return;  // block-uniform, before any write
