@@ -10,6 +10,13 @@
 // it can: with the first digit's histogram from ts_votes (`prebuilt`) ONE barrier when that digit's
 // bin holds <= TK_CAP keys (peaked votes), two when it takes a second digit (flat votes), three on
 // heavy ties; one more without `prebuilt` (max-pooled votes).
+// The dependent chain of the usual path (prebuilt, one barrier, a block's slice one tile as at 128K
+// with 32 blocks): ONE round trip for the hit flag, the histogram and the block's tile of votes
+// together (the tile stays in registers for every later pass over it), the candidate slots' atomic,
+// the barrier (fence, arrival atomic, polls; the last block to arrive does not poll), ONE round trip
+// for the counts and all candidates together (TK_LD = TK_CAP / TK_THREADS loads per thread in
+// flight); the rest is shared memory. The candidates' scan per tile also carries the greater count,
+// so no block sum follows it.
 // Radix select on the unsigned key of TopK.sortable (tk_key), digits of 11, 11 and 10 bits. Block b
 // of a list owns the contiguous slice [b*S, b*S + S) of the row's virtual indices (S a multiple of
 // TK_E). The state (shift, prefix, rem) says: keys with key >> shift > prefix are selected, and the
@@ -39,7 +46,7 @@
 #define TK_E 16         // consecutive values per thread per tile (four float4 loads)
 #define TK_CAP 8192     // candidates a block refines in shared memory (32 KB): larger bins take a global digit
 #define TK_U 4          // candidates per thread and step of the refinement
-#define TK_LD 8         // candidates per thread and step while loading them into shared memory (loads in flight)
+#define TK_LD (TK_CAP / TK_THREADS)  // candidates per thread while loading them into shared memory: all in flight
 
 // Keys of virtual indices j .. j+TK_E-1 of p, valid for lo <= index < hi; returns the valid ones as
 // bits (invalid keys are 0 and must be ignored). p is 16-byte aligned and j a multiple of 4, so a
@@ -66,6 +73,19 @@ __device__ __forceinline__ unsigned tk_load(const float* __restrict__ p, int j, 
     }
   }
   return ok;
+}
+
+// Keys of the tile at j0 (tk_load's contract): the block's first tile (j0 == s0) was loaded at the
+// start of the kernel together with the histogram, so the passes over it wait on no memory (at 128K
+// votes and 32 blocks a block's slice is that one tile); block-uniform choice.
+__device__ __forceinline__ unsigned tk_tile(const float* __restrict__ p, int j0, int s0, int lo, int hi,
+                                            const unsigned* key0, unsigned ok0, unsigned* key) {
+  if (j0 == s0) {
+#pragma unroll
+    for (int e = 0; e < TK_E; e++) key[e] = key0[e];
+    return ok0;
+  }
+  return tk_load(p, j0 + TK_E * threadIdx.x, lo, hi, key);
 }
 
 // Exclusive block scan in thread order (TK_THREADS threads); *total = the sum over the block. tmp:
@@ -127,8 +147,12 @@ __device__ __forceinline__ void tk_grid_sync(unsigned* bar, int g) {
     const unsigned add = blockIdx.x == 0 ? 0x80000000u - (unsigned)(g - 1) : 1u;
     __threadfence();
     const unsigned old = atomicAdd(bar, add);
-    const volatile unsigned* v = bar;
-    while (((old ^ *v) & 0x80000000u) == 0u) {
+    // the last block to arrive flips the top bit itself (old + add): it need not read the word back,
+    // one L2 round trip less on the path of the block that everybody waited for
+    if ((((old + add) ^ old) & 0x80000000u) == 0u) {
+      const volatile unsigned* v = bar;
+      while (((old ^ *v) & 0x80000000u) == 0u) {
+      }
     }
     __threadfence();
   }
@@ -144,8 +168,9 @@ __device__ __forceinline__ void tk_resolve(const unsigned* hist, int rem, int* s
   const int t = threadIdx.x, per = TK_BINS / TK_THREADS, topBin = TK_BINS - 1 - t * per;
   if (t == 0) pick[0] = pick[1] = pick[2] = 0;  // the readers of the last pick passed a barrier since
   int mine = 0, all;
+  // rotated by t / 4: the 32 lanes of a warp read 32 different banks (8 * (t & 3) + rotation)
 #pragma unroll
-  for (int q = 0; q < per; q++) mine += (int)hist[topBin - ((q + t) & (per - 1))];  // rotated: fewer bank conflicts
+  for (int q = 0; q < per; q++) mine += (int)hist[topBin - ((q + (t >> 2)) & (per - 1))];
   const int before = tk_block_excl(mine, scanTmp, &all);
   if (before < rem && rem <= before + mine) {  // exactly one thread
     int acc = before, digit = topBin - per + 1;
@@ -203,11 +228,22 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
   const int listLen = sinks + max(count, 0) + local;
   int* row = lists + (size_t)list * listLen;
   unsigned* lw = ws + (size_t)list * TK_WS;  // this list's workspace (ts_topk.cuh)
+  // virtual index j = index + off, so that p = vals row - off is 16-byte aligned for float4 loads
+  const float* v = vals + (size_t)list * n;
+  const int off = (int)((reinterpret_cast<size_t>(v) >> 2) & 3);
+  const float* p = v - off;
+  const int hi = n + off, tile = TK_E * nt;
+  const int slice = ((hi + g - 1) / g + TK_E - 1) / TK_E * TK_E;
+  const int s0 = b * slice, s1 = min(hi, s0 + slice);  // may be empty: the block still meets the barriers
   const int isHit = *hit;
-  // a selection on a prebuilt histogram: its load goes out with the hit flag's (one round trip, not
-  // two; on a hit it is simply not used)
-  if (prebuilt && count > 0 && count < n)
-    tk_hist_load(hist, lw);
+  // a selection: the prebuilt histogram's load and the block's first tile of votes go out with the
+  // hit flag's load (one round trip, not three; on a hit they are simply not used; vals is valid
+  // whenever count > 0)
+  unsigned key0[TK_E], ok0 = 0u;
+  if (count > 0 && count < n) {
+    if (prebuilt) tk_hist_load(hist, lw);
+    ok0 = tk_load(p, s0 + TK_E * t, off, s1, key0);  // s0 >= s1: no valid key, nothing read
+  }
   for (int i = b * nt + t; i < sinks; i += g * nt) row[i] = i;
   for (int i = b * nt + t; i < local; i += g * nt) row[sinks + count + i] = end - local + i;
   // the early exits below are grid-uniform: no block waits at a barrier another skipped
@@ -226,13 +262,6 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
     return;
   }
 
-  // virtual index j = index + off, so that p = vals row - off is 16-byte aligned for float4 loads
-  const float* v = vals + (size_t)list * n;
-  const int off = (int)((reinterpret_cast<size_t>(v) >> 2) & 3);
-  const float* p = v - off;
-  const int hi = n + off, tile = TK_E * nt;
-  const int slice = ((hi + g - 1) / g + TK_E - 1) / TK_E * TK_E;
-  const int s0 = b * slice, s1 = min(hi, s0 + slice);  // may be empty: the block still meets the barriers
   unsigned* cbuf = cand + (size_t)list * n;
 
   // ---- 1. global digits until the bin is taken whole, fully resolved or small enough to refine
@@ -248,7 +277,7 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
       __syncthreads();
       for (int j0 = s0; j0 < s1; j0 += tile) {  // block-uniform trip count: tk_hist_add's warp votes are safe
         unsigned key[TK_E];
-        const unsigned ok = tk_load(p, j0 + TK_E * t, off, s1, key);
+        const unsigned ok = tk_tile(p, j0, s0, off, s1, key0, ok0, key);
 #pragma unroll
         for (int e = 0; e < TK_E; e++)  // pass 0 takes every key; later ones shift by 21 or 10
           tk_hist_add(hist, ((ok >> e) & 1u) && (pass == 0 || (key[e] >> shift) == prefix), (key[e] >> sh) & mask);
@@ -274,22 +303,32 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
   const unsigned low = (1u << shift) - 1u;   // only used when refine (shift 21 or 10)
 
   // ---- 2. this block's keys above and in the bin; with refine its keys in the bin as candidates
-  int gtMine = 0, eqMine = 0;
+  // Without refine each thread counts and one block sum follows; with refine the candidates' block
+  // scan per tile also carries the greater count (equal in the low, greater in the high 16 bits: a
+  // tile holds <= 16 * 1024 of each), so its totals are the block's counts and no sum follows.
+  int gtMine = 0, eqMine = 0, gtScan = 0, eqScan = 0;
   for (int j0 = s0; j0 < s1; j0 += tile) {  // block-uniform
     unsigned key[TK_E];
-    const unsigned ok = tk_load(p, j0 + TK_E * t, off, s1, key);
+    const unsigned ok = tk_tile(p, j0, s0, off, s1, key0, ok0, key);
     unsigned ebits = 0u;
+    int gt = 0;
 #pragma unroll
     for (int e = 0; e < TK_E; e++) {
       const bool in = (ok >> e) & 1u;
       const unsigned s = key[e] >> shift;  // shift is 21, 10 or 0
-      gtMine += in && s > prefix ? 1 : 0;
+      gt += in && s > prefix ? 1 : 0;
       ebits |= (in && s == prefix ? 1u : 0u) << e;
     }
-    eqMine += __popc(ebits);
-    if (!refine) continue;  // block-uniform
+    if (!refine) {  // block-uniform
+      gtMine += gt;
+      eqMine += __popc(ebits);
+      continue;
+    }
     int tot;
-    const int ex = tk_block_excl(__popc(ebits), scanTmp, &tot);
+    const int ex = tk_block_excl(__popc(ebits) | (gt << 16), scanTmp, &tot) & 0xFFFF;
+    gtScan += tot >> 16;
+    tot &= 0xFFFF;
+    eqScan += tot;
     if (tot == 0) continue;  // block-uniform
     if (t == 0) sSlot = atomicAdd(lw + TK_CNT, (unsigned)tot);  // the next write of sSlot is past two barriers
     __syncthreads();
@@ -302,8 +341,12 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
       }
     }
   }
-  const int4 own = tk_block_sum4(make_int4(gtMine, eqMine, 0, 0), sumTmp);
-  const int gtBlock = own.x, eqBlock = own.y;
+  int gtBlock = gtScan, eqBlock = eqScan;
+  if (!refine) {  // block-uniform
+    const int4 own = tk_block_sum4(make_int4(gtMine, eqMine, 0, 0), sumTmp);
+    gtBlock = own.x;
+    eqBlock = own.y;
+  }
   if (t == 0) {
     lw[TK_GT + b] = (unsigned)gtBlock;
     lw[TK_EQ + b] = (unsigned)eqBlock;
@@ -385,7 +428,7 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM
   // ---- 4. ordered write: pick at index j goes to (greater before j) + min(equal before j, rem)
   for (int j0 = s0; j0 < s1; j0 += tile) {  // block-uniform
     unsigned key[TK_E];
-    const unsigned ok = tk_load(p, j0 + TK_E * t, off, s1, key);
+    const unsigned ok = tk_tile(p, j0, s0, off, s1, key0, ok0, key);
     unsigned gbits = 0u, ebits = 0u;
 #pragma unroll
     for (int e = 0; e < TK_E; e++) {

@@ -163,7 +163,8 @@ final class SelectKernels {
    * non-null (a {@link #topKLists} workspace of &gt;= that many lists) ts_votes also adds each list's
    * histogram of the votes' first radix digit into it, which the next {@link #topKLists} on these
    * votes must consume with {@code prebuilt} (it leaves the workspace zero again); a histogram
-   * nobody consumes corrupts the workspace's next top-k.
+   * nobody consumes corrupts the workspace's next top-k. A set hit flag writes nothing, but logits
+   * and partMl are still read (their loads overlap the flag's): they must be allocated at full size.
    */
   void votes(CUdeviceptr votes, CUdeviceptr topKWs, CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, int heads,
              int nKv, int cands, int splits, boolean perKv, boolean gqaMod) {
@@ -235,7 +236,8 @@ final class SelectKernels {
    * preceding {@link #votes} with this ws built the first histogram (one grid barrier less: one in
    * all when the first digit's bin holds at most TOPK_CAP keys); requires {@link #histogramInVotes}. When the hit flag is set top already holds the
    * cached top-k and is only copied into the lists; count == 0 builds the lists without reading vals
-   * or cand (which may then be null). Bad counts or a prebuilt call outside 0 &lt; count &lt; n throw
+   * or cand (which may then be null); otherwise vals is read even on a hit (with the flag), so it must
+   * be allocated at full size. Bad counts or a prebuilt call outside 0 &lt; count &lt; n throw
    * IllegalArgumentException before anything is queued.
    */
   void topKLists(CUdeviceptr top, CUdeviceptr lists, CUdeviceptr vals, CUdeviceptr hit, CUdeviceptr ws, CUdeviceptr cand,
