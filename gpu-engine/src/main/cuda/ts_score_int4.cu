@@ -16,10 +16,6 @@
 // the same lane loads (tss_load) and the same query gather serve. Softmax statistics are updated
 // once per iteration (the max of its logits first), with no divergent branch. Keys outside the
 // split load a clamped in-split row (no predicated loads) and their logits are dropped.
-// Latency: one wave of 4 blocks per multiprocessor (128 registers), so each warp double-buffers its
-// keys in registers (tsi_body): the next groups' loads are issued before the current groups are
-// scored. Left to itself ptxas interleaved each load with the mma that used it (issued late, waited
-// for at once), which left the kernel at 45% of DRAM peak with half the issue slots idle.
 // Mirrored in Java by TsScoreLayoutTest (int4 A/B/C mapping).
 #include "common.cuh"  // and ts_score.cu (TssLayout, tss_dim, tss_load, tss_head, tss_ml_combine): included after it
 
@@ -27,25 +23,18 @@
 
 // A/B register of int4 nibbles: the two nibbles at positions p and p + 4 of the raw word w
 // (two's complement) as bf16x2 (p low). (u & 15) ^ 0x4308 = 0x4300 | (u ^ 8) = 128 + (q + 8) in
-// bf16 exactly (ulp 1), minus 136 = q. One LOP3 (the mask and the xor in one: inline PTX with the
-// xor constant in a register, as a LOP3 holds one immediate; written in C the compiler emits two),
-// a shift (p > 0) and one bf16x2 subtract.
-__device__ __forceinline__ unsigned tsi_pair(unsigned w, int p, unsigned magic) {
-  unsigned x;
-  asm("lop3.b32 %0, %1, %2, %3, 0x6a;" : "=r"(x) : "r"(w >> (4 * p)), "n"(0x000F000F), "r"(magic));  // (a & b) ^ c
+// bf16 exactly (ulp 1), minus 136 = q. One LOP3, a shift (p > 0) and one bf16x2 subtract.
+__device__ __forceinline__ unsigned tsi_pair(unsigned w, int p) {
+  unsigned x = ((w >> (4 * p)) & 0x000F000Fu) ^ 0x43084308u;
   const unsigned c136 = 0x43084308u;  // bf16x2 (136, 136)
   __nv_bfloat162 v = __hsub2(*reinterpret_cast<__nv_bfloat162*>(&x), *reinterpret_cast<const __nv_bfloat162*>(&c136));
   return *reinterpret_cast<unsigned*>(&v);
 }
 
-// Groups of 16 keys per buffer: a warp keeps two buffers, fetching one while it scores the other
-// (the loads of the next groups are in flight during the dequantisation and mma of these, so a
-// warp never waits for its keys after the first fetch). Budget for both buffers together: 64 words
-// of raw key data per lane for NB = 1 (two keys of Lay::WORDS words a group), half of that for NB = 2
-// (a second column block of B), half again at D = 256 (64 registers of query fragments); at most 4
-// groups a buffer (the scales and logits of a group take 4 more registers). Where the budget holds
-// a single group (D = 256 with NB = 2, or before sm_90), one buffer: fetch, then score. Before sm_90 the bf16x2 subtract is
-// emulated and needs registers of its own: 3/4 of that there (no spills at 128).
+// Groups of 16 keys a warp keeps in flight: NB = 1 (group <= 4) up to 64 words of raw key data per
+// lane (two keys of Lay::WORDS words a group), NB = 2 (a second column block of B) half of that;
+// at most 8 groups (the scales and logits of a group take 4 more registers). Before sm_90 the bf16x2
+// subtract is emulated and needs registers of its own: 3/4 of that there (no spills at 128).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #define TSI_KEY_WORDS 48
 #else
@@ -55,119 +44,26 @@ template <int D, int NB>
 struct TsiLayout {
   static constexpr int WORDS = TssLayout<D, true>::WORDS;  // words per lane per key
   static constexpr int KEY_WORDS = (D > 128 ? TSI_KEY_WORDS / 2 : TSI_KEY_WORDS) / NB;
-  static constexpr int GROUPS = KEY_WORDS / (2 * WORDS);   // groups the budget holds
-  static constexpr bool PIPE = GROUPS >= 2;                // two buffers
-  static constexpr int UQ = PIPE ? GROUPS / 2 : 1;
-  static constexpr int U = UQ > 4 ? 4 : UQ;                // groups per buffer
+  static constexpr int UQ = KEY_WORDS / (2 * WORDS);
+  static constexpr int U = UQ < 1 ? 1 : UQ > 8 ? 8 : UQ;
 };
 
-// Fetches the U groups from slot base on (base = s0 + 16 * (first group)): lane (r, t)'s chunks of
-// keys r, r + 8 of each group of KV head g into kw, their scales into sc; kqt = kq at lane quad
-// t's first chunk. Keys outside the split [lo, hi) load a clamped in-split row (no predicated
-// loads); tsi_eat drops their logits.
-template <int D, int U>
-__device__ __forceinline__ void tsi_fetch(unsigned (&kw)[U][2][TssLayout<D, true>::WORDS], float (&sc)[U][2],
-                                          const unsigned char* __restrict__ kqt, const float* __restrict__ ks, int nKv,
-                                          int g, int base, int lo, int hi, int r) {
-  using Lay = TssLayout<D, true>;
-  constexpr int W = Lay::W;
-#pragma unroll
-  for (int u = 0; u < U; u++)
-#pragma unroll
-    for (int rr = 0; rr < 2; rr++) {
-      const int sl = min(max(base + u * 16 + r + 8 * rr, lo), hi - 1);
-      // unsigned: one wide multiply-add per address (signed int offsets cost sign extensions and
-      // 64-bit adds, a tenth of the loop); sl >= 0 and slots * nKv < 2^32
-      const unsigned row = (unsigned)sl * (unsigned)nKv + (unsigned)g;
-      const unsigned char* p = kqt + (size_t)row * (D / 2);
-#pragma unroll
-      for (int i = 0; i < Lay::CHUNKS; i++) tss_load<Lay::CB>(&kw[u][rr][i * Lay::WPC], p + i * 2 * W, true);
-      sc[u][rr] = __ldg(ks + row);
-    }
-}
-
-// Scores the groups fetched by tsi_fetch(base): one mma per 16 keys and column block, logits
-// stored to out[nb] (head nb * 4 + t's row of logits, indexed by slot - sinks), then lane (r, t)'s
-// statistics (m[nb], l[nb]) absorb the in-split logits (the max of them first, no divergent branch).
-template <int D, int NB, int U>
-__device__ __forceinline__ void tsi_eat(const unsigned (&kw)[U][2][TssLayout<D, true>::WORDS], const float (&sc)[U][2],
-                                        const unsigned (&b)[NB][D / 16][2], float* const (&out)[NB],
-                                        const bool (&outOn)[NB], int base, int lo, int hi, int sinks, float voteScale,
-                                        int r, float* m, float* l) {
-  constexpr int KS = D / 16;
-  const unsigned magic = 0x43084308u;  // tsi_pair's xor
-  const int rel = base + r;  // slot of key r of the first group
-  float* o[NB];              // logit of that slot for head nb * 4 + t: the stores below take immediate offsets
-#pragma unroll
-  for (int nb = 0; nb < NB; nb++) o[nb] = out[nb] + (rel - sinks);
-  float sv[NB][U][2];  // the logits for the statistics, -inf where dropped
-#pragma unroll
-  for (int u = 0; u < U; u++) {
-    float c[NB][4];
-#pragma unroll
-    for (int nb = 0; nb < NB; nb++) c[nb][0] = c[nb][1] = c[nb][2] = c[nb][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < KS; kk++) {
-      // rows r (a0, a2) and r + 8 (a1, a3): k-step kk = word kk / 2, nibble pairs p, p + 1
-      const int wi = kk >> 1, p = 2 * (kk & 1);
-      unsigned a[4];
-      a[0] = tsi_pair(kw[u][0][wi], p, magic);
-      a[1] = tsi_pair(kw[u][1][wi], p, magic);
-      a[2] = tsi_pair(kw[u][0][wi], p + 1, magic);
-      a[3] = tsi_pair(kw[u][1][wi], p + 1, magic);
-#pragma unroll
-      for (int nb = 0; nb < NB; nb++) mma_bf16(c[nb], a, b[nb][kk][0], b[nb][kk][1]);
-    }
-    // c[2rr] (key r + 8rr, head hi) + c[2rr + 1] (its lo part): head nb * 4 + t's dot product
-#pragma unroll
-    for (int rr = 0; rr < 2; rr++) {
-      const int se = rel + u * 16 + 8 * rr;
-      const bool in = se >= lo && se < hi;
-#pragma unroll
-      for (int nb = 0; nb < NB; nb++) {
-        const float s = voteScale * (sc[u][rr] * (c[nb][2 * rr] + c[nb][2 * rr + 1]));
-        const bool ok = in && outOn[nb];
-        if (ok) o[nb][u * 16 + 8 * rr] = s;
-        sv[nb][u][rr] = ok ? s : -INFINITY;
-      }
-    }
-  }
-#pragma unroll
-  for (int nb = 0; nb < NB; nb++) {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int u = 0; u < U; u++) mx = fmaxf(mx, fmaxf(sv[nb][u][0], sv[nb][u][1]));
-    if (mx != -INFINITY) {
-      const float mn = fmaxf(m[nb], mx);
-      // __expf (ex2.approx, relative error ~2^-21 for these arguments <= 0): 2 instructions
-      // instead of expf's ~12, which were an eighth of the loop; the statistics' tolerance is 1e-4
-      float acc = l[nb] * __expf(m[nb] - mn);  // 0 while m is still -inf
-#pragma unroll
-      for (int u = 0; u < U; u++) acc += __expf(sv[nb][u][0] - mn) + __expf(sv[nb][u][1] - mn);
-      l[nb] = acc;
-      m[nb] = mn;
-    }
-  }
-}
-
 // One warp's share of the split [lo, hi): logits stored, lane (r, t)'s statistics (m[nb], l[nb]) of
-// head nb * 4 + t over keys r, r + 8 of every group it scored. Iteration it = groups [it * U, +U);
-// a warp takes iterations warp, warp + TSS_WARPS, ... (neighbouring warps read neighbouring keys).
+// head nb * 4 + t over keys r, r + 8 of every group it scored.
 template <int D, int NB>
 __device__ __forceinline__ void tsi_body(float* __restrict__ logits, const unsigned char* __restrict__ kq,
                                          const float* __restrict__ ks, const float* __restrict__ qf, int g, int group,
                                          int nKv, int gqaMod, int sinks, int cands, int lo, int hi, float voteScale,
                                          float* m, float* l) {
   using Lay = TssLayout<D, true>;
-  using Tsi = TsiLayout<D, NB>;
-  constexpr int KS = D / 16, WORDS = Lay::WORDS, U = Tsi::U;
+  constexpr int W = Lay::W, KS = D / 16, WORDS = Lay::WORDS, U = TsiLayout<D, NB>::U;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int r = lane >> 2, t = lane & 3;  // r: A row (keys r, r + 8) and B column; t: quad lane
 
   // B fragments: column r = head nb * 4 + r / 2, its hi (r even) or lo (r odd) part at the
   // permuted dims; zero columns past the group
   unsigned b[NB][KS][2];
-  float* out[NB];  // the logits row of this lane's C columns 2t, 2t + 1: head nb * 4 + t
+  int hOut[NB];     // the head of this lane's C columns 2t, 2t + 1
   bool outOn[NB];
 #pragma unroll
   for (int nb = 0; nb < NB; nb++) {
@@ -185,34 +81,72 @@ __device__ __forceinline__ void tsi_body(float* __restrict__ logits, const unsig
       }
     const int jo = nb * TSI_COLS + t;
     outOn[nb] = jo < group;
-    out[nb] = logits + (size_t)tss_head(g, outOn[nb] ? jo : 0, group, nKv, gqaMod) * cands;
+    hOut[nb] = tss_head(g, outOn[nb] ? jo : 0, group, nKv, gqaMod);
   }
 
   const int s0 = lo & ~15;  // groups of 16 aligned slots: whole 32-byte sectors of logits
   const int nGroups = lo < hi ? (hi - s0 + 15) / 16 : 0;
   const int nIt = (nGroups + U - 1) / U;
-  const unsigned char* kqt = kq + t * Lay::W / 2;  // + row * D / 2, row = slot * nKv + g
-  unsigned kwA[U][2][WORDS];  // keys r, r + 8 of each group, this lane's chunks
-  float scA[U][2];
-  if constexpr (Tsi::PIPE) {
-    // iterations it (buffer A) and it + TSS_WARPS (buffer B) per trip; every branch is warp-uniform
-    // (the mma needs the whole warp)
-    unsigned kwB[U][2][WORDS];
-    float scB[U][2];
-    int it = warp;
-    if (it < nIt) tsi_fetch<D, U>(kwA, scA, kqt, ks, nKv, g, s0 + it * U * 16, lo, hi, r);
-    for (; it < nIt; it += 2 * TSS_WARPS) {
-      const int itB = it + TSS_WARPS, itA = itB + TSS_WARPS;
-      if (itB < nIt) tsi_fetch<D, U>(kwB, scB, kqt, ks, nKv, g, s0 + itB * U * 16, lo, hi, r);
-      tsi_eat<D, NB, U>(kwA, scA, b, out, outOn, s0 + it * U * 16, lo, hi, sinks, voteScale, r, m, l);
-      if (itB >= nIt) break;
-      if (itA < nIt) tsi_fetch<D, U>(kwA, scA, kqt, ks, nKv, g, s0 + itA * U * 16, lo, hi, r);
-      tsi_eat<D, NB, U>(kwB, scB, b, out, outOn, s0 + itB * U * 16, lo, hi, sinks, voteScale, r, m, l);
+  for (int it = warp; it < nIt; it += TSS_WARPS) {  // warp-uniform: the mma needs the whole warp
+    unsigned kw[U][2][WORDS];  // keys r, r + 8 of each group, this lane's chunks
+    float sc[U][2];
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+      for (int rr = 0; rr < 2; rr++) {
+        const int slot = s0 + (it * U + u) * 16 + r + 8 * rr;
+        const int sl = min(max(slot, lo), hi - 1);  // in the split: its logit is dropped below
+        const unsigned char* row = kq + ((size_t)sl * nKv + g) * (D / 2);
+#pragma unroll
+        for (int i = 0; i < Lay::CHUNKS; i++)
+          tss_load<Lay::CB>(&kw[u][rr][i * Lay::WPC], row + (i * 4 * W + t * W) / 2, true);
+        sc[u][rr] = __ldg(ks + (size_t)sl * nKv + g);
+      }
+    float sv[NB][U][2];  // the logits for the statistics, -inf where dropped
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      float c[NB][4];
+#pragma unroll
+      for (int nb = 0; nb < NB; nb++) c[nb][0] = c[nb][1] = c[nb][2] = c[nb][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < KS; kk++) {
+        // rows r (a0, a2) and r + 8 (a1, a3): k-step kk = word kk / 2, nibble pairs p, p + 1
+        const int wi = kk >> 1, p = 2 * (kk & 1);
+        unsigned a[4];
+        a[0] = tsi_pair(kw[u][0][wi], p);
+        a[1] = tsi_pair(kw[u][1][wi], p);
+        a[2] = tsi_pair(kw[u][0][wi], p + 1);
+        a[3] = tsi_pair(kw[u][1][wi], p + 1);
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++) mma_bf16(c[nb], a, b[nb][kk][0], b[nb][kk][1]);
+      }
+      // c[2rr] (key r + 8rr, head hi) + c[2rr + 1] (its lo part): head nb * 4 + t's dot product
+#pragma unroll
+      for (int rr = 0; rr < 2; rr++) {
+        const int se = s0 + (it * U + u) * 16 + r + 8 * rr;
+        const bool in = se >= lo && se < hi;
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++) {
+          const float s = voteScale * (sc[u][rr] * (c[nb][2 * rr] + c[nb][2 * rr + 1]));
+          const bool ok = in && outOn[nb];
+          if (ok) logits[(size_t)hOut[nb] * cands + (se - sinks)] = s;
+          sv[nb][u][rr] = ok ? s : -INFINITY;
+        }
+      }
     }
-  } else {
-    for (int it = warp; it < nIt; it += TSS_WARPS) {
-      tsi_fetch<D, U>(kwA, scA, kqt, ks, nKv, g, s0 + it * U * 16, lo, hi, r);
-      tsi_eat<D, NB, U>(kwA, scA, b, out, outOn, s0 + it * U * 16, lo, hi, sinks, voteScale, r, m, l);
+#pragma unroll
+    for (int nb = 0; nb < NB; nb++) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int u = 0; u < U; u++) mx = fmaxf(mx, fmaxf(sv[nb][u][0], sv[nb][u][1]));
+      if (mx != -INFINITY) {
+        const float mn = fmaxf(m[nb], mx);
+        float acc = l[nb] * expf(m[nb] - mn);  // 0 while m is still -inf
+#pragma unroll
+        for (int u = 0; u < U; u++) acc += expf(sv[nb][u][0] - mn) + expf(sv[nb][u][1] - mn);
+        l[nb] = acc;
+        m[nb] = mn;
+      }
     }
   }
 }
