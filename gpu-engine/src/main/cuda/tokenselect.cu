@@ -220,12 +220,12 @@ extern "C" __global__ void ts_maxpool(float* __restrict__ pooled, const float* _
 // Top-k and the lists: ts_topk.cu (one launch, ts_topk_lists).
 
 // The int4 scoring copy of slots slot0 .. slot0 + gridDim.x - 1, grid (slots, nKv), block 32 *
-// ceil(d / 64): per (slot, KV head) scale = max|k| / 7 into ks (nKv, ksStride) f32 and round(k / scale)
+// ceil(d / 64): per (slot, KV head) scale = max|k| / 7 into ks (slots, nKv) f32 and round(k / scale)
 // (floor(x + 0.5), clamped to [-7, 7], 0 for a zero scale) packed two per byte, even element in the
 // low nibble, into kq (slots, nKv, d / 2). As TokenSelect.quantise on the CPU.
 extern "C" __global__ void ts_quantise(unsigned char* __restrict__ kq, float* __restrict__ ks,
                                        const bf16* __restrict__ kPre, const int* __restrict__ pageTable, int nKv,
-                                       int d, int pageSize, int slot0, int ksStride) {
+                                       int d, int pageSize, int slot0) {
   __shared__ float red[32];
   int slot = slot0 + blockIdx.x, g = blockIdx.y, j = threadIdx.x, half = d / 2;
   const bf16* k = kPre + kv_offset(pageTable, slot, g, nKv, pageSize, d);
@@ -244,5 +244,5 @@ extern "C" __global__ void ts_quantise(unsigned char* __restrict__ kq, float* __
     }
     kq[((size_t)slot * nKv + g) * half + j] = (unsigned char)((qa & 15) | ((qb & 15) << 4));
   }
-  if (j == 0) ks[(size_t)g * ksStride + slot] = scale;
+  if (j == 0) ks[(size_t)slot * nKv + g] = scale;
 }

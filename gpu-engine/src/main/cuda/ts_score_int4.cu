@@ -1,7 +1,6 @@
 // TokenSelect scoring from the int4 key copy (index=int4, issue 5 §4): the logits and per-split
 // softmax statistics of ts_score_d* (ts_score.cu), from kq (slots, nKv, D/2) packed nibbles (even
-// element low) and ks (nKv, ksStride) f32 scales (KV head-major, so a warp's scales of consecutive
-// slots share one sector): logit = voteScale * (scale * (qf_h . q)) with q the
+// element low) and ks (slots, nKv) f32 scales: logit = voteScale * (scale * (qf_h . q)) with q the
 // signed nibbles. CPU twin: attention/TokenSelect.score with the int4 index. Launch wrapper:
 // io.longsieve.cuda.SelectKernels.scoreInt4.
 //
@@ -55,7 +54,7 @@ template <int D, int NB>
 __device__ __forceinline__ void tsi_body(float* __restrict__ logits, const unsigned char* __restrict__ kq,
                                          const float* __restrict__ ks, const float* __restrict__ qf, int g, int group,
                                          int nKv, int gqaMod, int sinks, int cands, int lo, int hi, float voteScale,
-                                         float* m, float* l, int ksStride) {
+                                         float* m, float* l) {
   using Lay = TssLayout<D, true>;
   constexpr int W = Lay::W, KS = D / 16, WORDS = Lay::WORDS, U = TsiLayout<D, NB>::U;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -101,7 +100,7 @@ __device__ __forceinline__ void tsi_body(float* __restrict__ logits, const unsig
 #pragma unroll
         for (int i = 0; i < Lay::CHUNKS; i++)
           tss_load<Lay::CB>(&kw[u][rr][i * Lay::WPC], row + (i * 4 * W + t * W) / 2, true);
-        sc[u][rr] = __ldg(ks + (size_t)g * ksStride + sl);
+        sc[u][rr] = __ldg(ks + (size_t)sl * nKv + g);
       }
     float sv[NB][U][2];  // the logits for the statistics, -inf where dropped
 #pragma unroll
@@ -159,17 +158,16 @@ template <int D>
 __device__ __forceinline__ void tsi_score(float* __restrict__ logits, float* __restrict__ partMl,
                                           const int* __restrict__ hit, const unsigned char* __restrict__ kq,
                                           const float* __restrict__ ks, const float* __restrict__ qf, int heads,
-                                          int nKv, int sinks, int cands, int chunk, int gqaMod, float voteScale,
-                                          int ksStride) {
+                                          int nKv, int sinks, int cands, int chunk, int gqaMod, float voteScale) {
   if (*hit) return;
   const int g = blockIdx.x, split = blockIdx.y, splits = gridDim.y, group = heads / nKv;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = lane >> 2, t = lane & 3;
   const int lo = sinks + split * chunk, hi = sinks + min(cands, split * chunk + chunk);  // slots of the split
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // heads t and 4 + t over this lane's keys
   if (group <= TSI_COLS)
-    tsi_body<D, 1>(logits, kq, ks, qf, g, group, nKv, gqaMod, sinks, cands, lo, hi, voteScale, m, l, ksStride);
+    tsi_body<D, 1>(logits, kq, ks, qf, g, group, nKv, gqaMod, sinks, cands, lo, hi, voteScale, m, l);
   else
-    tsi_body<D, 2>(logits, kq, ks, qf, g, group, nKv, gqaMod, sinks, cands, lo, hi, voteScale, m, l, ksStride);
+    tsi_body<D, 2>(logits, kq, ks, qf, g, group, nKv, gqaMod, sinks, cands, lo, hi, voteScale, m, l);
   // the 8 lanes of quad lane t hold heads t, 4 + t: merge them, then the warps
 #pragma unroll
   for (int nb = 0; nb < 2; nb++)
@@ -201,8 +199,8 @@ __device__ __forceinline__ void tsi_score(float* __restrict__ logits, float* __r
   extern "C" __global__ void __launch_bounds__(TSS_WARPS * 32, 4)                                                 \
       ts_score_int4_d##D(float* logits, float* partMl, const int* hit, const unsigned char* kq, const float* ks, \
                          const float* qf, int heads, int nKv, int sinks, int cands, int chunk, int gqaMod,        \
-                         float voteScale, int ksStride) {                                                         \
-    tsi_score<D>(logits, partMl, hit, kq, ks, qf, heads, nKv, sinks, cands, chunk, gqaMod, voteScale, ksStride); \
+                         float voteScale) {                                                                       \
+    tsi_score<D>(logits, partMl, hit, kq, ks, qf, heads, nKv, sinks, cands, chunk, gqaMod, voteScale);           \
   }
 TS_SCORE_INT4(16)
 TS_SCORE_INT4(32)

@@ -43,7 +43,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   private final int[] indexed;            // (layer) slots in the int4 copy
   private final DeviceBuffer[] cachedTop; // (layer) → (lists, cachedCount) int cached top-k slots
   private final DeviceBuffer[] kq;        // (layer) → (slots, kvHeads, headDim / 2) packed int4 keys
-  private final DeviceBuffer[] ks;        // (layer) → (kvHeads, slots) f32 int4 scales, KV head-major
+  private final DeviceBuffer[] ks;        // (layer) → (slots, kvHeads) f32 int4 scales
   private final DeviceBuffer qf;          // (heads, headDim) f32 fingerprint of this call
   private final DeviceBuffer qs;          // (heads, headDim) f32 score=rope: mean query at real positions; else null
   private final DeviceBuffer cachedQf;    // (layer, heads, headDim) f32 fingerprint the cached top-k was scored with
@@ -172,13 +172,8 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       ks[layer] = grow(ks[layer], (long) cap * kvHeads * 4, "TokenSelect int4 scales");
       indexed[layer] = 0;
     }
-    sk.quantise(kq[layer].ptr(), ks[layer].ptr(), ksStride(layer), c.kv(), indexed[layer], total - indexed[layer]);
+    sk.quantise(kq[layer].ptr(), ks[layer].ptr(), c.kv(), indexed[layer], total - indexed[layer]);
     indexed[layer] = total;
-  }
-
-  /** Slots a KV head's row of the layer's int4 scales holds (the scales grow with the keys, re-quantised). */
-  private int ksStride(int layer) {
-    return (int) (ks[layer].bytes() / (4L * kvHeads));
   }
 
   /**
@@ -243,8 +238,8 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     partMl = grow(partMl, (long) heads * p.splits() * 2 * 4, "TokenSelect softmax partials");
     votes = grow(votes, (long) lists * cands * 4, "TokenSelect votes");
     if (params.int4()) {
-      sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq[c.layer()].ptr(), ks[c.layer()].ptr(), ksStride(c.layer()),
-          qf.ptr(), heads, kvHeads, d, params.sinks(), cands, p, params.gqaMod(), voteScale);
+      sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq[c.layer()].ptr(), ks[c.layer()].ptr(), qf.ptr(), heads,
+          kvHeads, d, params.sinks(), cands, p, params.gqaMod(), voteScale);
     } else {
       // score=rope: the rotated keys (kRope) against the real-position query, the true logits
       boolean rope = params.ropeScore();

@@ -150,16 +150,12 @@ final class SelectKernels {
         kv.pageTable(), qf, heads, kv.nKv(), kv.pageSize(), sinks, cands, p.chunk(), gqaMod ? 1 : 0, voteScale);
   }
 
-  /**
-   * As {@link #score} from the int4 copy: kq (slots, nKv, d / 2) packed, ks (nKv, ksStride) f32 (KV head-major:
-   * a warp's scales of consecutive slots share a sector); ts_score_int4.cu.
-   */
-  void scoreInt4(CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, CUdeviceptr kq, CUdeviceptr ks, int ksStride,
-                 CUdeviceptr qf, int heads, int nKv, int d, int sinks, int cands, ScorePlan p, boolean gqaMod,
-                 float voteScale) {
+  /** As {@link #score} from the int4 copy: kq (slots, nKv, d / 2) packed, ks (slots, nKv) f32; ts_score_int4.cu. */
+  void scoreInt4(CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, CUdeviceptr kq, CUdeviceptr ks, CUdeviceptr qf,
+                 int heads, int nKv, int d, int sinks, int cands, ScorePlan p, boolean gqaMod, float voteScale) {
     checkShape(d, heads, nKv);
     l.launch("ts_score_int4_d" + d, nKv, p.splits(), 1, SCORE_THREADS, 0, logits, partMl, hit, kq, ks, qf, heads, nKv,
-        sinks, cands, p.chunk(), gqaMod ? 1 : 0, voteScale, ksStride);
+        sinks, cands, p.chunk(), gqaMod ? 1 : 0, voteScale);
   }
 
   /**
@@ -257,15 +253,11 @@ final class SelectKernels {
         cand, n, count, sinks, local, end, prebuilt ? 1 : 0);
   }
 
-  /**
-   * Quantises slots slot0 .. slot0 + n - 1 of kv's kPre into kq (slots, nKv, d / 2) and ks (nKv, ksStride),
-   * ksStride &gt;= slot0 + n (the slots the scales have room for).
-   */
-  void quantise(CUdeviceptr kq, CUdeviceptr ks, int ksStride, Kernels.KvView kv, int slot0, int n) {
+  /** Quantises slots slot0 .. slot0 + n - 1 of kv's kPre into kq (slots, nKv, d / 2) and ks (slots, nKv). */
+  void quantise(CUdeviceptr kq, CUdeviceptr ks, Kernels.KvView kv, int slot0, int n) {
     if (n <= 0) return;
-    if (slot0 + n > ksStride) throw new IllegalArgumentException("int4 scales hold " + ksStride + " slots, not " + (slot0 + n));
     int threads = Math.max(32, (kv.headDim() / 2 + 31) / 32 * 32);
     l.launch("ts_quantise", n, kv.nKv(), 1, threads, 0, kq, ks, kv.kPre(), kv.pageTable(), kv.nKv(), kv.headDim(),
-        kv.pageSize(), slot0, ksStride);
+        kv.pageSize(), slot0);
   }
 }

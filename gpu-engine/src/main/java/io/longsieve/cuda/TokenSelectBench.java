@@ -77,7 +77,7 @@ public final class TokenSelectBench {
       sk.ropeTable(fpCos.ptr(), fpSin.ptr(), invFreq.ptr(), WINDOW, 1, d / 2);
       hits.fill32(0);
       topWs.fill32(0);  // the top-k kernel leaves it zero after every call
-      sk.quantise(kq.ptr(), ks.ptr(), kv.capacity, v, 0, maxL);
+      sk.quantise(kq.ptr(), ks.ptr(), v, 0, maxL);
       boolean haveLists = true;
       try {
         lk.ropeTable(cos.ptr(), sin.ptr(), invFreq.ptr(), listLen, d / 2);
@@ -112,8 +112,8 @@ public final class TokenSelectBench {
         };
         Runnable scoreInt4 = () -> {
           front.run();
-          sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq.ptr(), ks.ptr(), kv.capacity, qf.ptr(), heads, nKv, d,
-              SINKS, cands, p, false, 1f);
+          sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq.ptr(), ks.ptr(), qf.ptr(), heads, nKv, d, SINKS, cands,
+              p, false, 1f);
           sk.votes(votes.ptr(), voteHist[0], logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false,
               false);
         };
@@ -150,7 +150,7 @@ public final class TokenSelectBench {
             (keyBytes + logitBytes) / msKernel / 1e6, (keyBytes + logitBytes) / msKernel / 1e6 / b.copyGbps(),
             Double.NaN));
         double msKernel4 = b.medianMs(() -> sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq.ptr(), ks.ptr(),
-            kv.capacity, qf.ptr(), heads, nKv, d, SINKS, cands, p, false, 1f), 3, 15, 20);
+            qf.ptr(), heads, nKv, d, SINKS, cands, p, false, 1f), 3, 15, 20);
         b.add(new Bench.Row("tokenselect", "score kernel int4 keys L=" + L, shape, msKernel4, Double.NaN,
             (qBytes + logitBytes) / msKernel4 / 1e6, (qBytes + logitBytes) / msKernel4 / 1e6 / b.copyGbps(),
             Double.NaN));

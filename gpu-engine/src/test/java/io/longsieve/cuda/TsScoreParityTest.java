@@ -46,7 +46,7 @@ class TsScoreParityTest {
     final boolean int4, mod;
     final float voteScale = 0.37f;
     final float[] k;       // (slots, nKv, d) keys as the kernel sees them (bf16 values or int4 integers)
-    final float[] kScale;  // (nKv, slots) int4 scales, KV head-major as GpuTokenSelect keeps them
+    final float[] kScale;  // (slots, nKv) int4 scales
     final float[] qf;      // (heads, d) f32
     final Kernels.KvView view;
     final DeviceBuffer kq, ks, qfDev;
@@ -80,7 +80,7 @@ class TsScoreParityTest {
       int[] packed = new int[slots * nKv * d / 8];  // (slots, nKv, d / 2) bytes, 4 per int, little-endian
       for (int s = 0; s < slots; s++) {
         for (int g = 0; g < nKv; g++) {
-          kScale[g * slots + s] = 0.01f + r.nextFloat() * 0.1f;
+          kScale[s * nKv + g] = 0.01f + r.nextFloat() * 0.1f;
           for (int j = 0; j < d; j++) {
             int at = (s * nKv + g) * d + j;
             if (int4) {
@@ -116,7 +116,7 @@ class TsScoreParityTest {
         dot += x;
         abs += Math.abs(x);
       }
-      double f = voteScale * (int4 ? kScale[g * slots + s] : 1.0);
+      double f = voteScale * (int4 ? kScale[s * nKv + g] : 1.0);
       return new double[] {f * dot, Math.abs(f) * abs * 1e-5 + 1e-7};
     }
 
@@ -130,7 +130,7 @@ class TsScoreParityTest {
       DeviceBuffer votes = gpu.poisoned((long) lists * cands * 4, false);
       DeviceBuffer hit = gpu.ints(new int[] {hitFlag});
       if (int4) {
-        sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq.ptr(), ks.ptr(), slots, qfDev.ptr(), heads, nKv, d, sinks,
+        sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq.ptr(), ks.ptr(), qfDev.ptr(), heads, nKv, d, sinks,
             cands, p, mod, voteScale);
       } else {
         sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), view, qfDev.ptr(), heads, sinks, cands, p, mod, voteScale);
