@@ -5,7 +5,6 @@ import io.longsieve.attention.SelectionStats;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
 import java.util.Arrays;
-import java.util.List;
 
 /**
  * Decode baselines against dense decode, one layer of the model's shapes on random caches: Quest
@@ -19,9 +18,7 @@ public final class BaselinesBench {
 
   public static void run(Bench b, ModelConfig c, int[] contexts) {
     int maxL = Arrays.stream(contexts).max().orElse(0);
-    ModelConfig one = new ModelConfig("llama", c.hiddenSize(), c.intermediateSize(), 1, c.numHeads(), c.numKvHeads(),
-        c.headDim(), c.vocabSize(), c.rmsNormEps(), c.ropeTheta(), c.ropeScaling(), c.maxPositions(), false, false, 0, 0,
-        List.of());
+    ModelConfig one = Bench.withLayers(c, 1);
     CudaContext ctx = b.ctx();
     Kernels k = b.kernels();
     int heads = c.numHeads(), d = c.headDim(), qDim = c.qDim();

@@ -32,6 +32,16 @@ public final class Bench implements AutoCloseable {
         new RopeScaling("llama3", 8, 1, 4, 8192), 131072, false, false, 0, 128000, List.of(128001));
   }
 
+  /**
+   * c's shapes with {@code layers} layers and no tied embeddings or special tokens: the caches the
+   * kernel benchmarks fill with random data.
+   */
+  static ModelConfig withLayers(ModelConfig c, int layers) {
+    return new ModelConfig("llama", c.hiddenSize(), c.intermediateSize(), layers, c.numHeads(), c.numKvHeads(),
+        c.headDim(), c.vocabSize(), c.rmsNormEps(), c.ropeTheta(), c.ropeScaling(), c.maxPositions(), false, false, 0, 0,
+        List.of());
+  }
+
   /** One result line. NaN where a column does not apply. */
   public record Row(String section, String name, String shape, double ms, double tflops, double gbps, double fraction,
                     double peerMs) {}
@@ -171,9 +181,7 @@ public final class Bench implements AutoCloseable {
   /** One layer's dense attention over a cache of L tokens: prefill (L causal queries) and one decode query. */
   public void attention(ModelConfig c, int[] contexts, boolean prefill) {
     int maxL = Arrays.stream(contexts).max().orElse(0);
-    ModelConfig one = new ModelConfig("llama", c.hiddenSize(), c.intermediateSize(), 1, c.numHeads(), c.numKvHeads(),
-        c.headDim(), c.vocabSize(), c.rmsNormEps(), c.ropeTheta(), c.ropeScaling(), c.maxPositions(), false, false, 0, 0,
-        List.of());
+    ModelConfig one = withLayers(c, 1);
     float scale = (float) (1.0 / Math.sqrt(c.headDim()));
     try (PagedKvCache kv = new PagedKvCache(ctx, one, maxL); Kernels.Workspace ws = new Kernels.Workspace(ctx);
          DeviceBuffer q = ctx.alloc((long) maxL * c.qDim() * 2, "bench q");

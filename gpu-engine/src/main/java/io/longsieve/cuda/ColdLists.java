@@ -1,7 +1,6 @@
 package io.longsieve.cuda;
 
 import io.longsieve.model.ModelConfig;
-import java.util.List;
 import java.util.Random;
 import jcuda.driver.CUdeviceptr;
 
@@ -32,9 +31,7 @@ final class ColdLists implements AutoCloseable {
     int len = ListAttentionBench.LIST;
     if (L < len) throw new IllegalArgumentException("context " + L + " below the " + len + "-entry list");
     nKv = c.numKvHeads();
-    ModelConfig layers = new ModelConfig("llama", c.hiddenSize(), c.intermediateSize(), ROTATE, c.numHeads(), nKv,
-        c.headDim(), c.vocabSize(), c.rmsNormEps(), c.ropeTheta(), c.ropeScaling(), c.maxPositions(), false, false, 0,
-        0, List.of());
+    ModelConfig layers = Bench.withLayers(c, ROTATE);
     kv = new PagedKvCache(ctx, layers, L);
     try {
       lists = ctx.alloc((long) ROTATE * nKv * len * 4, "cold bench lists");

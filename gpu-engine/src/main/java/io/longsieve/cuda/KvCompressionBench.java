@@ -32,11 +32,6 @@ public final class KvCompressionBench {
     concurrency(b, c);
   }
 
-  private static ModelConfig oneLayer(ModelConfig c) {
-    return new ModelConfig("llama", c.hiddenSize(), c.intermediateSize(), 1, c.numHeads(), c.numKvHeads(), c.headDim(),
-        c.vocabSize(), c.rmsNormEps(), c.ropeTheta(), c.ropeScaling(), c.maxPositions(), false, false, 0, 0, List.of());
-  }
-
   private static GpuParts.Kv part(String policy, SelectionStats stats, GpuEnv env) {
     PolicySpec spec = PolicySpec.parse(policy);
     return spec.kv().name().equals("selkv") ? new GpuSelKv(spec.kv(), stats, env) : new GpuSnapKv(spec.kv(), stats, env);
@@ -62,7 +57,7 @@ public final class KvCompressionBench {
   }
 
   private static void compressTime(Bench b, ModelConfig c, int L, String policy) {
-    ModelConfig one = oneLayer(c);
+    ModelConfig one = Bench.withLayers(c, 1);
     CudaContext ctx = b.ctx();
     Kernels k = b.kernels();
     try (PagedKvCache kv = new PagedKvCache(ctx, one, L); Kernels.Workspace ws = new Kernels.Workspace(ctx);

@@ -43,9 +43,7 @@ public final class ListAttentionBench {
   public static void run(Bench b, ModelConfig c, int[] contexts) {
     int maxL = Arrays.stream(contexts).max().orElse(0);
     if (maxL < LIST) throw new IllegalArgumentException("contexts must reach the " + LIST + "-entry list");
-    ModelConfig one = new ModelConfig("llama", c.hiddenSize(), c.intermediateSize(), 1, c.numHeads(), c.numKvHeads(),
-        c.headDim(), c.vocabSize(), c.rmsNormEps(), c.ropeTheta(), c.ropeScaling(), c.maxPositions(), false, false, 0, 0,
-        List.of());
+    ModelConfig one = Bench.withLayers(c, 1);
     Kernels k = b.kernels();
     CudaContext ctx = b.ctx();
     int d = c.headDim(), nKv = c.numKvHeads(), heads = c.numHeads(), half = d / 2;

@@ -3,7 +3,6 @@ package io.longsieve.cuda;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
 import java.util.Arrays;
-import java.util.List;
 import java.util.Locale;
 import java.util.function.Consumer;
 import jcuda.driver.CUdeviceptr;
@@ -33,9 +32,7 @@ public final class TokenSelectBench {
 
   public static void run(Bench b, ModelConfig c, int[] contexts) {
     int maxL = Arrays.stream(contexts).max().orElse(0);
-    ModelConfig one = new ModelConfig("llama", c.hiddenSize(), c.intermediateSize(), 1, c.numHeads(), c.numKvHeads(),
-        c.headDim(), c.vocabSize(), c.rmsNormEps(), c.ropeTheta(), c.ropeScaling(), c.maxPositions(), false, false, 0, 0,
-        List.of());
+    ModelConfig one = Bench.withLayers(c, 1);
     int heads = c.numHeads(), nKv = c.numKvHeads(), d = c.headDim(), qDim = c.qDim(), listLen = SINKS + K + WINDOW;
     float scale = (float) (1.0 / Math.sqrt(d));
     CudaContext ctx = b.ctx();

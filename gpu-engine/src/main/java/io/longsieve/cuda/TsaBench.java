@@ -4,7 +4,6 @@ import io.longsieve.attention.PolicySpec;
 import io.longsieve.attention.SelectionStats;
 import io.longsieve.model.ModelConfig;
 import java.util.Arrays;
-import java.util.List;
 import java.util.Locale;
 
 /**
@@ -26,9 +25,7 @@ public final class TsaBench {
   /** Rows for each context (e.g. 32K, 64K, 128K) and the whole-prompt 32K chunk. */
   public static void run(Bench b, ModelConfig c, int[] contexts) {
     int maxL = Math.max(WHOLE_PROMPT, Arrays.stream(contexts).max().orElse(0));
-    ModelConfig one = new ModelConfig("llama", c.hiddenSize(), c.intermediateSize(), 1, c.numHeads(), c.numKvHeads(),
-        c.headDim(), c.vocabSize(), c.rmsNormEps(), c.ropeTheta(), c.ropeScaling(), c.maxPositions(), false, false, 0, 0,
-        List.of());
+    ModelConfig one = Bench.withLayers(c, 1);
     Kernels k = b.kernels();
     CudaContext ctx = b.ctx();
     int maxRows = Math.max(CHUNK, WHOLE_PROMPT);
