@@ -74,10 +74,6 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     d = c.headDim();
     group = c.group();
     lists = params.perKvHead() ? kvHeads : 1;
-    if (params.ropeScore() && params.int4()) {
-      throw new IllegalArgumentException("tokenselect: score=rope reads the rotated keys, index=int4 holds pre-RoPE keys;"
-          + " use one of them");
-    }
     qPos = new float[params.ropeScore() ? heads * d : 0];
     table = new ListAttention.RopeTable(ctx.rope());
     qf = new float[heads * d];

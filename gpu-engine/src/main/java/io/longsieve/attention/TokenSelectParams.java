@@ -10,6 +10,14 @@ public record TokenSelectParams(int sinks, int k, double kFrac, int window, int 
                                 boolean gqaMod, int pool, boolean compact, boolean sqrtScale, boolean cacheOn,
                                 double threshold, boolean int4, boolean ropeScore) {
 
+  /** score=rope scores the rotated keys, index=int4 is a copy of the pre-RoPE keys: not both. */
+  public TokenSelectParams {
+    if (ropeScore && int4) {
+      throw new IllegalArgumentException("tokenselect: score=rope reads the rotated keys, index=int4 holds pre-RoPE keys;"
+          + " use one of them");
+    }
+  }
+
   public static TokenSelectParams of(PolicyTerm t) {
     return new TokenSelectParams(t.intParam("sinks"), t.intParam("k"), t.doubleParam("k_frac"), t.intParam("window"),
         Math.max(1, t.intParam("chunk")), t.text("heads").equals("kvhead"), t.text("gqa").equals("mod"),

@@ -68,8 +68,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     this.stats = stats;
     this.env = env;
     ModelConfig c = env.config();
-    params = TokenSelectParams.of(t);
-    checkOptions(params);
+    params = TokenSelectParams.of(t);  // refuses score=rope with index=int4, as on the CPU
     voteScale = params.voteScale(env.scale());
     heads = c.numHeads();
     kvHeads = c.numKvHeads();
@@ -120,17 +119,6 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     fpCos = fc;
     fpSin = fs;
     lk = new ListKernels(env.k(), ctx);
-  }
-
-  /**
-   * Refuses option combinations the CPU twin refuses, with its exception: score=rope scores the
-   * rotated keys, index=int4 is a copy of the pre-RoPE keys (IllegalArgumentException).
-   */
-  static void checkOptions(TokenSelectParams p) {
-    if (p.ropeScore() && p.int4()) {
-      throw new IllegalArgumentException("tokenselect: score=rope reads the rotated keys, index=int4 holds pre-RoPE keys;"
-          + " use one of them");
-    }
   }
 
   @Override

@@ -85,17 +85,17 @@ class GpuTokenSelectPlanTest {
   }
 
   /**
-   * score=rope runs on the GPU; with index=int4 (a copy of the pre-RoPE keys) the GPU part refuses it
-   * as the CPU twin does, with the same exception and message.
+   * score=rope runs on the GPU; with index=int4 (a copy of the pre-RoPE keys) the parameters both parts
+   * read refuse it, so the GPU part fails as the CPU twin does, with the same exception and message.
    */
   @Test
   void ropeScoreIsAcceptedExceptWithTheInt4Index() {
     for (String ok : new String[] {"score=rope", "score=rope,heads=kvhead,gqa=mod", "score=rope,positions=original",
         "score=neutral,index=int4"}) {
-      assertDoesNotThrow(() -> GpuTokenSelect.checkOptions(params(ok)), ok);
+      assertDoesNotThrow(() -> params(ok), ok);
     }
     IllegalArgumentException gpuErr = assertThrows(IllegalArgumentException.class,
-        () -> GpuTokenSelect.checkOptions(params("score=rope,index=int4")));
+        () -> params("score=rope,index=int4"));
     ModelConfig c = new ModelConfig("llama", 32, 16, 1, 4, 2, 8, 32, 1e-5, 10000.0, RopeScaling.NONE, 1 << 16, false,
         false, 0, -1, List.of());
     try (ThreadPool pool = new ThreadPool(1)) {
