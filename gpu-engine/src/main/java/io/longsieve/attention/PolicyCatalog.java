@@ -91,7 +91,7 @@ final class PolicyCatalog {
         p("alpha", "1.0", Param.Kind.DOUBLE),
         c("merge", "values", "values|kv|off"),
         p("pool", "1", Param.Kind.INT),                 // > 1: avg-pool the score first (SnapKV-style); 1: the spec
-        // DIAGNOSTIC, CPU only (the GPU part refuses it): > 0 merges a dropped token only when its best
+        // DIAGNOSTIC, CPU only (GpuPolicy refuses it): > 0 merges a dropped token only when its best
         // cosine is >= gate (the others are evicted: no value, no mass in the bias); 0 = the spec
         p("gate", "0.0", Param.Kind.DOUBLE));
     // SnapKV (FasterDecoding/SnapKV init_snapkv defaults): window 32, avg-pool 5, capacity 2048.

@@ -31,7 +31,7 @@ final class GpuSelKv extends GpuObservedKv {
   private final int heads, d;
 
   GpuSelKv(PolicyTerm t, SelectionStats stats, GpuEnv env) {
-    super(window(t), env);
+    super(Math.max(1, t.intParam("window")), env);  // gate > 0 (CPU-only) is refused by GpuPolicy.unsupportedReason
     ModelConfig c = env.config();
     ratio = t.doubleParam("ratio");
     alpha = t.doubleParam("alpha");
@@ -40,15 +40,6 @@ final class GpuSelKv extends GpuObservedKv {
     merge = t.text("merge");
     heads = c.numHeads();
     d = c.headDim();
-  }
-
-  /** The observation window; refuses the CPU-only diagnostic gate (before the superclass allocates anything). */
-  private static int window(PolicyTerm t) {
-    if (t.doubleParam("gate") != 0) {
-      throw new UnsupportedOperationException("selkv gate=" + t.text("gate") + " is a CPU-only diagnostic; the GPU part"
-          + " implements the spec's gate=0 only (run it with --device cpu)");
-    }
-    return Math.max(1, t.intParam("window"));
   }
 
   /** Kept slots per KV head for a layer of n slots with win observed rows: n when nothing is dropped. */
