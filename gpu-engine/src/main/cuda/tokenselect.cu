@@ -122,7 +122,8 @@ __device__ void ts_decide(double ab, double aa, double bb, int* __restrict__ hit
     if (h) *hits += 1ull;
   }
   __syncthreads();
-  if (!decided && store) {
+  if (!decided && store) {  // the elements this thread wrote (its own writes: visible to it), 8 loads in flight
+#pragma unroll 8
     for (int i = threadIdx.x; i < n; i += blockDim.x) cachedQf[i] = qf[i];
   }
 }
@@ -153,7 +154,12 @@ extern "C" __global__ void ts_cache_check(int* __restrict__ hit, unsigned long l
 // list_decode reads; and, when qs is non-null (score=rope), qs (heads, d) f32 = qPre rotated at its
 // real position sPos in fp32 (rope_cs with invFreq (d / 2) f32, as ts_real_query with m = 1).
 // One block of TSF_THREADS threads.
+// Latency, not work: the whole front is ~4K elements, but it sits on every decode step's critical
+// path once per layer. So a thread issues the loads of TSF_BATCH of its elements together (one L2
+// round trip per batch, not one per element) and writes the three outputs of an element from the
+// same registers (qPre is read once).
 #define TSF_THREADS 256
+#define TSF_BATCH 8
 extern "C" __global__ void __launch_bounds__(TSF_THREADS)
     ts_decode_front(float* __restrict__ qf, int* __restrict__ hit, unsigned long long* __restrict__ hits,
                     float* __restrict__ cachedQf, bf16* __restrict__ qRot, const float* __restrict__ qPre,
@@ -161,44 +167,49 @@ extern "C" __global__ void __launch_bounds__(TSF_THREADS)
                     const float* __restrict__ listCos, const float* __restrict__ listSin, int heads, int d, int qPos,
                     int possible, int store, double threshold, float* __restrict__ qs,
                     const float* __restrict__ invFreq, int sPos) {
-  int half = d / 2, n = heads * d;
+  const int half = d / 2, n = heads * d;
+  __shared__ float sCos[128], sSin[128];  // score=rope: the angles of sPos, once for all heads (d <= 256)
+  if (qs != nullptr) {                    // uniform
+    for (int i = threadIdx.x; i < half; i += TSF_THREADS) rope_cs(sPos, invFreq[i], &sCos[i], &sSin[i]);
+    __syncthreads();
+  }
+  const float* lc = qRot != nullptr ? listCos + (size_t)qPos * half : nullptr;  // as rope_rows at pos qPos
+  const float* ls = qRot != nullptr ? listSin + (size_t)qPos * half : nullptr;
   double ab = 0, aa = 0, bb = 0;
-  // element i of the fingerprint is computed, stored and (cache check) read by the same thread
-  for (int i = threadIdx.x; i < n; i += TSF_THREADS) {
-    int h = i / d, col = i - h * d, t = col < half ? col : col - half;
-    const float* src = qPre + (size_t)h * d;
-    float c = fpCos[t], s = fpSin[t], x1 = src[t], x2 = src[half + t];
-    float v = col < half ? x1 * c - x2 * s : x2 * c + x1 * s;
-    qf[i] = v;
-    if (possible) {
-      double x = v, y = cachedQf[i];
-      ab += x * y;
-      aa += x * x;
-      bb += y * y;
+  // element i = threadIdx.x + k * TSF_THREADS is computed, stored and (cache check) summed by this thread, k ascending
+  for (int i0 = threadIdx.x; i0 < n; i0 += TSF_BATCH * TSF_THREADS) {
+    float x1[TSF_BATCH], x2[TSF_BATCH], c[TSF_BATCH], s[TSF_BATCH], y[TSF_BATCH], rc[TSF_BATCH], rs[TSF_BATCH];
+#pragma unroll
+    for (int u = 0; u < TSF_BATCH; u++) {  // every load of the batch first
+      const int i = i0 + u * TSF_THREADS, h = i / d, col = i - h * d, t = col < half ? col : col - half;
+      const bool in = i < n;
+      x1[u] = in ? qPre[(size_t)h * d + t] : 0.f;
+      x2[u] = in ? qPre[(size_t)h * d + half + t] : 0.f;
+      c[u] = in ? fpCos[t] : 0.f;
+      s[u] = in ? fpSin[t] : 0.f;
+      y[u] = in && possible ? cachedQf[i] : 0.f;
+      rc[u] = in && lc != nullptr ? lc[t] : 0.f;
+      rs[u] = in && ls != nullptr ? ls[t] : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < TSF_BATCH; u++) {
+      const int i = i0 + u * TSF_THREADS, h = i / d, col = i - h * d, t = col < half ? col : col - half;
+      if (i >= n) break;
+      const bool first = col < half;  // rotate-half: element t of the pair (t, t + half), or its partner
+      const float v = first ? x1[u] * c[u] - x2[u] * s[u] : x2[u] * c[u] + x1[u] * s[u];
+      qf[i] = v;
+      if (possible) {
+        const double x = v, yy = y[u];
+        ab += x * yy;
+        aa += x * x;
+        bb += yy * yy;
+      }
+      if (qRot != nullptr) qRot[i] = f2bf(first ? x1[u] * rc[u] - x2[u] * rs[u] : x2[u] * rc[u] + x1[u] * rs[u]);
+      if (qs != nullptr)  // written whether or not the cache hits (the scoring skips it on a hit)
+        qs[i] = first ? x1[u] * sCos[t] - x2[u] * sSin[t] : x2[u] * sCos[t] + x1[u] * sSin[t];
     }
   }
   ts_decide(ab, aa, bb, hit, hits, cachedQf, qf, n, possible, store, threshold);
-  if (qRot != nullptr) {  // as rope_rows at pos qPos (the table holds rope_cs(qPos, invFreq[i]))
-    const float* c = listCos + (size_t)qPos * half;
-    const float* s = listSin + (size_t)qPos * half;
-    for (int t = threadIdx.x; t < heads * half; t += TSF_THREADS) {
-      int h = t / half, i = t - h * half;
-      float x1 = qPre[h * d + i], x2 = qPre[h * d + half + i];
-      qRot[h * d + i] = f2bf(x1 * c[i] - x2 * s[i]);
-      qRot[h * d + half + i] = f2bf(x2 * c[i] + x1 * s[i]);
-    }
-  }
-  if (qs != nullptr) {  // uniform; written whether or not the cache hits (the scoring skips it on a hit)
-    __shared__ float sCos[128], sSin[128];  // d <= 256: the angles of sPos, once for all heads
-    for (int i = threadIdx.x; i < half; i += TSF_THREADS) rope_cs(sPos, invFreq[i], &sCos[i], &sSin[i]);
-    __syncthreads();
-    for (int t = threadIdx.x; t < heads * half; t += TSF_THREADS) {
-      int h = t / half, i = t - h * half;
-      float c = sCos[i], s = sSin[i], x1 = qPre[h * d + i], x2 = qPre[h * d + half + i];
-      qs[h * d + i] = x1 * c - x2 * s;
-      qs[h * d + half + i] = x2 * c + x1 * s;
-    }
-  }
 }
 
 // Scoring and the soft vote (ts_score_d*, ts_score_int4_d*, ts_votes): ts_score.cu.

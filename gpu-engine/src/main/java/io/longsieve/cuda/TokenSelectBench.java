@@ -129,6 +129,11 @@ public final class TokenSelectBench {
           topk.run();
           attend.run();
         };
+        // the front alone: one block, on every decode step's critical path once per layer (in a graph: launched
+        // alone from the host it would time the launch path)
+        double msFront = ListAttentionBench.graphMs(b, front, 20, 15);
+        b.add(new Bench.Row("tokenselect", "decode front (fingerprint, cache check, list-index query) L=" + L
+            + " in a CUDA graph", shape, msFront, Double.NaN, Double.NaN, Double.NaN, Double.NaN));
         scoreFull.run();  // votes for the top-k timing
         double msFull = b.medianMs(scoreFull, 3, 15, 20);
         double keyBytes = (double) cands * c.kvDim() * 2;
@@ -179,6 +184,7 @@ public final class TokenSelectBench {
             Double.NaN, cands * 4.0 / msOwn / 1e6, cands * 4.0 / msOwn / 1e6 / b.copyGbps(), Double.NaN));
         double msList = Double.NaN, msListGraph = Double.NaN, msListHot = Double.NaN, totFull = Double.NaN;
         double totInt4 = Double.NaN, totHit = Double.NaN;
+        double totFullGraph = Double.NaN, totInt4Graph = Double.NaN, totHitGraph = Double.NaN;
         if (haveLists) {
           // list attention alone, cold: each call on another layer and lists (ColdLists), rows from HBM as in a
           // step; `attend` repeats one list, whose rows stay in L2 (the hot row, for reference only)
@@ -207,6 +213,19 @@ public final class TokenSelectBench {
             attend.run();
           }, 3, 15, 20);
           totHit = b.medianMs(hitStep, 3, 15, 20);
+          // the same steps in CUDA graphs: the GPU's time without the host's launch path (a hit step's five
+          // launches cost the host more than the GPU's work)
+          totFullGraph = ListAttentionBench.graphMs(b, () -> {
+            scoreFull.run();
+            topk.run();
+            attend.run();
+          }, 10, 15);
+          totInt4Graph = ListAttentionBench.graphMs(b, () -> {
+            scoreInt4.run();
+            topk.run();
+            attend.run();
+          }, 10, 15);
+          totHitGraph = ListAttentionBench.graphMs(b, hitStep, 10, 15);
         }
         b.add(new Bench.Row("tokenselect", "list attention cold (" + ColdLists.ROTATE + " rotating layers + lists) L=" + L,
             shape, msList, Double.NaN, ColdLists.listBytes(c) / msList / 1e6, Double.NaN, Double.NaN));
@@ -221,11 +240,20 @@ public final class TokenSelectBench {
             Double.NaN));
         b.add(new Bench.Row("tokenselect", "total cache hit L=" + L, shape, totHit, Double.NaN, Double.NaN, Double.NaN,
             Double.NaN));
+        b.add(new Bench.Row("tokenselect", "total full-key no hit L=" + L + " in a CUDA graph", shape, totFullGraph,
+            Double.NaN, Double.NaN, Double.NaN, Double.NaN));
+        b.add(new Bench.Row("tokenselect", "total int4 no hit L=" + L + " in a CUDA graph", shape, totInt4Graph,
+            Double.NaN, Double.NaN, Double.NaN, Double.NaN));
+        b.add(new Bench.Row("tokenselect", "total cache hit L=" + L + " in a CUDA graph", shape, totHitGraph,
+            Double.NaN, Double.NaN, Double.NaN, Double.NaN));
         ratio(b, "list attention (cold, CUDA graph)", L, dense, msListGraph, 25);
         ratio(b, "list attention (cold, stream launches)", L, dense, msList, Double.NaN);
         ratio(b, "total full-key no hit", L, dense, totFull, 1.7);
         ratio(b, "total int4 no hit", L, dense, totInt4, 5);
         ratio(b, "total cache hit", L, dense, totHit, Double.NaN);
+        ratio(b, "total full-key no hit (CUDA graph)", L, dense, totFullGraph, Double.NaN);
+        ratio(b, "total int4 no hit (CUDA graph)", L, dense, totInt4Graph, Double.NaN);
+        ratio(b, "total cache hit (CUDA graph)", L, dense, totHitGraph, Double.NaN);
         ratio(b, "scoring full keys", L, dense, msFull, Double.NaN);
         ratio(b, "scoring int4 keys", L, dense, msInt4, Double.NaN);
       }
