@@ -48,7 +48,7 @@ public final class SparseBench {
   /**
    * Host time per kernel launch, arguments packed in one buffer vs JCuda's pointer-per-argument
    * list: tiny kernels launched back to back, so the GPU waits on the host and the host's cost is
-   * what is timed (the same kernels, a 3-argument and a 9-argument one).
+   * what is timed (the same kernels, a 3-argument and a 9-argument one); and the GPU's floor per kernel.
    */
   static void launchCost(Bench b) {
     Kernels k = b.kernels();
@@ -72,6 +72,12 @@ public final class SparseBench {
               hostUs / 1000, Double.NaN, Double.NaN, Double.NaN, Double.NaN));
         }
       }
+      // the GPU's own floor per kernel: a one-element kernel back to back in a CUDA graph (no host launch
+      // path), the least any kernel of a step costs however little it does
+      double floorMs = ListAttentionBench.graphMs(b, () -> k.fillF32(f.ptr(), 1, 0f), 20, 15);
+      b.add(new Bench.Row("launch", "GPU floor per kernel: a one-element kernel in a CUDA graph",
+          String.format(Locale.ROOT, "%.2f us per kernel", floorMs * 1000), floorMs, Double.NaN, Double.NaN,
+          Double.NaN, Double.NaN));
     } finally {
       Launcher.packed = before;
     }
