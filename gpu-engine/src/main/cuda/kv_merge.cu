@@ -23,6 +23,40 @@ extern "C" __global__ void kvc_inv_norm(float* __restrict__ inv, const bf16* __r
   if (lane == 0) inv[w] = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.f;
 }
 
+// One kept tile's step of the nearest-key search (kvc_nearest, nearest_mma), folded into the running
+// best (bv, bi) of the earlier tiles: the first maximum among the N candidates this thread holds
+// (cand(c, t) returns candidate c's cosine and sets its kept index t, ascending with c; t >= nKeep is
+// padding), then among the lanes xor OFF_FIRST .. OFF_LAST apart (doubling or halving; lower index on
+// ties), then strictly greater than bv (earlier tiles hold lower indices: they win ties).
+template <int N, int OFF_FIRST, int OFF_LAST, typename Cand>
+__device__ __forceinline__ void kvc_argmax_tile(float& bv, int& bi, int nKeep, Cand cand) {
+  float v = -INFINITY;
+  int idx = 0x7fffffff;
+#pragma unroll
+  for (int c = 0; c < N; c++) {
+    int t;
+    const float x = cand(c, t);
+    if (t < nKeep && x > v) {
+      v = x;
+      idx = t;
+    }
+  }
+  constexpr bool UP = OFF_FIRST < OFF_LAST;
+#pragma unroll
+  for (int o = OFF_FIRST; UP ? o <= OFF_LAST : o >= OFF_LAST; o = UP ? o << 1 : o >> 1) {
+    float ov = __shfl_xor_sync(0xffffffffu, v, o);
+    int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+    if (ov > v || (ov == v && oi < idx)) {
+      v = ov;
+      idx = oi;
+    }
+  }
+  if (v > bv) {
+    bv = v;
+    bi = idx;
+  }
+}
+
 // For every dropped slot i of KV head g = blockIdx.y (drop (nKv, nDrop)): best (nKv, nDrop) = index t
 // into keep (nKv, nKeep) of the kept slot whose unit pre-RoPE key has the highest cosine with i's
 // (first maximum: ties to the lower t), bestCos its cosine. 64 dropped rows per block against every
@@ -63,31 +97,11 @@ extern "C" __global__ void __launch_bounds__(256)
     float acc[4][4];
     tile_dots(acc, sA, sB, d, loadA, loadB);
 #pragma unroll
-    for (int a = 0; a < 4; a++) {
-      // this thread's keys ascend with b; then the 16 threads of the row, lower index on ties
-      float v = -INFINITY;
-      int idx = 0x7fffffff;
-#pragma unroll
-      for (int b = 0; b < 4; b++) {
-        int t = t0 + tx + 16 * b;
-        if (t < nKeep && acc[a][b] > v) {
-          v = acc[a][b];
-          idx = t;
-        }
-      }
-      for (int o = 8; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, v, o);
-        int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-        if (ov > v || (ov == v && oi < idx)) {
-          v = ov;
-          idx = oi;
-        }
-      }
-      if (v > bv[a]) {  // earlier tiles hold lower indices: strict keeps them on ties
-        bv[a] = v;
-        bi[a] = idx;
-      }
-    }
+    for (int a = 0; a < 4; a++)  // this thread's keys ascend with b; then the 16 threads of the row
+      kvc_argmax_tile<4, 8, 1>(bv[a], bi[a], nKeep, [&](int b, int& t) {
+        t = t0 + tx + 16 * b;
+        return acc[a][b];
+      });
   }
   if (tx == 0) {
 #pragma unroll
@@ -191,35 +205,12 @@ __device__ __forceinline__ void nearest_mma(int* __restrict__ best, float* __res
         mma_bf16(s[2 * np + 1], fh[kk], b2, b3);
       }
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-      // this thread's keys ascend with (j, e); then the quad's four threads, lower index on ties
-      float v = -INFINITY;
-      int idx = 0x7fffffff;
-#pragma unroll
-      for (int j = 0; j < 8; j++)
-#pragma unroll
-        for (int e2 = 0; e2 < 2; e2++) {
-          int t = t0 + j * 8 + qd * 2 + e2;
-          float x = s[j][r * 2 + e2];
-          if (t < nKeep && x > v) {
-            v = x;
-            idx = t;
-          }
-        }
-#pragma unroll
-      for (int o = 1; o <= 2; o <<= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, v, o);
-        int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-        if (ov > v || (ov == v && oi < idx)) {
-          v = ov;
-          idx = oi;
-        }
-      }
-      if (v > bv[r]) {  // earlier tiles hold lower indices: strict keeps them on ties
-        bv[r] = v;
-        bi[r] = idx;
-      }
-    }
+    for (int r = 0; r < 2; r++)  // this thread's keys ascend with c = (j, e2); then the quad's four threads
+      kvc_argmax_tile<16, 1, 2>(bv[r], bi[r], nKeep, [&](int c, int& t) {
+        const int j = c >> 1, e2 = c & 1;
+        t = t0 + j * 8 + qd * 2 + e2;
+        return s[j][r * 2 + e2];
+      });
   }
   if (qd == 0) {
 #pragma unroll

@@ -9,6 +9,8 @@
 #include "list_attention.cu"
 #include "quest.cu"
 #include "tsa.cu"
+#include "tsa_select.cu"
+#include "tsa_gather.cu"
 #include "kv_compress.cu"
 #include "kv_select.cu"
 #include "kv_merge.cu"

@@ -38,6 +38,43 @@ __device__ __forceinline__ void tss_ml_combine(float& m, float& l, float m2, flo
   m = mx;
 }
 
+// The epilogue of both scoring kernels (tss_score, tsi_score in ts_score_int4.cu): partMl (heads,
+// splits, 2) f32 at (head, split) = the split's softmax (max, sum) of each of the block's `group` heads.
+// A lane's (m[nb], l[nb]) are head slot `slot + nb * slotStep`'s statistics over the keys it scored;
+// the lanes OFF_LO, 2 OFF_LO, .. OFF_HI apart (xor) hold the same slot and are merged first, then one
+// `writer` lane per slot and warp publishes the warp's, and the first `group` threads merge the warps
+// in warp order. Every thread calls it (barrier).
+template <int NB, int OFF_LO, int OFF_HI>
+__device__ __forceinline__ void tss_split_stats(float* __restrict__ partMl, float (&m)[NB], float (&l)[NB],
+                                                bool writer, int slot, int slotStep, int g, int group, int nKv,
+                                                int gqaMod, int split, int splits) {
+#pragma unroll
+  for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+    for (int o = OFF_LO; o <= OFF_HI; o <<= 1) {
+      float m2 = __shfl_xor_sync(0xffffffffu, m[nb], o), l2 = __shfl_xor_sync(0xffffffffu, l[nb], o);
+      tss_ml_combine(m[nb], l[nb], m2, l2);
+    }
+  __shared__ float sM[TSS_WARPS][TSS_GMAX], sL[TSS_WARPS][TSS_GMAX];
+  const int warp = threadIdx.x >> 5;
+  if (writer) {
+#pragma unroll
+    for (int nb = 0; nb < NB; nb++) {
+      sM[warp][slot + nb * slotStep] = m[nb];
+      sL[warp][slot + nb * slotStep] = l[nb];
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < group) {
+    int j = threadIdx.x;
+    float mm = -INFINITY, ll = 0.f;
+    for (int w = 0; w < TSS_WARPS; w++) tss_ml_combine(mm, ll, sM[w][j], sL[w][j]);
+    float* o = partMl + ((size_t)tss_head(g, j, group, nKv, gqaMod) * splits + split) * 2;
+    o[0] = mm;
+    o[1] = ll;
+  }
+}
+
 // Online softmax statistics absorbing one logit s (one exponential).
 __device__ __forceinline__ void tss_online(float& m, float& l, float s) {
   if (s > m) {
@@ -158,7 +195,7 @@ __device__ __forceinline__ void tss_score(float* __restrict__ logits, float* __r
   if (staged)
     for (int i = threadIdx.x; i < nPages; i += TSS_WARPS * 32) sPage[i] = pageTable[p0 + i];
   __syncthreads();
-  float m = -INFINITY, l = 0.f;  // head r's statistics over the keys this lane accounts
+  float m[1] = {-INFINITY}, l[1] = {0.f};  // head r's statistics over the keys this lane accounts
   for (int it = warp; it < nIt; it += TSS_WARPS) {  // warp-uniform: the mma needs the whole warp
     unsigned kw[U][Lay::WORDS];
 #pragma unroll
@@ -191,31 +228,13 @@ __device__ __forceinline__ void tss_score(float* __restrict__ logits, float* __r
           float dot = c[e] + c[2 + e];
           float s = voteScale * dot;
           logits[(size_t)h * cands + (se - sinks)] = s;
-          tss_online(m, l, s);
+          tss_online(m[0], l[0], s);
         }
       }
     }
   }
-  // the quad of row r holds head r's statistics: merge it, then the warps
-#pragma unroll
-  for (int o = 1; o <= 2; o <<= 1) {
-    float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);
-    tss_ml_combine(m, l, m2, l2);
-  }
-  __shared__ float sM[TSS_WARPS][TSS_GMAX], sL[TSS_WARPS][TSS_GMAX];
-  if (t == 0) {
-    sM[warp][r] = m;
-    sL[warp][r] = l;
-  }
-  __syncthreads();
-  if (threadIdx.x < group) {
-    int j = threadIdx.x;
-    float mm = -INFINITY, ll = 0.f;
-    for (int w = 0; w < TSS_WARPS; w++) tss_ml_combine(mm, ll, sM[w][j], sL[w][j]);
-    float* o = partMl + ((size_t)tss_head(g, j, group, nKv, gqaMod) * splits + split) * 2;
-    o[0] = mm;
-    o[1] = ll;
-  }
+  // the quad of row r (lanes 1, 2 apart) holds head r's statistics: merge it, then the warps
+  tss_split_stats<1, 1, 2>(partMl, m, l, t == 0, r, 0, g, group, nKv, gqaMod, split, splits);
 }
 
 #define TS_SCORE(D)                                                                                               \

@@ -17,7 +17,7 @@
 // once per iteration (the max of its logits first), with no divergent branch. Keys outside the
 // split load a clamped in-split row (no predicated loads) and their logits are dropped.
 // Mirrored in Java by TsScoreLayoutTest (int4 A/B/C mapping).
-#include "common.cuh"  // and ts_score.cu (TssLayout, tss_dim, tss_load, tss_head, tss_ml_combine): included after it
+#include "common.cuh"  // and ts_score.cu (TssLayout, tss_dim, tss_load, tss_head, tss_split_stats): included after it
 
 #define TSI_COLS 4  // query heads per mma: columns 2j (hi) and 2j + 1 (lo) of head j
 
@@ -161,38 +161,15 @@ __device__ __forceinline__ void tsi_score(float* __restrict__ logits, float* __r
                                           int nKv, int sinks, int cands, int chunk, int gqaMod, float voteScale) {
   if (*hit) return;
   const int g = blockIdx.x, split = blockIdx.y, splits = gridDim.y, group = heads / nKv;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = lane >> 2, t = lane & 3;
+  const int lane = threadIdx.x & 31, r = lane >> 2, t = lane & 3;
   const int lo = sinks + split * chunk, hi = sinks + min(cands, split * chunk + chunk);  // slots of the split
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // heads t and 4 + t over this lane's keys
   if (group <= TSI_COLS)
     tsi_body<D, 1>(logits, kq, ks, qf, g, group, nKv, gqaMod, sinks, cands, lo, hi, voteScale, m, l);
   else
     tsi_body<D, 2>(logits, kq, ks, qf, g, group, nKv, gqaMod, sinks, cands, lo, hi, voteScale, m, l);
-  // the 8 lanes of quad lane t hold heads t, 4 + t: merge them, then the warps
-#pragma unroll
-  for (int nb = 0; nb < 2; nb++)
-#pragma unroll
-    for (int o = 4; o <= 16; o <<= 1) {
-      float m2 = __shfl_xor_sync(0xffffffffu, m[nb], o), l2 = __shfl_xor_sync(0xffffffffu, l[nb], o);
-      tss_ml_combine(m[nb], l[nb], m2, l2);
-    }
-  __shared__ float sM[TSS_WARPS][TSS_GMAX], sL[TSS_WARPS][TSS_GMAX];
-  if (r == 0) {
-#pragma unroll
-    for (int nb = 0; nb < 2; nb++) {
-      sM[warp][nb * TSI_COLS + t] = m[nb];
-      sL[warp][nb * TSI_COLS + t] = l[nb];
-    }
-  }
-  __syncthreads();
-  if (threadIdx.x < group) {
-    int j = threadIdx.x;
-    float mm = -INFINITY, ll = 0.f;
-    for (int w = 0; w < TSS_WARPS; w++) tss_ml_combine(mm, ll, sM[w][j], sL[w][j]);
-    float* o = partMl + ((size_t)tss_head(g, j, group, nKv, gqaMod) * splits + split) * 2;
-    o[0] = mm;
-    o[1] = ll;
-  }
+  // the 8 lanes of quad lane t (4, 8, 16 apart) hold heads t, 4 + t: merge them, then the warps
+  tss_split_stats<2, 4, 16>(partMl, m, l, r == 0, t, TSI_COLS, g, group, nKv, gqaMod, split, splits);
 }
 
 #define TS_SCORE_INT4(D)                                                                                          \

@@ -24,7 +24,7 @@ import java.util.Arrays;
  *       official) or by original position;</li>
  *   <li>Selection Cache ({@code cache=on}): per layer, when the cosine of this fingerprint with the
  *       last scored one is ≥ threshold and the top-k budget is unchanged, reuse the last top-k
- *       (sinks and window recomputed).</li>
+ *       (sinks and window recomputed; {@link SelectionCache}).</li>
  * </ol>
  * With {@code score=rope} (not the paper's algorithm; the GPU twin cuda/GpuTokenSelect computes the
  * same) step 3 scores every candidate with its key rotated at its original position
@@ -33,8 +33,8 @@ import java.util.Arrays;
  * of step 2 still decides Selection Cache hits. Not with {@code index=int4} (IllegalArgumentException).
  * With {@code index=int4} step 3 scores against the policy's own int4 copy of the pre-RoPE keys
  * (per slot and KV head: scale = max|k| / 7, values round(k / scale) in [-7, 7]), kept up to date
- * incrementally per call and rebuilt after {@link #reset}; the GPU part keeps the same copy and
- * reads a quarter of the key bytes.
+ * incrementally per call and rebuilt after {@link #reset} ({@link Int4KeyIndex}); the GPU part keeps
+ * the same copy and reads a quarter of the key bytes.
  * Buffers grow to the largest context seen and are reused; nothing is allocated per token.
  */
 final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode {
@@ -46,11 +46,10 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
   private final int heads, kvHeads, d, group, lists;
   private final ListAttention.RopeTable table;
 
-  private final float[] qf;          // (heads * headDim) fingerprint of this call
-  private final float[] qPos;        // (heads * headDim) score=rope: mean of the call's queries rotated at their positions
-  private final float[][] cachedQf;  // (layer) → (heads * headDim) fingerprint the cached top-k was scored with
-  private final int[][] cachedTop;   // (layer) → (lists, cachedCount) selected candidate slots
-  private final int[] cachedCount;   // (layer) top-k per list in the cache; 0: empty
+  private final float[] qf;             // (heads * headDim) fingerprint of this call
+  private final float[] qPos;           // (heads * headDim) score=rope: mean of the call's queries rotated at their positions
+  private final SelectionCache cache;   // cache=on: per layer the last fresh top-k and its fingerprint
+  private final Int4KeyIndex index;     // index=int4: per layer the quantised copy of the pre-RoPE keys
   private float[] probs = new float[0];   // (heads, candidates) per-head softmax of the vote logits
   private float[] votes = new float[0];   // (lists, candidates) summed votes
   private float[] pooled = new float[0];  // (candidates) max-pooled votes of one list
@@ -58,9 +57,6 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
   private int[] top = new int[0];         // (lists, k) selected slots of this call
   private int[] list = new int[0];        // (lists, listLen) slots attended: sinks ++ top ++ local
   private float[] keyBuf = new float[0];  // (kvHeads, listLen, headDim) keys rotated at list index
-  private final byte[][] qKeys;           // (layer) → (slots, kvHeads, headDim) int4 keys, one per byte (index=int4)
-  private final float[][] qScale;         // (layer) → (slots, kvHeads) their scales
-  private final int[] indexed;            // (layer) slots quantised so far
   private int listLen;                    // entries per list of the last sparse call (tests)
   private int votedCands;                 // candidates of the last scored call (tests)
 
@@ -77,18 +73,14 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     qPos = new float[params.ropeScore() ? heads * d : 0];
     table = new ListAttention.RopeTable(ctx.rope());
     qf = new float[heads * d];
-    cachedQf = new float[c.numLayers()][heads * d];
-    cachedTop = new int[c.numLayers()][0];
-    cachedCount = new int[c.numLayers()];
-    qKeys = new byte[c.numLayers()][0];
-    qScale = new float[c.numLayers()][0];
-    indexed = new int[c.numLayers()];
+    cache = new SelectionCache(c.numLayers(), heads * d);
+    index = new Int4KeyIndex(c.numLayers(), kvHeads, d);
   }
 
   @Override
   public void prefill(int layer, float[] q, int n, int pos0, KvCache kv, float[] out, AttentionContext ctx) {
     int before = kv.length(layer) - n;
-    if (params.int4()) index(layer, kv);
+    if (params.int4()) index.update(layer, kv);
     for (int s = 0; s < n; s += params.chunk()) {
       int m = Math.min(params.chunk(), n - s);
       block(layer, q, s, m, pos0 + s, before + s + m, kv, out, ctx, false);
@@ -97,46 +89,14 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
 
   @Override
   public void decode(int layer, float[] q, int pos, KvCache kv, float[] out, AttentionContext ctx) {
-    if (params.int4()) index(layer, kv);
+    if (params.int4()) index.update(layer, kv);
     block(layer, q, 0, 1, pos, kv.length(layer), kv, out, ctx, true);
   }
 
   @Override
   public void reset() {
-    Arrays.fill(cachedCount, 0);
-    Arrays.fill(indexed, 0); // slots moved: quantise all again on the next call
-  }
-
-  /** Quantises this layer's slots [indexed, length) into the int4 copy. */
-  private void index(int layer, KvCache kv) {
-    int n = kv.length(layer), kvDim = kv.kvDim;
-    if (indexed[layer] > n) indexed[layer] = 0;
-    if (qKeys[layer].length < n * kvDim) {
-      int cap = Math.max(n, kv.capacity);
-      qKeys[layer] = Arrays.copyOf(qKeys[layer], cap * kvDim);
-      qScale[layer] = Arrays.copyOf(qScale[layer], cap * kvHeads);
-    }
-    for (int s = indexed[layer]; s < n; s++) {
-      for (int g = 0; g < kvHeads; g++) {
-        qScale[layer][s * kvHeads + g] = quantise(kv.keys[layer], s * kvDim + g * d, d, qKeys[layer], s * kvDim + g * d);
-      }
-    }
-    indexed[layer] = n;
-  }
-
-  /**
-   * Symmetric int4 of x[off .. off+n): returns scale = max|x| / 7 and writes round(x / scale)
-   * clamped to [-7, 7] (0 when the scale is 0); the GPU kernel rounds the same way (floor(x + 0.5)).
-   */
-  static float quantise(float[] x, int off, int n, byte[] out, int oo) {
-    float mx = 0;
-    for (int i = 0; i < n; i++) mx = Math.max(mx, Math.abs(x[off + i]));
-    float scale = mx / 7f;
-    for (int i = 0; i < n; i++) {
-      int v = scale > 0 ? (int) Math.floor(x[off + i] / scale + 0.5f) : 0;
-      out[oo + i] = (byte) Math.max(-7, Math.min(7, v));
-    }
-    return scale;
+    cache.clear();
+    index.clear(); // slots moved: quantise all again on the next call
   }
 
   /** The lists (lists, listLen) of the last sparse call and its length (tests compare them with the GPU's). */
@@ -197,10 +157,10 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
       stats.cacheLookups++;
       // a hit needs the same budget: with k_frac the budget grows with the context and forces a fresh
       // selection (the GPU decides hits on the device and must know the list length without asking)
-      if (cachedCount[layer] == count && cosine(qf, cachedQf[layer]) >= params.threshold()) {
+      if (cache.hit(layer, qf, count, params.threshold())) {
         stats.cacheHits++;
         ensureTop(count);
-        System.arraycopy(cachedTop[layer], 0, top, 0, lists * count);
+        cache.copyTop(layer, top, lists * count);
         return count;
       }
     }
@@ -220,12 +180,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
       int got = TopK.select(v, off, n, Math.min(count, n), work, top, g * count, params.sinks());
       for (int i = got; i < count; i++) top[g * count + i] = top[g * count + got - 1]; // never for pool ≤ 2
     }
-    if (params.cacheOn()) {
-      System.arraycopy(qf, 0, cachedQf[layer], 0, qf.length);
-      if (cachedTop[layer].length < lists * count) cachedTop[layer] = new int[lists * count];
-      System.arraycopy(top, 0, cachedTop[layer], 0, lists * count);
-      cachedCount[layer] = count;
-    }
+    if (params.cacheOn()) cache.store(layer, qf, top, lists, count);
     return count;
   }
 
@@ -271,8 +226,6 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     if (votes.length < lists * cands) votes = new float[lists * cands];
     boolean rope = params.ropeScore();
     float[] keys = rope ? kv.ropedKeys[layer] : kv.keys[layer], qv = rope ? qPos : qf;
-    byte[] qk = qKeys[layer];
-    float[] qs = qScale[layer];
     int kvDim = kv.kvDim;
     ctx.pool().forRange(heads, (from, to) -> {
       for (int h = from; h < to; h++) {
@@ -280,7 +233,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
         for (int cIdx = 0; cIdx < cands; cIdx++) {
           int slot = params.sinks() + cIdx;
           probs[po + cIdx] = params.int4()
-              ? voteScale * (qs[slot * kvHeads + g] * dotInt4(qf, h * d, qk, slot * kvDim + ko, d))
+              ? voteScale * index.dot(layer, qf, h * d, slot, g)
               : voteScale * CpuOps.dot(qv, h * d, keys, slot * kvDim + ko, d);
         }
         CpuOps.softmax(probs, po, cands);
@@ -296,12 +249,6 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
         for (int cIdx = from; cIdx < to; cIdx++) votes[vo + cIdx] += probs[po + cIdx];
       }
     });
-  }
-
-  private static float dotInt4(float[] a, int ao, byte[] b, int bo, int n) {
-    float s = 0;
-    for (int i = 0; i < n; i++) s += a[ao + i] * b[bo + i];
-    return s;
   }
 
   /**
@@ -366,16 +313,5 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
         }
       }
     });
-  }
-
-  static double cosine(float[] a, float[] b) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int i = 0; i < a.length; i++) {
-      ab += (double) a[i] * b[i];
-      aa += (double) a[i] * a[i];
-      bb += (double) b[i] * b[i];
-    }
-    if (aa == 0 || bb == 0) return 0;
-    return Math.max(-1, Math.min(1, ab / Math.sqrt(aa * bb)));
   }
 }

@@ -11,7 +11,7 @@ import jcuda.driver.CUdeviceptr;
 final class SelectKernels {
 
   static final int SCORE_THREADS = 128;   // TSS_WARPS * 32 in ts_score.cu (launch bounds: 4 blocks per SM)
-  static final int TOPK_THREADS = 256;    // TK_THREADS in ts_topk.cu
+  static final int TOPK_THREADS = 256;    // TK_THREADS in ts_topk_block.cuh
   static final int TOPK_MAX_BLOCKS = 64;  // TK_MAXG in ts_topk.cuh: blocks per list at most
   static final int TOPK_MIN_SLICE = 4096; // candidates per top-k block at least: one tile of TK_E * TK_THREADS
   static final int TOPK_BINS = 2048;      // TK_BINS in ts_topk.cuh: the first digit's histogram

@@ -16,12 +16,12 @@ class TokenSelectInt4Test {
   void quantiserIsSymmetricRoundHalfUpAndClamped() {
     float[] x = {0.7f, -0.7f, 0.05f, -0.05f, 0.3499f, 0f, 0.25f, -0.15f};
     byte[] q = new byte[8];
-    float s = TokenSelect.quantise(x, 0, 8, q, 0);
+    float s = Int4KeyIndex.quantise(x, 0, 8, q, 0);
     assertEquals(0.7f / 7f, s);
     // 0.05 / 0.1 = 0.5 rounds up, -0.5 rounds up to 0 (floor(x + 0.5)), as the GPU kernel does
     assertArrayEquals(new byte[] {7, -7, 1, 0, 3, 0, 3, -1}, q);
     byte[] z = new byte[3];
-    assertEquals(0f, TokenSelect.quantise(new float[3], 0, 3, z, 0));
+    assertEquals(0f, Int4KeyIndex.quantise(new float[3], 0, 3, z, 0));
     assertArrayEquals(new byte[3], z);
   }
 

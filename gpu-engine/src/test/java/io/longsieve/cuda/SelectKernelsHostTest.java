@@ -353,7 +353,8 @@ class SelectKernelsHostTest {
   void topKConstantsMatchTheKernels() throws IOException {
     String cu = Files.readString(Path.of("src/main/cuda/ts_topk.cu"));
     String cuh = Files.readString(Path.of("src/main/cuda/ts_topk.cuh"));
-    assertEquals(SelectKernels.TOPK_THREADS, define(cu, "TK_THREADS"));
+    String block = Files.readString(Path.of("src/main/cuda/ts_topk_block.cuh"));
+    assertEquals(SelectKernels.TOPK_THREADS, define(block, "TK_THREADS"));
     assertEquals(SelectKernels.TOPK_MAX_BLOCKS, define(cuh, "TK_MAXG"));
     assertEquals(SelectKernels.TOPK_BINS, define(cuh, "TK_BINS"));
     assertEquals(SelectKernels.TOPK_CAP, define(cu, "TK_CAP"));

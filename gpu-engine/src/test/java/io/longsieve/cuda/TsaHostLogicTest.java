@@ -10,7 +10,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * GpuTsa's host logic on the CPU (no GPU): the activation condition, the proxy split plan, the
- * attended-pair count, and Java mirrors of the two selection kernels of tsa.cu (tsa_keep_count's
+ * attended-pair count, and Java mirrors of the two selection kernels of tsa_select.cu (tsa_keep_count's
  * radix descent with fixed-point masses, tsa_select's radix top-k with ties to the lower slot)
  * against the CPU twin's sort-based definitions, with exact ties at the cut-off.
  */
@@ -153,7 +153,7 @@ class TsaHostLogicTest {
     return out;
   }
 
-  // ---- mirrors of tsa.cu ----
+  // ---- mirrors of tsa_select.cu ----
 
   static long key(float f) {
     int b = Float.floatToRawIntBits(f);
