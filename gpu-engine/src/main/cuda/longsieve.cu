@@ -18,3 +18,4 @@
 #include "ts_topk.cu"
 #include "ts_score.cu"
 #include "ts_score_int4.cu"
+#include "ts_votes.cu"

@@ -212,7 +212,7 @@ extern "C" __global__ void __launch_bounds__(TSF_THREADS)
   ts_decide(ab, aa, bb, hit, hits, cachedQf, qf, n, possible, store, threshold);
 }
 
-// Scoring and the soft vote (ts_score_d*, ts_score_int4_d*, ts_votes): ts_score.cu.
+// Scoring (ts_score_d*, ts_score_int4_d*): ts_score.cu and ts_score_int4.cu; the soft vote (ts_votes): ts_votes.cu.
 
 // pooled (lists, len) = max_pool1d over each list of votes (lists, n) with kernel, stride 1, padding
 // (kernel - 1) / 2 of -inf (torch; CPU TokenSelect.maxPool); len = n + 2 pad - kernel + 1. Grid (x, lists).

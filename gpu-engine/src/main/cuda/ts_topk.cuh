@@ -1,4 +1,4 @@
-// What ts_votes (ts_score.cu) and ts_topk_lists (ts_topk.cu) share: the sortable key of a vote and
+// What ts_votes (ts_votes.cu) and ts_topk_lists (ts_topk.cu) share: the sortable key of a vote and
 // the layout of the top-k workspace, whose first TK_BINS words per list are the histogram of the
 // keys' top 11 bits. ts_votes can build that histogram while it writes the votes (it touches every
 // vote anyway), so the top-k starts at its second digit: one pass and one grid barrier less.

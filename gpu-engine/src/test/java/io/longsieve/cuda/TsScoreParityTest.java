@@ -14,12 +14,12 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * ts_score_d* / ts_score_int4_d* and ts_votes (ts_score.cu) against a double-precision reference on
- * every head size, both key formats, group sizes 1..8, gqa=div|mod, an odd sink count and candidate
- * count (split and page boundaries off the 8-key groups), a shuffled page table, the default plan
- * and one of 64-candidate splits (and one split longer than the staged page table): every logit
- * written and within the hi/lo query split's error (~2^-17 of sum |q k|), merged softmax
- * statistics and votes within 1e-4 relative; a set hit flag leaves everything untouched.
+ * ts_score_d* / ts_score_int4_d* (ts_score.cu, ts_score_int4.cu) and ts_votes (ts_votes.cu) against
+ * a double-precision reference on every head size, both key formats, group sizes 1..8, gqa=div|mod,
+ * an odd sink count and candidate count (split and page boundaries off the 8-key groups), a shuffled
+ * page table, the default plan and one of 64-candidate splits (and one split longer than the staged
+ * page table): every logit written and within the hi/lo query split's error (~2^-17 of sum |q k|),
+ * merged softmax statistics and votes within 1e-4 relative; a set hit flag leaves everything untouched.
  */
 @Tag("gpu")
 class TsScoreParityTest {
