@@ -12,8 +12,8 @@
 //       kvc_unit_split + kvc_nearest_mma_d64/_d128: the same on tensor cores (keys split hi + lo);
 //   kvc_merge_acc, kvc_merge_apply: SelKV's gated merge and the logit bias alpha * log R_t;
 //   kvc_gather, kvc_scatter, kvc_zero_bias: compaction through scratch (in-place moves would race).
-// Stages in three files: observation scores and votes here, top-k and lists in kv_select.cu, nearest-key
-// search, merge and compaction in kv_merge.cu.
+// Stages in four files: observation scores and votes here, top-k and lists in kv_select.cu, nearest-key
+// search and merge in kv_merge.cu, compaction in kv_compact.cu.
 #include "kv_tile.cuh"
 
 // ---------------------------------------------------------------------------------------------

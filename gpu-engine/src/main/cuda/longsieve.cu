@@ -14,6 +14,7 @@
 #include "kv_compress.cu"
 #include "kv_select.cu"
 #include "kv_merge.cu"
+#include "kv_compact.cu"
 #include "tokenselect.cu"
 #include "ts_topk.cu"
 #include "ts_score.cu"
