@@ -2,7 +2,9 @@ package io.longsieve.cuda;
 
 import io.longsieve.attention.PolicySpec;
 import io.longsieve.model.ModelConfig;
+import jcuda.driver.JCudaDriver;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Locale;
 import java.util.Random;
 
@@ -139,20 +141,31 @@ public final class SparseBench {
   /** A decode step's medians under a policy, null (logged) when the policy fails. */
   private static Step decodeMs(Bench b, CudaModel m, PagedKvCache kv, String policy, int L, int steps) {
     try (GpuPolicy p = GpuPolicy.open(PolicySpec.parse(policy), m.env(null))) {
-      return decodeMs(m, kv, p, L, steps);
+      return decodeMs(m, kv, p, L, steps, PROFILED.contains(policy));
     } catch (RuntimeException e) {
       b.log().println("end-to-end " + policy + " failed: " + e);
       return null;
     }
   }
 
-  /** Medians over decode steps (token picked on the device, one synchronisation per step). */
-  private static Step decodeMs(CudaModel m, PagedKvCache kv, GpuPolicy p, int L, int steps) {
+  /**
+   * Policies whose timed decode steps a profiler records (cuProfilerStart/Stop around them; nothing without
+   * one): -Dlongsieve.bench.profile=dense,decode=tokenselect with e.g. `nsys profile
+   * --capture-range=cudaProfilerApi` gives each kernel's GPU time inside whole steps.
+   */
+  static final List<String> PROFILED = List.of(System.getProperty("longsieve.bench.profile", "").split(","));
+
+  /**
+   * Medians over decode steps (token picked on the device, one synchronisation per step); with profile
+   * set the timed steps (not the two warm-up ones) are a profiler range.
+   */
+  private static Step decodeMs(CudaModel m, PagedKvCache kv, GpuPolicy p, int L, int steps, boolean profile) {
     int[] len = new int[kv.layers];
     for (int l = 0; l < kv.layers; l++) len[l] = kv.length(l);
     double[] t = new double[steps], host = new double[steps];
     long launches = 0;
     for (int s = 0; s < steps + 2; s++) {
+      if (profile && s == 2) JCudaDriver.cuProfilerStart();
       long ts = System.nanoTime(), l0 = Launcher.LAUNCHES.sum();
       m.decode(0, true, L + s, kv, p);
       m.sampleGreedy();
@@ -164,6 +177,7 @@ public final class SparseBench {
         launches = Launcher.LAUNCHES.sum() - l0;
       }
     }
+    if (profile) JCudaDriver.cuProfilerStop();
     for (int l = 0; l < kv.layers; l++) kv.setLength(l, len[l]);  // the next policy decodes from the same context
     Arrays.sort(t);
     Arrays.sort(host);
