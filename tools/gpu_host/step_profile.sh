@@ -11,14 +11,15 @@ POLICIES=${1:-dense,decode=tokenselect}
 export LONGSIEVE_JAVA_OPTS="-Dlongsieve.bench.profile=$POLICIES"
 NSYS=$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null | head -1)
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+mkdir -p /tmp/prof
 if [[ -n "$NSYS" ]]; then
   echo "nsys: $NSYS"
-  timeout 300 $NSYS profile --capture-range=cudaProfilerApi --capture-range-end=repeat -t cuda -o $OUT/step \
+  timeout 300 $NSYS profile --capture-range=cudaProfilerApi --capture-range-end=repeat -t cuda -o /tmp/prof/step \
     $B/longsieve-gpu bench --skip-dense --sparse --contexts 131072 --decode-steps 4 > $OUT/nsys.log 2>&1
   echo "nsys rc=$?"
-  for r in $OUT/step*.nsys-rep; do
+  mkdir -p /tmp/prof; for r in /tmp/prof/step*.nsys-rep; do
     echo "== $r"
-    $NSYS stats --report cuda_gpu_kern_sum --format csv --output - "$r" 2>/dev/null | cut -d, -f1-9 | head -40
+    $NSYS stats --report cuda_gpu_kern_sum --format csv --output - "$r" 2>/dev/null | cut -d, -f2-4,9 | head -30
     $NSYS stats --report cuda_gpu_trace --format csv --output $OUT/$(basename $r .nsys-rep)-trace "$r" >/dev/null 2>&1
   done
 else
