@@ -11,11 +11,10 @@
 // its own online softmax. Compact keys: the cos/sin rows of a tile's list positions go into a
 // swizzled f32 buffer next to the tile and the keys are rotated in registers, on the mma fragments
 // (dimension j and j + D/2 sit in the same register of k-steps kk and kk + D/32): no table registers
-// held across the wait, no shared-memory round trip of the keys. With invFreq the warp computes those
-// rows itself while its K/V rows are in flight (ld_rope_cs); without, it copies them from the RoPE
-// tables with the tile. The tables' rows of a split are read by every KV head's block: as many bytes
-// as the K and V rows (2 x D/2 f32 = 2 x D bf16 per entry), 8x over from L2 at Llama shapes (the copy
-// path at 128K: 13.9 us against the original-positions kernel's 9.9 us). Output in attn_split's
+// held across the wait, no shared-memory round trip of the keys. The warp computes those rows from
+// invFreq itself while its K/V rows are in flight (ld_rope_cs): copying them from the RoPE tables
+// read as many bytes as the K and V rows, 8x over from L2 at Llama shapes (14.1 us at 128K against
+// 13.2 us computed; the original-positions kernel takes 10.0 us). Output in attn_split's
 // partial format; with counters (n, nKv) int (zero between launches) the last block of each
 // (row, KV head) to finish also merges the splits into out, as attn_combine would, and resets its
 // counter: one launch instead of two. With counters null the caller runs attn_combine.
@@ -63,7 +62,6 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
                                             const bf16* __restrict__ Q, const bf16* __restrict__ K,
                                             const bf16* __restrict__ V, const int* __restrict__ pageTable,
                                             const int* __restrict__ lists, const float* __restrict__ bias,
-                                            const float* __restrict__ cosT, const float* __restrict__ sinT,
                                             const float* __restrict__ invFreq, int nHeads, int nKv, int pageSize,
                                             int listLen, int n, int perHead, int chunk, int stages, float scale) {
   constexpr int LD = D + 8, HALF = D / 2, CPR = D / 8;  // CPR: 16-byte pieces per row
@@ -130,29 +128,19 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
     if (COMPACT) {  // the tile's RoPE rows: list positions ks + t * TK + r (clamped inside the table)
       float* dc = reinterpret_cast<float*>(dv + TILE);
       float* ds = dc + TAB;
-      if (invFreq != nullptr) {
-        // computed while the K/V rows fly (plain stores: the __syncwarp before the buffer is read orders them)
+      // computed while the K/V rows fly (plain stores: the __syncwarp before the buffer is read orders them)
 #pragma unroll 2
-        for (int c = lane; c < LD_TK * TPR; c += 32) {
-          const int r = c / TPR, p = c % TPR;
-          const int pos = min(ks + t * LD_TK + r, listLen - 1);
-          const int at = r * HALF + ((p ^ ((r & 3) << 1)) << 2);
-          float4 cv, sv;
-          ld_rope_cs(pos, __ldg(invFreq + p * 4), &cv.x, &sv.x);
-          ld_rope_cs(pos, __ldg(invFreq + p * 4 + 1), &cv.y, &sv.y);
-          ld_rope_cs(pos, __ldg(invFreq + p * 4 + 2), &cv.z, &sv.z);
-          ld_rope_cs(pos, __ldg(invFreq + p * 4 + 3), &cv.w, &sv.w);
-          *reinterpret_cast<float4*>(dc + at) = cv;
-          *reinterpret_cast<float4*>(ds + at) = sv;
-        }
-      } else {
-        for (int c = lane; c < LD_TK * TPR; c += 32) {
-          const int r = c / TPR, p = c % TPR;
-          const size_t src = (size_t)min(ks + t * LD_TK + r, listLen - 1) * HALF + p * 4;
-          const int at = r * HALF + ((p ^ ((r & 3) << 1)) << 2);
-          cp_async16(dc + at, cosT + src, 16);
-          cp_async16(ds + at, sinT + src, 16);
-        }
+      for (int c = lane; c < LD_TK * TPR; c += 32) {
+        const int r = c / TPR, p = c % TPR;
+        const int pos = min(ks + t * LD_TK + r, listLen - 1);
+        const int at = r * HALF + ((p ^ ((r & 3) << 1)) << 2);
+        float4 cv, sv;
+        ld_rope_cs(pos, __ldg(invFreq + p * 4), &cv.x, &sv.x);
+        ld_rope_cs(pos, __ldg(invFreq + p * 4 + 1), &cv.y, &sv.y);
+        ld_rope_cs(pos, __ldg(invFreq + p * 4 + 2), &cv.z, &sv.z);
+        ld_rope_cs(pos, __ldg(invFreq + p * 4 + 3), &cv.w, &sv.w);
+        *reinterpret_cast<float4*>(dc + at) = cv;
+        *reinterpret_cast<float4*>(ds + at) = sv;
       }
     }
   };
@@ -311,11 +299,10 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
 #define LIST_DECODE_KERNEL(NAME, D, COMPACT)                                                                     \
   extern "C" __global__ void __launch_bounds__(LD_WARPS * 32, 3)                                                 \
       NAME(bf16* out, int* counters, float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V,     \
-           const int* pageTable, const int* lists, const float* bias, const float* cosT, const float* sinT,        \
-           const float* invFreq, int nHeads, int nKv, int pageSize, int listLen, int n, int perHead, int chunk,    \
-           int stages, float scale) {                                                                           \
-    list_decode<D, COMPACT>(out, counters, partO, partML, Q, K, V, pageTable, lists, bias, cosT, sinT, invFreq,     \
-                            nHeads, nKv, pageSize, listLen, n, perHead, chunk, stages, scale);                   \
+           const int* pageTable, const int* lists, const float* bias, const float* invFreq, int nHeads, int nKv,   \
+           int pageSize, int listLen, int n, int perHead, int chunk, int stages, float scale) {                   \
+    list_decode<D, COMPACT>(out, counters, partO, partML, Q, K, V, pageTable, lists, bias, invFreq, nHeads, nKv,    \
+                            pageSize, listLen, n, perHead, chunk, stages, scale);                                \
   }
 LIST_DECODE_KERNEL(list_decode_d64, 64, false)
 LIST_DECODE_KERNEL(list_decode_d128, 128, false)

@@ -108,17 +108,19 @@ class ListKernelsPlanTest {
   @Test
   void rejectsShapesItDoesNotTake() {
     Kernels.KvView d128 = view(8, 128), d48 = view(8, 48), d512 = view(8, 512), d4 = view(1, 4);
-    ListKernels.check(d128, 1, 2688, 1, 32, false, null, null);
-    ListKernels.check(d128, 8, 2688, 2688, 128, false, null, null);
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d48, 1, 100, 1, 32, false, null, null));
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d512, 1, 100, 1, 32, false, null, null));
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d4, 1, 100, 1, 4, false, null, null));
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 1, 136, false, null, null));
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 1, 30, false, null, null));
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 0, 32, false, null, null));
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 101, 32, false, null, null));
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 4, 100, 1, 32, false, null, null));
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 1, 32, true, null, null));
+    ListKernels.check(d128, 1, 2688, 1, 32, false, null, null, null);
+    ListKernels.check(d128, 8, 2688, 2688, 128, false, null, null, null);
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d48, 1, 100, 1, 32, false, null, null, null));
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d512, 1, 100, 1, 32, false, null, null, null));
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d4, 1, 100, 1, 4, false, null, null, null));
+    assertThrows(IllegalArgumentException.class,
+        () -> ListKernels.check(d128, 1, 100, 1, 136, false, null, null, null));
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 1, 30, false, null, null, null));
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 0, 32, false, null, null, null));
+    assertThrows(IllegalArgumentException.class,
+        () -> ListKernels.check(d128, 1, 100, 101, 32, false, null, null, null));
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 4, 100, 1, 32, false, null, null, null));
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 1, 32, true, null, null, null));
   }
 
   @ParameterizedTest
