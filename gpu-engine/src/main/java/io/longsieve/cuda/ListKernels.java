@@ -39,7 +39,8 @@ public final class ListKernels implements AutoCloseable {
    * Shared memory one block of the tensor-core decode kernel may take (queries, staged offsets, tile
    * buffers): three blocks (the kernel's launch bound) then fit an H100/H200 multiprocessor's 228 KB with
    * their 1 KB reserve, and every plan fits the 99 KB of consumer GPUs. At d = 128 and a decode list's
-   * split: two tile buffers per warp for original keys, one for compact keys (their RoPE rows double a tile).
+   * split: two tile buffers per warp, for original and compact keys alike (compact keys add only their d / 2
+   * inverse frequencies: each lane computes the cos/sin it rotates with).
    */
   static final int TC_BLOCK_SMEM = 75 * 1024;
   /** The tensor-core decode kernels by [d == 128][compact]: no string building per call. */
@@ -253,19 +254,22 @@ public final class ListKernels implements AutoCloseable {
     return (int) Math.min(Integer.MAX_VALUE / 2, ((long) x + step - 1) / step * step);
   }
 
-  /** Shared memory of the tensor-core decode kernel: queries, staged offsets + biases, the warps' tile buffers. */
+  /**
+   * Shared memory of the tensor-core decode kernel: queries, for compact keys the inverse frequencies (d / 2) f32,
+   * staged offsets + biases, the warps' tile buffers.
+   */
   static int tcSmem(int d, int chunk, int stages, boolean compact) {
     int ld = d + 8;
-    return 16 * ld * 2 + chunk * (8 + 4) + stages * tcStageBytes(d, compact);
+    return 16 * ld * 2 + (compact ? d / 2 * 4 : 0) + chunk * (8 + 4) + stages * tcStageBytes(d);
   }
 
   /**
-   * One tile buffer of every warp of the tensor-core decode kernel: K and V (16, d + 8) bf16, and for compact
-   * keys the cos and sin rows (16, d / 2) f32. The warps' merge reuses the buffers: (warps, 16, d + 8) f32,
-   * which is what one buffer of K and V takes.
+   * One tile buffer of every warp of the tensor-core decode kernel: K and V (16, d + 8) bf16, compact keys or not
+   * (their RoPE is computed on the fragments). The warps' merge reuses the buffers: (warps, 16, d + 8) f32, which
+   * is what one buffer of K and V takes.
    */
-  static int tcStageBytes(int d, boolean compact) {
-    return TC_WARPS * (2 * TC_TILE * (d + 8) * 2 + (compact ? 2 * TC_TILE * (d / 2) * 4 : 0));
+  static int tcStageBytes(int d) {
+    return TC_WARPS * 2 * TC_TILE * (d + 8) * 2;
   }
 
   /**
@@ -273,7 +277,7 @@ public final class ListKernels implements AutoCloseable {
    * leaves room for, at most {@link #TC_MAX_STAGES} and the warp's tiles, at least one.
    */
   static int tcStages(int d, boolean compact, int chunk) {
-    int room = (TC_BLOCK_SMEM - tcSmem(d, chunk, 0, compact)) / tcStageBytes(d, compact);
+    int room = (TC_BLOCK_SMEM - tcSmem(d, chunk, 0, compact)) / tcStageBytes(d);
     return Math.max(1, Math.min(Math.min(TC_MAX_STAGES, chunk / (TC_TILE * TC_WARPS)), room));
   }
 
