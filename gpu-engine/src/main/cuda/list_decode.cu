@@ -11,11 +11,12 @@
 // its own online softmax. Compact keys are rotated at their list positions in registers, on the mma
 // fragments (dimension j and j + D/2 sit in the same register of k-steps kk and kk + D/32), and each
 // lane computes the cos/sin of exactly the (key row, dimension) pairs of its own fragment registers
-// from invFreq (ld_rope_cs) just before it rotates them: every pair of a tile once, as a table of the
-// tile's rows would, but no shared memory (a compact tile buffer is an original one, so compact keys get
-// the same plan: at d128 two buffers per warp, not one beside 8 KB of cos/sin rows per buffer) and no
-// table registers held across the waits. Reading the rows from the RoPE tables instead cost as many
-// bytes as the K and V rows, 8x over from L2 at Llama shapes. Output in attn_split's
+// from invFreq (ld_rope_cs): every pair of a tile once, as a table of the tile's rows would, but no
+// shared memory (a compact tile buffer is an original one, so compact keys get the same plan: at d128
+// two buffers per warp, not one beside 8 KB of cos/sin rows per buffer). The first LD_PRE k-steps' pairs
+// are computed before the wait for the tile (their MUFU work in the shadow of its loads: all of d64's,
+// half of d128's, what the registers allow), the others just before they are rotated. Reading the rows
+// from the RoPE tables instead cost as many bytes as the K and V rows, 8x over from L2. Output in attn_split's
 // partial format; with counters (n, nKv) int (zero between launches) the last block of each
 // (row, KV head) to finish also merges the splits into out, as attn_combine would, and resets its
 // counter: one launch instead of two. With counters null the caller runs attn_combine.
@@ -24,6 +25,9 @@
 #define LD_TK 16          // entries per tile (ListKernels.TC_TILE)
 #define LD_WARPS 4        // (ListKernels.TC_WARPS)
 #define LD_MAX_STAGES 3   // tile buffers per warp at most (ListKernels.TC_MAX_STAGES)
+// Compact keys: k-steps whose cos/sin a lane computes before it waits for the tile (in registers, 16 per
+// k-step): 2 of d128's 4 keeps the kernel at 168 registers on sm_90 (1: 164, 0: 162), no spills.
+#define LD_PRE 2
 // Splits per batch of the fused merge's loads, one L2 round trip per batch: the decode plan's 21 splits
 // (Llama-3.1-8B, 2688 entries, original or compact keys) take 1. 16 before sm_90, where ptxas spilled a few
 // bytes of the d128 compact kernel at 21 while its tile loop read cos/sin tables (sm_90 spilled at 24).
@@ -164,8 +168,34 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
   const float sl2 = scale * LOG2E;
   const int qd = lane & 3;
 
+  // Compact keys, RoPE at list position ks + t * TK + r of the rotate-half pairs (j, j + HALF), on the B
+  // fragments: register m of an ldmatrix_x4 holds key row (lane >> 2) + 8 (m >> 1), dims kk * 16 + 8 (m & 1) +
+  // 2 qd (+1), and the same register of k-step kk + HALF / 16 holds the partner dims. Rows past the split are
+  // zeros (and masked): their angles need no clamp.
+  constexpr int KH = HALF / 16;                   // k-steps of the first half of the dims
+  constexpr int PRE = LD_PRE < KH ? LD_PRE : KH;  // of them computed before the wait
+  constexpr int REGS = LD_TK / 16 * 4;            // B fragment registers of one k-step (np, m)
+  auto ropeCs = [&](int t, int kk, int np, int m, float2& c, float2& sn) {
+    const float pos = (float)(ks + t * LD_TK + np * 16 + (lane >> 2) + (m >> 1) * 8);  // key row's list position
+    const float2 f = *reinterpret_cast<const float2*>(sInv + kk * 16 + (m & 1) * 8 + qd * 2);  // its dims' invFreq
+    ld_rope_cs(pos, f.x, &c.x, &sn.x);
+    ld_rope_cs(pos, f.y, &c.y, &sn.y);
+  };
+
   for (int it = 0; it < myTiles; it++) {
     const int t = warp + it * LD_WARPS, buf = it % stages;
+    // compact: the first PRE k-steps' cos/sin while the tile may still fly (MUFU work off the critical path)
+    float2 preC[PRE][REGS], preS[PRE][REGS];
+    if (COMPACT) {
+#pragma unroll
+      for (int kk = 0; kk < PRE; kk++)
+#pragma unroll
+        for (int r = 0; r < REGS; r++) {
+          ropeCs(t, kk, r / 4, r % 4, preC[kk][r], preS[kk][r]);
+          // pinned before the wait: the compiler would sink this work below it (fewer live registers)
+          asm volatile("" : "+f"(preC[kk][r].x), "+f"(preC[kk][r].y), "+f"(preS[kk][r].x), "+f"(preS[kk][r].y));
+        }
+    }
     ld_wait_pending(stages - 1);  // tile t's group (stages - 1 later ones may still fly)
     __syncwarp();
     const bf16* k = reinterpret_cast<const bf16*>(mine + buf * STAGE);
@@ -173,12 +203,6 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
 
     float s[LD_TK / 8][4];
     if (COMPACT) {
-      // RoPE at list position ks + t * TK + r of rotate-half pairs (j, j + HALF), on the B fragments: register m
-      // of an ldmatrix_x4 holds key row (lane >> 2) + 8 (m >> 1), dims kk * 16 + 8 (m & 1) + 2 qd (+1), and the
-      // same register of k-step kk + HALF / 16 holds the partner dims. Rounded to bf16 as the keys were. Rows
-      // past the split are zeros (and masked): their angles need no clamp.
-      const int pos0 = ks + t * LD_TK + (lane >> 2);
-      constexpr int KH = HALF / 16;
 #pragma unroll
       for (int j = 0; j < LD_TK / 8; j++)
 #pragma unroll
@@ -193,12 +217,14 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
           ldmatrix_x4(b[0], b[1], b[2], b[3], kp + HALF);
 #pragma unroll
           for (int m = 0; m < 4; m++) {
-            const float pos = (float)(pos0 + np * 16 + (m >> 1) * 8);  // list position of register m's key row
-            const int j = kk * 16 + (m & 1) * 8 + qd * 2;               // its first dimension (< HALF)
-            const float2 f = *reinterpret_cast<const float2*>(sInv + j);
             float2 c, sn;
-            ld_rope_cs(pos, f.x, &c.x, &sn.x);
-            ld_rope_cs(pos, f.y, &c.y, &sn.y);
+            if (kk < PRE) {
+              c = preC[kk][np * 4 + m];
+              sn = preS[kk][np * 4 + m];
+            } else {
+              ropeCs(t, kk, np, m, c, sn);
+            }
+            // rotated, then rounded to bf16 as the keys were
             const float2 x1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&a[m]));
             const float2 x2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&b[m]));
             a[m] = pack_bf16(x1.x * c.x - x2.x * sn.x, x1.y * c.y - x2.y * sn.y);
@@ -289,8 +315,9 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
 
 // One kernel per head size and key kind (compact: the rotation on the fragments).
 // At least 3 blocks per multiprocessor: what the plan's shared memory allows, so registers must too
-// (ptxas -v, d128 compact / d128 / d64 (both): sm_90 168 / 163 / 161, sm_80 163 / 139 / 133 registers, no spills;
-// most of it is the fused merge's batch of loads, the tile loop alone takes ~160 at d128 compact).
+// (ptxas -v, d128 compact / d128 / d64 (both): sm_90 168 / 163 / 161, sm_80 166 / 139 / 132, sm_86 and sm_89
+// 168 / 139 / 132 registers, no spills; at d128 compact the cos/sin computed before the wait (LD_PRE) take
+// what the tile loop leaves, elsewhere most of it is the fused merge's batch of loads).
 #define LIST_DECODE_KERNEL(NAME, D, COMPACT)                                                                     \
   extern "C" __global__ void __launch_bounds__(LD_WARPS * 32, 3)                                                 \
       NAME(bf16* out, int* counters, float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V,     \
