@@ -133,6 +133,11 @@ class ListKernelsPlanTest {
         () -> ListKernels.check(d128, 1, 100, 101, 32, false, null, null, null));
     assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 4, 100, 1, 32, false, null, null, null));
     assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 1, 32, true, null, null, null));
+    // compact keys need the tables (gather, CUDA cores) and their inverse frequencies (tensor-core decode)
+    jcuda.driver.CUdeviceptr ptr = new jcuda.driver.CUdeviceptr();
+    ListKernels.check(d128, 1, 100, 1, 32, true, ptr, ptr, ptr);
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 1, 32, true, ptr, ptr, null));
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 1, 32, true, null, ptr, ptr));
   }
 
   @ParameterizedTest
