@@ -3,7 +3,8 @@
 // Row i of n sees list entries [0, listLen - n + i + 1). Lists (nLists, listLen) int slots; perHead:
 // KV head g reads list g, else list 0. Keys: original positions read krope at the slot; compact
 // positions read kpre at the slot and rotate entry e at position e with the (positions, D/2) f32
-// cos/sin tables (rope_table). bias (slots, nKv) f32 or null is added to the scaled logit.
+// cos/sin tables (rope_table; list_decode computes its rows from the inverse frequencies instead).
+// bias (slots, nKv) f32 or null is added to the scaled logit.
 //   list_split_core:        CUDA cores, any power-of-two D in [8, 256], up to 8 heads per block.
 //   list_decode_d64 / d128: tensor cores, flash decoding over gathered rows (decode_attention.cu's
 //                           scheme with a per-row slot address), up to 16 heads per KV head.

@@ -79,9 +79,9 @@ final class GpuStreaming {
         // the query sits at the last list index, as the CPU's table.rotate(qr, 0, len - 1)
         env.k().rope(qList.ptr(), c.qPre(), c.qStride(), 1, heads, d, env.invFreq(), null, len - 1);
         lists.attend(c.out(), qList.ptr(), c.kv(), list.ptr(), 1, len, 1, heads, true, cos.ptr(), sin.ptr(),
-            env.scale());
+            env.invFreq(), env.scale());
       } else {
-        lists.attend(c.out(), c.q(), c.kv(), list.ptr(), 1, len, 1, heads, false, null, null, env.scale());
+        lists.attend(c.out(), c.q(), c.kv(), list.ptr(), 1, len, 1, heads, false, null, null, null, env.scale());
       }
       stats.decode(layer, (double) len * heads, c.pos0() + 1, heads);
     }

@@ -211,7 +211,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     stats.selectionNanos += System.nanoTime() - t0;
     lk.attend(out, q, c.kv(), list.ptr(), lists, listLen, m, heads, params.compact(),
         params.compact() ? ropeCos.ptr() : null,
-        params.compact() ? ropeSin.ptr() : null, env.scale());
+        params.compact() ? ropeSin.ptr() : null, params.compact() ? env.invFreq() : null, env.scale());
     record(layer, m, c.pos0() + row0 + m, end, listLen, decode);
   }
 

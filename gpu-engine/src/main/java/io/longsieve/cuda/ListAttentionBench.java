@@ -91,7 +91,7 @@ public final class ListAttentionBench {
             Runnable call = () -> {
               int i = cold.advance();
               lk.attend(out.ptr(), q.ptr(), cold.view(i), cold.lists(i), nLists, LIST, 1, heads, compact, cos.ptr(),
-                  sin.ptr(), scale);
+                  sin.ptr(), inv.ptr(), scale);
             };
             call.run();  // sizes the scratch
             double ms = b.medianMs(call, WARM_CALLS, 15, 20);
@@ -126,7 +126,7 @@ public final class ListAttentionBench {
               Runnable call = () -> {
                 int i = cold.advance();
                 lk.attend(out.ptr(), q.ptr(), cold.view(i), cold.lists(i), 1, LIST, 1, heads, compact, cos.ptr(),
-                    sin.ptr(), scale);
+                    sin.ptr(), inv.ptr(), scale);
               };
               call.run();
               double g = graphMs(b, call, 20, 15);
@@ -138,26 +138,12 @@ public final class ListAttentionBench {
             }
           }
           lk.chunkOverride(0);
-          // compact at the plan with the decode kernel copying the RoPE rows from the tables (the rows above compute
-          // them from invFreq): what the 8x re-read of the tables' rows over the KV heads costs
-          lk.computeRope(false);
-          Runnable tables = () -> {
-            int i = cold.advance();
-            lk.attend(out.ptr(), q.ptr(), cold.view(i), cold.lists(i), 1, LIST, 1, heads, true, cos.ptr(), sin.ptr(),
-                scale);
-          };
-          tables.run();
-          double gt = graphMs(b, tables, 20, 15);
-          lk.computeRope(true);
-          b.add(new Bench.Row("list", "list decode compact cold L=" + L + " in a CUDA graph, RoPE rows read from the "
-              + "tables", shape, gt, Double.NaN, listBytes / gt / 1e6, listBytes / gt / 1e6 / b.copyGbps(), Double.NaN));
         } catch (RuntimeException e) {  // e.g. ten layers of this context do not fit the device
           lk.chunkOverride(0);
-          lk.computeRope(true);
           b.log().println("  list: cold rows at L=" + L + " skipped: " + e);
         }
         // hot reference: one list over and over, its 11 MB of rows stay in L2 (what earlier runs reported)
-        Runnable hot = () -> lk.attend(out.ptr(), q.ptr(), v, lists.ptr(), 1, LIST, 1, heads, false, cos.ptr(), sin.ptr(),
+        Runnable hot = () -> lk.attend(out.ptr(), q.ptr(), v, lists.ptr(), 1, LIST, 1, heads, false, null, null, null,
             scale);
         hot.run();
         double hotMs = graphMs(b, hot, 20, 15);
@@ -177,7 +163,7 @@ public final class ListAttentionBench {
         int n = PREFILL_ROWS;
         double flops = 4.0 * heads * d * ((double) n * (LIST - n) + (double) n * (n + 1) / 2);
         Runnable sub = () -> lk.attend(out.ptr(), q.ptr(), v, lists.ptr(), 1, LIST, n, heads, true, cos.ptr(), sin.ptr(),
-            scale);
+            inv.ptr(), scale);
         sub.run();
         double ms = b.medianMs(sub, 2, 9);
         b.add(new Bench.Row("list", "list prefill " + n + " rows compact L=" + L, n + "x" + heads + "x" + d + " list " + LIST,

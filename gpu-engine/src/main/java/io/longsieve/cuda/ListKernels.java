@@ -8,11 +8,12 @@ import jcuda.driver.CUdeviceptr;
  *
  * <p>Failure semantics: shapes it does not take (head size not a power of two in [8, 256], more
  * than 16 query heads per KV head, n < 1 or n > listLen, nLists neither 1 nor nKv, compact without
- * RoPE tables) throw {@link IllegalArgumentException} before anything is launched. Work is queued on
- * the stream of the {@link Kernels} given at construction, with no synchronisation; the only
- * exception is scratch growth (the first call at a larger shape), which synchronises the context,
- * frees and allocates. Device pointers are not checked: a list slot outside the cache reads garbage.
- * Owns its growable scratch, so close it (not thread-safe: one instance per stream).
+ * RoPE tables or inverse frequencies) throw {@link IllegalArgumentException} before anything is
+ * launched. Work is queued on the stream of the {@link Kernels} given at construction, with no
+ * synchronisation; the only exception is scratch growth (the first call at a larger shape), which
+ * synchronises the context, frees and allocates. Device pointers are not checked: a list slot
+ * outside the cache reads garbage. Owns its growable scratch, so close it (not thread-safe: one
+ * instance per stream).
  *
  * <p>Paths ({@link #plan}): head sizes 64/128 run on tensor cores, a gathered flash-decoding kernel
  * for few rows (or any rows with a bias), and for many rows a gather of the list into a dense
@@ -38,7 +39,8 @@ public final class ListKernels implements AutoCloseable {
    * Shared memory one block of the tensor-core decode kernel may take (queries, staged offsets, tile
    * buffers): three blocks (the kernel's launch bound) then fit an H100/H200 multiprocessor's 228 KB with
    * their 1 KB reserve, and every plan fits the 99 KB of consumer GPUs. At d = 128 and a decode list's
-   * split: two tile buffers per warp for original keys, one for compact keys (their RoPE rows double a tile).
+   * split: two tile buffers per warp, for original and compact keys alike (compact keys add only their d / 2
+   * inverse frequencies: each lane computes the cos/sin it rotates with).
    */
   static final int TC_BLOCK_SMEM = 75 * 1024;
   /** The tensor-core decode kernels by [d == 128][compact]: no string building per call. */
@@ -70,10 +72,6 @@ public final class ListKernels implements AutoCloseable {
   private DeviceBuffer counters;            // (n, nKv) int on device, zero between launches (fused combine)
   private boolean fusedCombine = true;
   private int chunkOverride;                // tensor-core decode entries per split, 0: the plan's choice
-  // the last tables ropeTable wrote (these very CUdeviceptr objects) and their inverse frequencies (ropeHalf) f32
-  private CUdeviceptr ropeCos, ropeSin, ropeInvFreq;
-  private int ropeHalf;
-  private boolean computeRope = true;
 
   /** Launches through k.launcher(); scratch is allocated from ctx on demand. */
   public ListKernels(Kernels k, CudaContext ctx) {
@@ -91,23 +89,23 @@ public final class ListKernels implements AutoCloseable {
    *   nLists == kv.nKv(): KV head g (query heads g*group .. (g+1)*group-1) uses list g.
    * compact == false: K_e = kv.kRope() at slot lists[e] (keys rotated at their original positions); the caller rotated q
    *   at the rows' original positions.
-   * compact == true: K_e = kv.kPre() at slot lists[e] rotated at position e (RoPE by list index) using the tables
-   *   ropeCos/ropeSin (positions >= listLen, d/2) f32 from ropeTable; the caller rotated row i of q at listLen - n + i.
-   *   Where they are the very pointer objects of this instance's last ropeTable call, the tensor-core decode kernel
-   *   computes their rows from that call's invFreq instead of reading them (which must then still be alive; cos/sin
-   *   within ~1e-6 of the tables', see list_decode.cu ld_rope_cs).
+   * compact == true: K_e = kv.kPre() at slot lists[e] rotated at position e (RoPE by list index); the caller rotated
+   *   row i of q at listLen - n + i. ropeCos/ropeSin (positions >= listLen, d/2) f32 are ropeTable's tables of the
+   *   inverse frequencies invFreq (d/2) f32: the gather and CUDA-core paths read the tables, the tensor-core decode
+   *   kernel computes the rows it needs from invFreq (cos/sin within ~1e-6 of the tables', list_decode.cu
+   *   ld_rope_cs). All three are ignored for original keys (pass null).
    * kv.bias() != null: the logit of entry e for KV head g gets + bias[lists[e] * nKv + g] (after the scale).
    * Any power-of-two d in [8, 256]; group (nHeads / nKv) up to 16; n >= 1.
    */
   public void attend(CUdeviceptr out, CUdeviceptr q, Kernels.KvView kv, CUdeviceptr lists, int nLists, int listLen,
-                     int n, int nHeads, boolean compact, CUdeviceptr ropeCos, CUdeviceptr ropeSin, float scale) {
-    check(kv, nLists, listLen, n, nHeads, compact, ropeCos, ropeSin);
+                     int n, int nHeads, boolean compact, CUdeviceptr ropeCos, CUdeviceptr ropeSin, CUdeviceptr invFreq,
+                     float scale) {
+    check(kv, nLists, listLen, n, nHeads, compact, ropeCos, ropeSin, invFreq);
     int d = kv.headDim(), nKv = kv.nKv(), group = nHeads / nKv;
     int perHead = nLists == 1 ? 0 : 1;
     int isCompact = compact ? 1 : 0;
     CUdeviceptr keys = compact ? kv.kPre() : kv.kRope();
     Plan p = plan(n, listLen, d, group, nKv, kv.bias() != null, compact, k.smCount(), chunkOverride);
-    CUdeviceptr invFreq = compact ? ropeInvFreq(ropeCos, ropeSin, d) : null;
     if (p.path() == Path.GATHER_PREFILL) {
       int pages = (listLen + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE;
       long kvElems = (long) pages * nKv * Kernels.PAGE_SIZE * d;
@@ -128,7 +126,7 @@ public final class ListKernels implements AutoCloseable {
       CUdeviceptr count = fused ? counters(n * nKv) : null;
       l.launch(TC_KERNELS[d == 128 ? 1 : 0][isCompact], nKv, p.splits(), n, TC_WARPS * 32,
           tcSmem(d, p.chunk(), p.stages(), compact), out, count, o, ml, q, keys, kv.v(), kv.pageTable(), lists,
-          kv.bias(), ropeCos, ropeSin, invFreq, nHeads, nKv, kv.pageSize(), listLen, n, perHead, p.chunk(), p.stages(),
+          kv.bias(), compact ? invFreq : null, nHeads, nKv, kv.pageSize(), listLen, n, perHead, p.chunk(), p.stages(),
           scale);
       if (fused) return;  // the kernel's last block per (row, KV head) merged the splits
     } else {
@@ -146,24 +144,6 @@ public final class ListKernels implements AutoCloseable {
    */
   void fusedCombine(boolean on) {
     fusedCombine = on;
-  }
-
-  /**
-   * Whether the tensor-core decode kernel computes the RoPE rows of compact keys from the inverse frequencies
-   * of the tables (default) or copies them from the tables; the parity test and the bench run both.
-   */
-  void computeRope(boolean on) {
-    computeRope = on;
-  }
-
-  /**
-   * The inverse frequencies (d / 2) f32 ropeTable built these tables from, where they are the very pointer objects
-   * of its last call (identity: a DeviceBuffer hands out one object; a view at an offset is never mistaken for it);
-   * else null (the kernel reads the tables).
-   */
-  private CUdeviceptr ropeInvFreq(CUdeviceptr cos, CUdeviceptr sin, int d) {
-    boolean same = computeRope && cos != null && cos == ropeCos && sin == ropeSin && ropeHalf == d / 2;
-    return same ? ropeInvFreq : null;
   }
 
   /** The fused combine's arrival counters: grows (synchronising) and zeroes new memory. */
@@ -185,22 +165,17 @@ public final class ListKernels implements AutoCloseable {
 
   /**
    * cos, sin (positions, half) f32 = the RoPE angles model/Rope.angles gives at positions 0 .. positions-1
-   * (use rope_cs from common.cuh, so the values are bit-identical to the CPU's). invFreq (half) f32. Remembers the
-   * three pointers: {@link #attend} with these tables lets the decode kernel compute their rows from invFreq.
+   * (use rope_cs from common.cuh, so the values are bit-identical to the CPU's). invFreq (half) f32.
    */
   public void ropeTable(CUdeviceptr cos, CUdeviceptr sin, CUdeviceptr invFreq, int positions, int half) {
     if (positions < 0 || half < 1) throw new IllegalArgumentException("rope table of " + positions + " x " + half);
     long total = (long) positions * half;
-    ropeCos = cos;
-    ropeSin = sin;
-    ropeInvFreq = invFreq;
-    ropeHalf = half;
     if (total == 0) return;
     l.launch("rope_table", (int) Math.min(65535, (total + 255) / 256), 1, 1, 256, 0, cos, sin, invFreq, positions, half);
   }
 
   static void check(Kernels.KvView kv, int nLists, int listLen, int n, int nHeads, boolean compact,
-                    CUdeviceptr ropeCos, CUdeviceptr ropeSin) {
+                    CUdeviceptr ropeCos, CUdeviceptr ropeSin, CUdeviceptr invFreq) {
     int d = kv.headDim(), nKv = kv.nKv();
     if (Integer.bitCount(d) != 1 || d < 8 || d > 256) {
       throw new IllegalArgumentException("headDim " + d + " must be a power of two in [8, 256]");
@@ -213,8 +188,8 @@ public final class ListKernels implements AutoCloseable {
     if (nLists != 1 && nLists != nKv) {
       throw new IllegalArgumentException(nLists + " lists: one, or one per KV head (" + nKv + ")");
     }
-    if (compact && (ropeCos == null || ropeSin == null)) {
-      throw new IllegalArgumentException("compact positions need the RoPE tables");
+    if (compact && (ropeCos == null || ropeSin == null || invFreq == null)) {
+      throw new IllegalArgumentException("compact positions need the RoPE tables and their inverse frequencies");
     }
     if (Integer.bitCount(kv.pageSize()) != 1) {
       throw new IllegalArgumentException("page size " + kv.pageSize() + " must be a power of two");
@@ -279,19 +254,22 @@ public final class ListKernels implements AutoCloseable {
     return (int) Math.min(Integer.MAX_VALUE / 2, ((long) x + step - 1) / step * step);
   }
 
-  /** Shared memory of the tensor-core decode kernel: queries, staged offsets + biases, the warps' tile buffers. */
+  /**
+   * Shared memory of the tensor-core decode kernel: queries, for compact keys the inverse frequencies (d / 2) f32,
+   * staged offsets + biases, the warps' tile buffers.
+   */
   static int tcSmem(int d, int chunk, int stages, boolean compact) {
     int ld = d + 8;
-    return 16 * ld * 2 + chunk * (8 + 4) + stages * tcStageBytes(d, compact);
+    return 16 * ld * 2 + (compact ? d / 2 * 4 : 0) + chunk * (8 + 4) + stages * tcStageBytes(d);
   }
 
   /**
-   * One tile buffer of every warp of the tensor-core decode kernel: K and V (16, d + 8) bf16, and for compact
-   * keys the cos and sin rows (16, d / 2) f32. The warps' merge reuses the buffers: (warps, 16, d + 8) f32,
-   * which is what one buffer of K and V takes.
+   * One tile buffer of every warp of the tensor-core decode kernel: K and V (16, d + 8) bf16, compact keys or not
+   * (their RoPE is computed on the fragments). The warps' merge reuses the buffers: (warps, 16, d + 8) f32, which
+   * is what one buffer of K and V takes.
    */
-  static int tcStageBytes(int d, boolean compact) {
-    return TC_WARPS * (2 * TC_TILE * (d + 8) * 2 + (compact ? 2 * TC_TILE * (d / 2) * 4 : 0));
+  static int tcStageBytes(int d) {
+    return TC_WARPS * 2 * TC_TILE * (d + 8) * 2;
   }
 
   /**
@@ -299,7 +277,7 @@ public final class ListKernels implements AutoCloseable {
    * leaves room for, at most {@link #TC_MAX_STAGES} and the warp's tiles, at least one.
    */
   static int tcStages(int d, boolean compact, int chunk) {
-    int room = (TC_BLOCK_SMEM - tcSmem(d, chunk, 0, compact)) / tcStageBytes(d, compact);
+    int room = (TC_BLOCK_SMEM - tcSmem(d, chunk, 0, compact)) / tcStageBytes(d);
     return Math.max(1, Math.min(Math.min(TC_MAX_STAGES, chunk / (TC_TILE * TC_WARPS)), room));
   }
 

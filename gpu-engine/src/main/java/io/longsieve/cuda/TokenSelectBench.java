@@ -119,7 +119,8 @@ public final class TokenSelectBench {
               L, true);
         };
         Runnable attend = () -> {  // the query was rotated by the front
-          lk.attend(out.ptr(), qRot.ptr(), v, lists.ptr(), 1, listLen, 1, heads, true, cos.ptr(), sin.ptr(), scale);
+          lk.attend(out.ptr(), qRot.ptr(), v, lists.ptr(), 1, listLen, 1, heads, true, cos.ptr(), sin.ptr(),
+              invFreq.ptr(), scale);
         };
         Runnable hitStep = () -> {  // a front (a miss) stored this fingerprint: scoring and top-k return at once
           frontStep.accept(true);
@@ -192,7 +193,7 @@ public final class TokenSelectBench {
             Runnable coldAttend = () -> {
               int i = cold.advance();
               lk.attend(out.ptr(), qRot.ptr(), cold.view(i), cold.lists(i), 1, listLen, 1, heads, true, cos.ptr(),
-                  sin.ptr(), scale);
+                  sin.ptr(), invFreq.ptr(), scale);
             };
             coldAttend.run();  // sizes the scratch (a graph capture must not allocate)
             msList = b.medianMs(coldAttend, 3, 15, 20);

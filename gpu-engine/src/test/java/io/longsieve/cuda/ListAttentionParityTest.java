@@ -109,19 +109,13 @@ class ListAttentionParityTest extends GpuTest {
       // the tensor-core decode kernel merges its splits itself, or leaves it to attn_combine: both must agree;
       // the fused one runs twice (its arrival counters must be back at zero after a call)
       boolean[] fused = path == ListKernels.Path.TC_DECODE ? new boolean[] {true, true, false} : new boolean[] {true};
-      // compact keys on the decode kernel: RoPE rows computed from invFreq (default), and copied from the tables
-      boolean[] computed = path == ListKernels.Path.TC_DECODE && compact ? new boolean[] {true, false}
-                                                                         : new boolean[] {true};
-      for (boolean c : computed) {
-        lk.computeRope(c);
-        for (boolean f : fused) {
-          lk.fusedCombine(f);
-          DeviceBuffer out = gpu.poisoned((long) n * heads * d * 2, true);
-          lk.attend(out.ptr(), qDev.ptr(), s.view(), listDev.ptr(), nLists, listLen, n, heads, compact, cos.ptr(),
-              sin.ptr(), scale);
-          assertClose(gpu.readBf16(out, n * heads * d), ref, TOL,
-              path + (f ? " fused" : "") + (compact ? (c ? " computed RoPE" : " RoPE tables") : "") + " list attention");
-        }
+      for (boolean f : fused) {
+        lk.fusedCombine(f);
+        DeviceBuffer out = gpu.poisoned((long) n * heads * d * 2, true);
+        lk.attend(out.ptr(), qDev.ptr(), s.view(), listDev.ptr(), nLists, listLen, n, heads, compact, cos.ptr(),
+            sin.ptr(), s.invFreq().ptr(), scale);
+        assertClose(gpu.readBf16(out, n * heads * d), ref, TOL,
+            path + (f ? " fused" : "") + (compact ? " compact" : "") + " list attention");
       }
     }
   }
@@ -140,7 +134,8 @@ class ListAttentionParityTest extends GpuTest {
     DeviceBuffer dense = gpu.poisoned((long) n * heads * d * 2, true), list = gpu.poisoned((long) n * heads * d * 2, true);
     try (ListKernels lk = new ListKernels(gpu.k, gpu.ctx); Kernels.Workspace ws = new Kernels.Workspace(gpu.ctx)) {
       gpu.k.attention(dense.ptr(), qDev.ptr(), s.view(), n, heads, slots - n, 0, scale, ws);
-      lk.attend(list.ptr(), qDev.ptr(), s.view(), gpu.ints(all).ptr(), 1, slots, n, heads, false, null, null, scale);
+      lk.attend(list.ptr(), qDev.ptr(), s.view(), gpu.ints(all).ptr(), 1, slots, n, heads, false, null, null, null,
+          scale);
       assertClose(gpu.readBf16(list, n * heads * d), gpu.readBf16(dense, n * heads * d), TOL, "list of every slot");
     }
   }

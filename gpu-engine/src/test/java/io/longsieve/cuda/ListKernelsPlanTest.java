@@ -36,7 +36,7 @@ class ListKernelsPlanTest {
       assertTrue(p.stages() >= 1 && p.stages() <= ListKernels.TC_MAX_STAGES, "tile buffers " + p);
       assertTrue(p.stages() <= p.chunk() / 64, "no buffer without a tile: " + p);
       // the warps' merge reuses the tile buffers ((warps, 16, d + 8) f32) and the offsets' space ((warps, 16, 2) f32)
-      assertTrue(ListKernels.TC_WARPS * 16 * (d + 8) * 4 <= p.stages() * ListKernels.tcStageBytes(d, compact),
+      assertTrue(ListKernels.TC_WARPS * 16 * (d + 8) * 4 <= p.stages() * ListKernels.tcStageBytes(d),
           "merge fits the tile buffers");
       assertTrue(ListKernels.TC_WARPS * 16 * 2 * 4 <= p.chunk() * 8, "max and sum fit the offsets");
     } else {
@@ -70,9 +70,21 @@ class ListKernelsPlanTest {
     assertTrue(3 * (ListKernels.tcSmem(128, p.chunk(), p.stages(), compact) + 1024) <= 228 * 1024, "three fit: " + p);
     // ... and every warp's tiles in its buffers: all loads of the list go out in one round
     assertEquals(p.chunk(), 64 * p.stages(), "one round of loads: " + p);
-    // original keys: two buffers per warp (21 splits of 128); compact keys carry their RoPE rows: one (42 of 64)
-    assertEquals(compact ? 1 : 2, p.stages(), "buffers per warp");
-    assertEquals(compact ? 42 : 21, p.splits(), "splits");
+    // two buffers per warp, 21 splits of 128, compact keys as original ones (their RoPE needs no buffer)
+    assertEquals(2, p.stages(), "buffers per warp");
+    assertEquals(21, p.splits(), "splits");
+  }
+
+  @ParameterizedTest(name = "n={0} list={1} d={2} group={3} nKv={4} bias={5} override={6}")
+  @CsvSource({"1, 2688, 128, 4, 8, false, 0", "1, 2688, 64, 4, 8, false, 0", "8, 2688, 128, 4, 8, true, 0",
+      "1, 131072, 128, 16, 1, false, 0", "3, 700, 64, 8, 4, true, 0", "1, 60000, 128, 8, 1, false, 0",
+      "1, 2688, 128, 4, 8, false, 64", "1, 2688, 128, 4, 8, false, 192", "1, 2688, 128, 4, 8, false, 256",
+      "1, 5000, 64, 4, 8, false, 5000", "1, 5000, 128, 4, 8, false, 5000"})
+  void compactKeysTakeTheOriginalPlan(int n, int listLen, int d, int group, int nKv, boolean bias, int override) {
+    // the compact kernel's only extra shared memory is its d / 2 inverse frequencies: never a buffer less
+    assertEquals(ListKernels.plan(n, listLen, d, group, nKv, bias, false, 132, override),
+        ListKernels.plan(n, listLen, d, group, nKv, bias, true, 132, override));
+    assertEquals(ListKernels.tcSmem(d, 128, 2, false) + d / 2 * 4, ListKernels.tcSmem(d, 128, 2, true));
   }
 
   @Test
@@ -95,10 +107,10 @@ class ListKernelsPlanTest {
     assertEquals(2, p.stages());
     ListKernels.Plan c = ListKernels.plan(1, 2688, 128, 4, 8, false, true, 132, 192);
     assertEquals(192, c.chunk());
-    assertEquals(1, c.stages(), "compact d = 128: one buffer per warp whatever the split");
+    assertEquals(2, c.stages(), "d = 128: two buffers per warp at most (75 KB), three tiles through them");
     assertEquals(ListKernels.tcChunkMax(64, false), ListKernels.plan(1, 5000, 64, 4, 8, false, false, 132, 5000).chunk(),
         "capped");
-    assertEquals(384, ListKernels.tcChunkMax(128, true), "compact d = 128: offsets + one buffer per warp fit 75 KB");
+    assertEquals(ListKernels.TC_CHUNK_MAX, ListKernels.tcChunkMax(128, true), "compact d = 128: offsets fit 75 KB");
     assertEquals(64, ListKernels.plan(1, 10, 64, 4, 8, false, false, 132, 0).chunk(), "never past the list");
     assertEquals(3, ListKernels.tcStages(64, false, 192));
     assertEquals(2, ListKernels.tcStages(64, true, 128));
@@ -108,17 +120,24 @@ class ListKernelsPlanTest {
   @Test
   void rejectsShapesItDoesNotTake() {
     Kernels.KvView d128 = view(8, 128), d48 = view(8, 48), d512 = view(8, 512), d4 = view(1, 4);
-    ListKernels.check(d128, 1, 2688, 1, 32, false, null, null);
-    ListKernels.check(d128, 8, 2688, 2688, 128, false, null, null);
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d48, 1, 100, 1, 32, false, null, null));
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d512, 1, 100, 1, 32, false, null, null));
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d4, 1, 100, 1, 4, false, null, null));
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 1, 136, false, null, null));
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 1, 30, false, null, null));
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 0, 32, false, null, null));
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 101, 32, false, null, null));
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 4, 100, 1, 32, false, null, null));
-    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 1, 32, true, null, null));
+    ListKernels.check(d128, 1, 2688, 1, 32, false, null, null, null);
+    ListKernels.check(d128, 8, 2688, 2688, 128, false, null, null, null);
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d48, 1, 100, 1, 32, false, null, null, null));
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d512, 1, 100, 1, 32, false, null, null, null));
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d4, 1, 100, 1, 4, false, null, null, null));
+    assertThrows(IllegalArgumentException.class,
+        () -> ListKernels.check(d128, 1, 100, 1, 136, false, null, null, null));
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 1, 30, false, null, null, null));
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 0, 32, false, null, null, null));
+    assertThrows(IllegalArgumentException.class,
+        () -> ListKernels.check(d128, 1, 100, 101, 32, false, null, null, null));
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 4, 100, 1, 32, false, null, null, null));
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 1, 32, true, null, null, null));
+    // compact keys need the tables (gather, CUDA cores) and their inverse frequencies (tensor-core decode)
+    jcuda.driver.CUdeviceptr ptr = new jcuda.driver.CUdeviceptr();
+    ListKernels.check(d128, 1, 100, 1, 32, true, ptr, ptr, ptr);
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 1, 32, true, ptr, ptr, null));
+    assertThrows(IllegalArgumentException.class, () -> ListKernels.check(d128, 1, 100, 1, 32, true, null, ptr, ptr));
   }
 
   @ParameterizedTest
