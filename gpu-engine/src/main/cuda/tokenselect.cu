@@ -156,9 +156,9 @@ extern "C" __global__ void ts_cache_check(int* __restrict__ hit, unsigned long l
 // One block of TSF_THREADS threads.
 // Latency, not work: the whole front is ~4K elements, but it sits on every decode step's critical
 // path once per layer. So a thread issues the loads of TSF_BATCH of its elements together (one L2
-// round trip per batch, not one per element) and writes the three outputs of an element from the
-// same registers (qPre is read once).
-#define TSF_THREADS 256
+// round trip per batch, not one per element; Llama-3.1-8B's 4096 elements are one batch of the block)
+// and writes the three outputs of an element from the same registers (qPre is read once).
+#define TSF_THREADS 512
 #define TSF_BATCH 8
 extern "C" __global__ void __launch_bounds__(TSF_THREADS)
     ts_decode_front(float* __restrict__ qf, int* __restrict__ hit, unsigned long long* __restrict__ hits,

@@ -85,10 +85,15 @@ final class SelectKernels {
    */
   void cacheCheck(CUdeviceptr hit, CUdeviceptr hits, CUdeviceptr cachedQf, CUdeviceptr qf, int n, boolean possible,
                   boolean store, double threshold) {
-    l.launch("ts_cache_check", 1, 1, 1, 256, 0, hit, hits, cachedQf, qf, n, possible ? 1 : 0, store ? 1 : 0, threshold);
+    l.launch("ts_cache_check", 1, 1, 1, FRONT_THREADS, 0, hit, hits, cachedQf, qf, n, possible ? 1 : 0, store ? 1 : 0,
+        threshold);
   }
 
-  static final int FRONT_THREADS = 256;  // TSF_THREADS in tokenselect.cu (the cache check's reduction order)
+  /**
+   * TSF_THREADS in tokenselect.cu: the block of ts_decode_front and of ts_cache_check, whose reductions then sum
+   * the same elements in the same order (the decode and the multi-row paths decide alike).
+   */
+  static final int FRONT_THREADS = 512;
 
   /**
    * One decode row in ONE launch (ts_decode_front): {@link #fingerprint} with m = 1 (qPre: heads * d

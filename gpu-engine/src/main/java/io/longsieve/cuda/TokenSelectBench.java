@@ -157,6 +157,27 @@ public final class TokenSelectBench {
         b.add(new Bench.Row("tokenselect", "score kernel int4 keys L=" + L, shape, msKernel4, Double.NaN,
             (qBytes + logitBytes) / msKernel4 / 1e6, (qBytes + logitBytes) / msKernel4 / 1e6 / b.copyGbps(),
             Double.NaN));
+        // the plan's one wave of about four blocks per SM against two and four waves of smaller splits (each
+        // block's prologue then overlaps other blocks' streaming; the vote merges more splits)
+        for (int waves : new int[] {2, 4}) {
+          SelectKernels.ScorePlan pw = SelectKernels.scorePlan(cands, nKv, waves * k.smCount());
+          double full = b.medianMs(() -> sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), v, qf.ptr(), heads, SINKS,
+              cands, pw, false, 1f), 3, 15, 20);
+          double int4 = b.medianMs(() -> sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq.ptr(), ks.ptr(),
+              qf.ptr(), heads, nKv, d, SINKS, cands, pw, false, 1f), 3, 15, 20);
+          double vote = b.medianMs(() -> sk.votes(votes.ptr(), histScratch.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(),
+              heads, nKv, cands, pw.splits(), false, false), 3, 15, 20);
+          String sweep = shape + ", " + pw.splits() + " splits of " + pw.chunk() + " (plan: " + p.splits() + ")";
+          b.add(new Bench.Row("tokenselect", "score kernel full keys, " + waves + " waves L=" + L, sweep, full,
+              Double.NaN, (keyBytes + logitBytes) / full / 1e6, (keyBytes + logitBytes) / full / 1e6 / b.copyGbps(),
+              Double.NaN));
+          b.add(new Bench.Row("tokenselect", "score kernel int4 keys, " + waves + " waves L=" + L, sweep, int4,
+              Double.NaN, (qBytes + logitBytes) / int4 / 1e6, (qBytes + logitBytes) / int4 / 1e6 / b.copyGbps(),
+              Double.NaN));
+          b.add(new Bench.Row("tokenselect", "votes, " + waves + " waves of scoring splits L=" + L, sweep, vote,
+              Double.NaN, Double.NaN, Double.NaN, Double.NaN));
+        }
+        scoreFull.run();  // the plan's logits and statistics again for the rows below (the top-k's input)
         Runnable votesAlone = () -> sk.votes(votes.ptr(), histScratch.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(),
             heads, nKv, cands, p.splits(), false, false);
         double msVotes = b.medianMs(votesAlone, 3, 15, 20);
