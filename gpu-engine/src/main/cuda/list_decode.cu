@@ -266,49 +266,12 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
   __syncthreads();
   if (!isLast) return;
   __threadfence();
-  // (head r, split sp) of this KV head's partials sits at first + r * splits + sp. A thread per
-  // (head, four dims), no block-wide step: it loads LD_MERGE splits' (max, sum) and outputs at once
-  // (one L2 round trip per batch, not one per split) and rescales online from batch to batch.
+  // (head r, split sp) of this KV head's partials sits at first + r * splits + sp; a thread per (head, four dims)
   const size_t first = ((size_t)row * nHeads + kvh * G) * splits;
   for (int idx = tid; idx < G * D / 4; idx += LD_WARPS * 32) {
     const int r = idx / (D / 4), d = (idx % (D / 4)) * 4;
-    const float2* ml = reinterpret_cast<const float2*>(partML) + first + (size_t)r * splits;
-    const float* po = partO + (first + (size_t)r * splits) * D + d;
-    float M = -INFINITY, L = 0.f;  // natural-log max so far, and the sum rescaled to it
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int sp0 = 0; sp0 < splits; sp0 += LD_MERGE) {
-      float2 m[LD_MERGE];
-      float4 v[LD_MERGE];
-#pragma unroll
-      for (int u = 0; u < LD_MERGE; u++) {
-        const int sp = sp0 + u;
-        m[u] = sp < splits ? __ldcg(ml + sp) : make_float2(-INFINITY, 0.f);
-        v[u] = sp < splits ? __ldcg(reinterpret_cast<const float4*>(po + (size_t)sp * D)) : make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-      float Mn = M;
-#pragma unroll
-      for (int u = 0; u < LD_MERGE; u++) Mn = fmaxf(Mn, m[u].x);
-      if (Mn == -INFINITY) continue;  // only empty splits so far
-      const float a = M == -INFINITY ? 0.f : __expf(M - Mn);
-      acc.x *= a;
-      acc.y *= a;
-      acc.z *= a;
-      acc.w *= a;
-      L *= a;
-#pragma unroll
-      for (int u = 0; u < LD_MERGE; u++) {
-        const float w = m[u].x == -INFINITY ? 0.f : __expf(m[u].x - Mn);  // empty splits weigh 0
-        acc.x = fmaf(w, v[u].x, acc.x);
-        acc.y = fmaf(w, v[u].y, acc.y);
-        acc.z = fmaf(w, v[u].z, acc.z);
-        acc.w = fmaf(w, v[u].w, acc.w);
-        L = fmaf(w, m[u].y, L);
-      }
-      M = Mn;
-    }
-    const float inv = L > 0.f ? 1.f / L : 0.f;
-    *reinterpret_cast<uint2*>(out + ((size_t)row * nHeads + kvh * G + r) * D + d) =
-        make_uint2(pack_bf16(acc.x * inv, acc.y * inv), pack_bf16(acc.z * inv, acc.w * inv));
+    merge_splits4<LD_MERGE>(out + ((size_t)row * nHeads + kvh * G + r) * D, partO, partML, first + (size_t)r * splits,
+                            splits, D, d);
   }
   if (tid == 0) counters[(size_t)row * nKv + kvh] = 0;  // ready for the next launch
 }

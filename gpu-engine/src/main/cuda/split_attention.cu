@@ -129,25 +129,19 @@ extern "C" __global__ void __launch_bounds__(AS_THREADS)
   attn_split_body<8>(partO, partML, Q, K, V, pageTable, nHeads, nKv, D, pageSize, before, window, chunk, scale, bias);
 }
 
-// out (rows, nHeads, D) bf16 = merge of the splits' partial outputs. Grid (nHeads, rows), block D.
-extern "C" __global__ void attn_combine(bf16* __restrict__ out, const float* __restrict__ partO,
-                                        const float* __restrict__ partML, int nHeads, int splits, int D) {
-  const int h = blockIdx.x, row = blockIdx.y;
-  const size_t base = ((size_t)row * nHeads + h) * splits;
-  float m = -INFINITY;
-  for (int s = 0; s < splits; s++) m = fmaxf(m, partML[(base + s) * 2]);
-  float l = 0.f;
-  for (int s = 0; s < splits; s++) {
-    float ms = partML[(base + s) * 2];
-    if (ms != -INFINITY) l += partML[(base + s) * 2 + 1] * __expf(ms - m);
-  }
-  float inv = l > 0.f ? 1.f / l : 0.f;
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float acc = 0.f;
-    for (int s = 0; s < splits; s++) {
-      float ms = partML[(base + s) * 2];
-      if (ms != -INFINITY) acc += partO[(base + s) * D + d] * __expf(ms - m);
-    }
-    out[((size_t)row * nHeads + h) * D + d] = f2bf(acc * inv);
-  }
+// out (rows, nHeads, D) bf16 = merge of the splits' partial outputs (merge_splits4, attn_tile.cuh): a thread
+// per (head, four dims) of a row, grid (ceil(nHeads * D / 4 / AC_THREADS), rows), AC_THREADS threads. Latency:
+// AC_BATCH splits' loads in flight per round trip (flash decoding at 128K has 66 splits per head: 3 round
+// trips, where a thread per dim looping over the splits one by one took ~18 us).
+#define AC_THREADS 128  // Kernels.COMBINE_THREADS
+#define AC_BATCH 24
+extern "C" __global__ void __launch_bounds__(AC_THREADS) attn_combine(bf16* __restrict__ out,
+                                                                      const float* __restrict__ partO,
+                                                                      const float* __restrict__ partML, int nHeads,
+                                                                      int splits, int D) {
+  const int quads = D / 4, idx = blockIdx.x * AC_THREADS + threadIdx.x, row = blockIdx.y;
+  if (idx >= nHeads * quads) return;
+  const int h = idx / quads, d = (idx % quads) * 4;
+  const size_t head = (size_t)row * nHeads + h;
+  merge_splits4<AC_BATCH>(out + head * D, partO, partML, head * splits, splits, D, d);
 }

@@ -135,7 +135,20 @@ public final class Kernels {
     int smem = (16 + 4 * 2 * 2 * 32) * (d + 8) * 2;
     l.launch(d == 64 ? "flash_decode_d64" : "flash_decode_d128", kv.nKv(), p.splits(), n, 128, smem, o, ml, q, kv.kRope(),
         kv.v(), kv.pageTable(), nHeads, kv.nKv(), before, window, p.chunk(), scale, kv.bias());
-    l.launch("attn_combine", nHeads, n, 1, Math.max(32, Math.min(d, 256)), 0, out, o, ml, nHeads, p.splits(), d);
+    combine(out, o, ml, n, nHeads, p.splits(), d);
+  }
+
+  /** Threads of attn_combine's blocks (AC_THREADS in split_attention.cu): one per (head, four dims) of a row. */
+  static final int COMBINE_THREADS = 128;
+
+  /**
+   * out (n, nHeads, d) bf16 = the merge of the splits' partials partO (n, nHeads, splits, d) f32 and partMl
+   * (n, nHeads, splits, 2) f32 (max, sum) that the split kernels wrote (attn_combine).
+   */
+  void combine(CUdeviceptr out, CUdeviceptr partO, CUdeviceptr partMl, int n, int nHeads, int splits, int d) {
+    if (d % 4 != 0) throw new IllegalArgumentException("the split merge takes head dims that are multiples of 4, not " + d);
+    l.launch("attn_combine", (nHeads * (d / 4) + COMBINE_THREADS - 1) / COMBINE_THREADS, n, 1, COMBINE_THREADS, 0, out,
+        partO, partMl, nHeads, splits, d);
   }
 
   /** Splits for flash decoding: about four blocks per multiprocessor (one is resident at a time). */
@@ -172,7 +185,7 @@ public final class Kernels {
     int smem = (g * p.chunk() + SPLIT_THREADS * 8) * 4;
     l.launch(g <= 4 ? "attn_split_g4" : "attn_split_g8", kv.nKv(), p.splits(), n, SPLIT_THREADS, smem, o, ml, q, kv.kRope(), kv.v(), kv.pageTable(),
         nHeads, kv.nKv(), d, kv.pageSize(), before, window, p.chunk(), scale, kv.bias());
-    l.launch("attn_combine", nHeads, n, 1, Math.max(32, Math.min(d, 256)), 0, out, o, ml, nHeads, p.splits(), d);
+    combine(out, o, ml, n, nHeads, p.splits(), d);
   }
 
   /** Keys per split and split count: about two blocks per multiprocessor, at most 40 KB of scores. */

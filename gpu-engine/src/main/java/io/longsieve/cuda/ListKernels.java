@@ -135,7 +135,7 @@ public final class ListKernels implements AutoCloseable {
           ropeCos, ropeSin, nHeads, nKv, d, kv.pageSize(), listLen, n, perHead, isCompact, p.headBlocks(), p.chunk(),
           scale);
     }
-    l.launch("attn_combine", nHeads, n, 1, Math.max(32, Math.min(d, 256)), 0, out, o, ml, nHeads, p.splits(), d);
+    k.combine(out, o, ml, n, nHeads, p.splits(), d);
   }
 
   /**

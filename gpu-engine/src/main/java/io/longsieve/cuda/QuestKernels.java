@@ -16,16 +16,21 @@ final class QuestKernels {
   static final int MAX_CHUNK = 2048;   // list entries per attention block (shared memory: chunk floats + offsets)
   static final int MAX_GROUP = 16;     // QS_MAXG: query heads per KV head the score kernel takes
 
+  private final Kernels k;
   private final Launcher l;
   private final int smCount;
 
   QuestKernels(Kernels k) {
+    this.k = k;
     this.l = k.launcher();
     this.smCount = k.smCount();
   }
 
   static void checkHeadDim(int d) {
-    if (d < 2 || d % 2 != 0 || d > 256) throw new IllegalArgumentException("head dim " + d + " must be even and <= 256");
+    // a multiple of 4: the split merge (attn_combine) takes each head row four dimensions at a time
+    if (d < 4 || d % 4 != 0 || d > 256) {
+      throw new IllegalArgumentException("head dim " + d + " must be a multiple of 4 and <= 256");
+    }
   }
 
   /** mn, mx (pages, nKv * d) bf16 = element-wise min/max of kv.kRope over the slots of Quest pages [p0, p1). */
@@ -92,7 +97,7 @@ final class QuestKernels {
     l.launch("quest_attend", nHeads, plan.splits(), 1, 128, smem, part, ml, qPre, invFreq, pos, kv.kRope(), kv.v(),
         kv.pageTable(), kv.bias(), chosen, nHeads, kv.nKv(), d, kv.pageSize(), qpage, pick, full, tail, plan.chunk(),
         scale);
-    l.launch("attn_combine", nHeads, 1, 1, Math.max(32, Math.min(d, 256)), 0, out, part, ml, nHeads, plan.splits(), d);
+    k.combine(out, part, ml, 1, nHeads, plan.splits(), d);
   }
 
   /** list (sinks + recent) int = 0 .. sinks - 1, then n - recent .. n - 1 (StreamingLLM's window). */

@@ -49,8 +49,9 @@ class QuestPlanTest {
   }
 
   @Test
-  void oddHeadDimsAreRefused() {
+  void headDimsOffTheMergesFourWideStepsAreRefused() {
     assertThrows(IllegalArgumentException.class, () -> QuestKernels.checkHeadDim(7));
+    assertThrows(IllegalArgumentException.class, () -> QuestKernels.checkHeadDim(6));
     assertThrows(IllegalArgumentException.class, () -> QuestKernels.checkHeadDim(512));
     QuestKernels.checkHeadDim(16);
   }
