@@ -117,6 +117,22 @@ public final class CudaContext implements AutoCloseable {
     }
   }
 
+  /**
+   * b when it holds bytes, else a new buffer with an eighth more room (what grows a little every decode step, as
+   * the context does, then reallocates once per many steps, not once per step: a reallocation waits for the
+   * device to drain, so each one leaves the GPU idle while the host refills the stream). b, when replaced, is
+   * freed after the context's queued work, which may still read it. Throws IllegalStateException (b already
+   * freed) when the budget cannot hold the new buffer.
+   */
+  public DeviceBuffer grow(DeviceBuffer b, long bytes, String what) {
+    if (b != null && b.bytes() >= bytes) return b;
+    if (b != null) {
+      synchronize();
+      b.close();
+    }
+    return alloc(Math.max(16, bytes + bytes / 8), what);
+  }
+
   synchronized void released(long bytes) {
     used -= bytes;
   }

@@ -94,13 +94,13 @@ final class GpuQuest implements GpuParts.Decode {
       return;
     }
     updateBounds(layer, c.kv(), full);
-    score = grow(score, (long) heads * full * 4, "Quest page scores");
+    score = env.ctx().grow(score, (long) heads * full * 4, "Quest page scores");
     qk.scores(score.ptr(), c.qPre(), env.invFreq(), c.pos0(), minK[layer].ptr(), maxK[layer].ptr(), heads, kvHeads, d,
         full);
     qk.topk(chosen.ptr(), score.ptr(), heads, full, pick);
     int tail = n - full * page, len = pick * page + tail;
     QuestKernels.Plan plan = qk.plan(len, heads);
-    part = grow(part, plan.partialFloats(heads, d) * 4, "Quest attention partials");
+    part = env.ctx().grow(part, plan.partialFloats(heads, d) * 4, "Quest attention partials");
     qk.attend(c.out(), part.ptr(), plan, c.qPre(), env.invFreq(), c.pos0(), c.kv(), chosen.ptr(), heads, page, pick,
         full, tail, env.scale());
     stats.decode(layer, (double) len * heads, c.pos0() + 1, heads);
@@ -125,15 +125,6 @@ final class GpuQuest implements GpuParts.Decode {
     if (bounded[layer] > full) bounded[layer] = 0;  // the cache shrank without a reset: recompute
     qk.bounds(minK[layer].ptr(), maxK[layer].ptr(), kv, page, bounded[layer], full);
     bounded[layer] = full;
-  }
-
-  private DeviceBuffer grow(DeviceBuffer b, long bytes, String what) {
-    if (b != null && b.bytes() >= bytes) return b;
-    if (b != null) {
-      env.ctx().synchronize();
-      b.close();
-    }
-    return env.ctx().alloc(bytes + bytes / 8, what);
   }
 
   @Override

@@ -156,8 +156,8 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     long bytes = (long) total * kvHeads * (d / 2);
     if (kq[layer] == null || kq[layer].bytes() < bytes) {
       int cap = (int) Math.min(Integer.MAX_VALUE, ((long) total * 5 / 4 + 63) / 64 * 64);
-      kq[layer] = grow(kq[layer], (long) cap * kvHeads * (d / 2), "TokenSelect int4 keys");
-      ks[layer] = grow(ks[layer], (long) cap * kvHeads * 4, "TokenSelect int4 scales");
+      kq[layer] = env.ctx().grow(kq[layer], (long) cap * kvHeads * (d / 2), "TokenSelect int4 keys");
+      ks[layer] = env.ctx().grow(ks[layer], (long) cap * kvHeads * 4, "TokenSelect int4 scales");
       indexed[layer] = 0;
     }
     sk.quantise(kq[layer].ptr(), ks[layer].ptr(), c.kv(), indexed[layer], total - indexed[layer]);
@@ -193,17 +193,17 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       possible = cachedCount[layer] == count && cachedTop[layer] != null;
       if (!possible) {
         int room = Math.max(count, params.kFrac() > 0 ? count * 5 / 4 : params.k());
-        cachedTop[layer] = grow(cachedTop[layer], (long) lists * room * 4, "TokenSelect cached top-k");
+        cachedTop[layer] = env.ctx().grow(cachedTop[layer], (long) lists * room * 4, "TokenSelect cached top-k");
       }
       cachedCount[layer] = count; // a miss stores this count's top-k, a hit had it already
       topPtr = cachedTop[layer].ptr();
     } else {
       // the hit flag stays 0 from construction: only the cache-on path ever sets it
-      top = grow(top, (long) lists * count * 4, "TokenSelect top-k");
+      top = env.ctx().grow(top, (long) lists * count * 4, "TokenSelect top-k");
       topPtr = top.ptr();
     }
     CUdeviceptr q = front(c, layer, row0, m, listLen, possible);
-    list = grow(list, (long) lists * listLen * 4, "TokenSelect lists");
+    list = env.ctx().grow(list, (long) lists * listLen * 4, "TokenSelect lists");
     if (count > 0) selectTop(c, topPtr, cands, count, local, end);
     else sk.topKLists(topPtr, list.ptr(), null, hit.ptr(), topWs.ptr(), null, lists, cands, 0, params.sinks(), local,
         end, false); // lists
@@ -222,9 +222,9 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
    */
   private void selectTop(LayerCall c, CUdeviceptr topPtr, int cands, int count, int local, int end) {
     SelectKernels.ScorePlan p = sk.plan(cands, kvHeads);
-    logits = grow(logits, (long) heads * cands * 4, "TokenSelect logits");
-    partMl = grow(partMl, (long) heads * p.splits() * 2 * 4, "TokenSelect softmax partials");
-    votes = grow(votes, (long) lists * cands * 4, "TokenSelect votes");
+    logits = env.ctx().grow(logits, (long) heads * cands * 4, "TokenSelect logits");
+    partMl = env.ctx().grow(partMl, (long) heads * p.splits() * 2 * 4, "TokenSelect softmax partials");
+    votes = env.ctx().grow(votes, (long) lists * cands * 4, "TokenSelect votes");
     if (params.int4()) {
       sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq[c.layer()].ptr(), ks[c.layer()].ptr(), qf.ptr(), heads,
           kvHeads, d, params.sinks(), cands, p, params.gqaMod(), voteScale);
@@ -240,11 +240,11 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     CUdeviceptr vals = votes.ptr();
     int n = cands;
     if (params.pool() > 1) {
-      pooled = grow(pooled, (long) lists * cands * 4, "TokenSelect pooled votes");
+      pooled = env.ctx().grow(pooled, (long) lists * cands * 4, "TokenSelect pooled votes");
       n = sk.maxPool(pooled.ptr(), votes.ptr(), hit.ptr(), lists, cands, params.pool());
       vals = pooled.ptr();
     }
-    cand = grow(cand, SelectKernels.topKCandidateBytes(lists, n), "TokenSelect top-k candidates");
+    cand = env.ctx().grow(cand, SelectKernels.topKCandidateBytes(lists, n), "TokenSelect top-k candidates");
     sk.topKLists(topPtr, list.ptr(), vals, hit.ptr(), topWs.ptr(), cand.ptr(), lists, n, count, params.sinks(), local,
         end, prebuilt);
   }
@@ -262,7 +262,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     int realPos = c.pos0() + row0; // position of the block's first row
     if (params.compact()) {
       ensureTable(listLen);
-      qRot = grow(qRot, (long) Math.max(m, params.chunk()) * qDim * 2, "TokenSelect rotated queries");
+      qRot = env.ctx().grow(qRot, (long) Math.max(m, params.chunk()) * qDim * 2, "TokenSelect rotated queries");
     }
     if (m == 1) {
       // cache off: possible and store are false, so the flag is written 0 and the cache left alone
@@ -286,8 +286,8 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   private void ensureTable(int positions) {
     if (tablePositions >= positions) return;
     int p = Math.max(positions, tablePositions * 2);
-    ropeCos = grow(ropeCos, (long) p * (d / 2) * 4, "TokenSelect RoPE cos table");
-    ropeSin = grow(ropeSin, (long) p * (d / 2) * 4, "TokenSelect RoPE sin table");
+    ropeCos = env.ctx().grow(ropeCos, (long) p * (d / 2) * 4, "TokenSelect RoPE cos table");
+    ropeSin = env.ctx().grow(ropeSin, (long) p * (d / 2) * 4, "TokenSelect RoPE sin table");
     lk.ropeTable(ropeCos.ptr(), ropeSin.ptr(), env.invFreq(), p, d / 2);
     tablePositions = p;
   }
@@ -301,15 +301,6 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     }
   }
 
-  /** b if it holds bytes, else a new buffer (the old one freed after the stream is idle). */
-  private DeviceBuffer grow(DeviceBuffer b, long bytes, String what) {
-    if (b != null && b.bytes() >= bytes) return b;
-    if (b != null) {
-      env.ctx().synchronize(); // queued kernels may still read it
-      b.close();
-    }
-    return env.ctx().alloc(Math.max(bytes, 16), what);
-  }
 
   @Override
   public void collect() {
