@@ -3,6 +3,12 @@ package io.longsieve.cuda;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
@@ -28,5 +34,14 @@ class SplitPlanTest {
   void longDecodesSpreadOverSeveralBlocksPerMultiprocessor(int keys, int nKv) {
     Kernels.SplitPlan p = Kernels.decodePlan(1, keys, nKv, 132);
     assertTrue(p.splits() * nKv >= 132, "at least one block per multiprocessor: " + p);
+  }
+
+  /** attn_combine indexes its threads by AC_THREADS: the launch must use exactly that many per block. */
+  @Test
+  void combineThreadsMatchTheKernel() throws IOException {
+    String src = Files.readString(Path.of("src/main/cuda/split_attention.cu"));
+    Matcher m = Pattern.compile("#define AC_THREADS (\\d+)").matcher(src);
+    assertTrue(m.find(), "AC_THREADS in split_attention.cu");
+    assertEquals(Kernels.COMBINE_THREADS, Integer.parseInt(m.group(1)));
   }
 }
