@@ -21,6 +21,7 @@
 // (row, KV head) to finish also merges the splits into out, as attn_combine would, and resets its
 // counter: one launch instead of two. With counters null the caller runs attn_combine.
 #include "attn_tile.cuh"
+#include "attn_merge.cuh"  // merge_splits4
 
 #define LD_TK 16          // entries per tile (ListKernels.TC_TILE)
 #define LD_WARPS 4        // (ListKernels.TC_WARPS)

@@ -7,6 +7,7 @@
 //       shared memory and writes an unnormalised partial output with its max and sum; the combine
 //       kernel merges the splits (also used by decode_attention.cu).
 #include "attn_tile.cuh"
+#include "attn_merge.cuh"  // merge_splits4
 
 #define AS_THREADS 256
 #define AS_UNROLL 8      // keys per thread whose loads are in flight together
