@@ -14,8 +14,6 @@ import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.Random;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -351,13 +349,11 @@ class SelectKernelsHostTest {
   /** The launch and workspace constants are the kernels' #defines. */
   @Test
   void topKConstantsMatchTheKernels() throws IOException {
-    String cu = Files.readString(Path.of("src/main/cuda/ts_topk.cu"));
     String cuh = Files.readString(Path.of("src/main/cuda/ts_topk.cuh"));
-    String block = Files.readString(Path.of("src/main/cuda/ts_topk_block.cuh"));
-    assertEquals(SelectKernels.TOPK_THREADS, define(block, "TK_THREADS"));
-    assertEquals(SelectKernels.TOPK_MAX_BLOCKS, define(cuh, "TK_MAXG"));
-    assertEquals(SelectKernels.TOPK_BINS, define(cuh, "TK_BINS"));
-    assertEquals(SelectKernels.TOPK_CAP, define(cu, "TK_CAP"));
+    assertEquals(SelectKernels.TOPK_THREADS, KernelDefines.of("ts_topk_block.cuh", "TK_THREADS"));
+    assertEquals(SelectKernels.TOPK_MAX_BLOCKS, KernelDefines.of("ts_topk.cuh", "TK_MAXG"));
+    assertEquals(SelectKernels.TOPK_BINS, KernelDefines.of("ts_topk.cuh", "TK_BINS"));
+    assertEquals(SelectKernels.TOPK_CAP, KernelDefines.of("ts_topk.cu", "TK_CAP"));
     assertTrue(cuh.contains("#define TK_GT (3 * TK_BINS + 32)") && cuh.contains("#define TK_EQ (TK_GT + TK_MAXG)")
         && cuh.contains("#define TK_WS (TK_EQ + TK_MAXG)"), "TK_WS = 3 * TK_BINS + 32 + 2 * TK_MAXG");
     assertEquals(SelectKernels.TOPK_WS, 3 * SelectKernels.TOPK_BINS + 32 + 2 * SelectKernels.TOPK_MAX_BLOCKS);
@@ -365,18 +361,9 @@ class SelectKernelsHostTest {
     assertEquals(0, SelectKernels.TOPK_MIN_SLICE % (16 * SelectKernels.TOPK_THREADS), "whole tiles per slice");
   }
 
-  private static int define(String src, String name) {
-    Matcher m = Pattern.compile("#define " + name + " (\\d+)").matcher(src);
-    assertTrue(m.find(), name);
-    return Integer.parseInt(m.group(1));
-  }
-
   /** ts_decode_front's reduction is sized by TSF_THREADS: the launch must use exactly that many threads. */
   @Test
   void frontThreadsMatchTheKernel() throws IOException {
-    String src = Files.readString(Path.of("src/main/cuda/tokenselect.cu"));
-    Matcher m = Pattern.compile("#define TSF_THREADS (\\d+)").matcher(src);
-    assertTrue(m.find(), "TSF_THREADS in tokenselect.cu");
-    assertEquals(SelectKernels.FRONT_THREADS, Integer.parseInt(m.group(1)));
+    assertEquals(SelectKernels.FRONT_THREADS, KernelDefines.of("tokenselect.cu", "TSF_THREADS"));
   }
 }

@@ -4,10 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -39,9 +35,6 @@ class SplitPlanTest {
   /** attn_combine indexes its threads by AC_THREADS: the launch must use exactly that many per block. */
   @Test
   void combineThreadsMatchTheKernel() throws IOException {
-    String src = Files.readString(Path.of("src/main/cuda/split_attention.cu"));
-    Matcher m = Pattern.compile("#define AC_THREADS (\\d+)").matcher(src);
-    assertTrue(m.find(), "AC_THREADS in split_attention.cu");
-    assertEquals(Kernels.COMBINE_THREADS, Integer.parseInt(m.group(1)));
+    assertEquals(Kernels.COMBINE_THREADS, KernelDefines.of("split_attention.cu", "AC_THREADS"));
   }
 }
