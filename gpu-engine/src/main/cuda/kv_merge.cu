@@ -137,6 +137,23 @@ extern "C" __global__ void kvc_unit_split(bf16* __restrict__ hi, bf16* __restric
 // rows dHi/dLo (nKv, nDrop, D) and kept keys kHi/kLo (nKv, nKeep, D); cos = hi.hi + hi.lo + lo.hi
 // (mma_bf16, f32 accumulation). Block: 64 dropped rows (4 warps x 16) against each 64-key kept tile;
 // first maximum wins (ties to the lower kept index). Dynamic shared memory 4 * 64 * (D + 8) bf16.
+// Rows row0 .. row0 + 63 of the hi and lo halves (rows, D) bf16 into s: hi rows at s + r * LD, lo rows 64 * LD
+// further; rows past `rows` zero. 128 threads, 16-byte pieces.
+template <int D, int LD>
+__device__ __forceinline__ void nm_load_hilo(bf16* s, const bf16* __restrict__ hi, const bf16* __restrict__ lo,
+                                             int row0, int rows, int tid) {
+  for (int c = tid; c < 64 * D / 8; c += 128) {
+    int r = c / (D / 8), col = (c % (D / 8)) * 8, i = row0 + r;
+    uint4 h = make_uint4(0, 0, 0, 0), l = h;
+    if (i < rows) {
+      h = *reinterpret_cast<const uint4*>(hi + (size_t)i * D + col);
+      l = *reinterpret_cast<const uint4*>(lo + (size_t)i * D + col);
+    }
+    *reinterpret_cast<uint4*>(s + r * LD + col) = h;
+    *reinterpret_cast<uint4*>(s + 64 * LD + r * LD + col) = l;
+  }
+}
+
 template <int D>
 __device__ __forceinline__ void nearest_mma(int* __restrict__ best, float* __restrict__ bestCos,
                                             const bf16* __restrict__ dHi, const bf16* __restrict__ dLo, int nDrop,
@@ -150,16 +167,7 @@ __device__ __forceinline__ void nearest_mma(int* __restrict__ best, float* __res
   const bf16* al = dLo + (size_t)g * nDrop * D;
   const bf16* bh = kHi + (size_t)g * nKeep * D;
   const bf16* bl = kLo + (size_t)g * nKeep * D;
-  for (int c = tid; c < 64 * D / 8; c += 128) {
-    int r = c / (D / 8), col = (c % (D / 8)) * 8, i = i0 + r;
-    uint4 h = make_uint4(0, 0, 0, 0), l = h;
-    if (i < nDrop) {
-      h = *reinterpret_cast<const uint4*>(ah + (size_t)i * D + col);
-      l = *reinterpret_cast<const uint4*>(al + (size_t)i * D + col);
-    }
-    *reinterpret_cast<uint4*>(sA + r * LD + col) = h;
-    *reinterpret_cast<uint4*>(sA + 64 * LD + r * LD + col) = l;
-  }
+  nm_load_hilo<D, LD>(sA, ah, al, i0, nDrop, tid);
   __syncthreads();
   unsigned fh[D / 16][4], fl[D / 16][4];
 #pragma unroll
@@ -173,16 +181,7 @@ __device__ __forceinline__ void nearest_mma(int* __restrict__ best, float* __res
   const int qd = lane & 3;
   for (int t0 = 0; t0 < nKeep; t0 += 64) {
     __syncthreads();  // every warp is done with the previous tile
-    for (int c = tid; c < 64 * D / 8; c += 128) {
-      int r = c / (D / 8), col = (c % (D / 8)) * 8, t = t0 + r;
-      uint4 h = make_uint4(0, 0, 0, 0), l = h;
-      if (t < nKeep) {
-        h = *reinterpret_cast<const uint4*>(bh + (size_t)t * D + col);
-        l = *reinterpret_cast<const uint4*>(bl + (size_t)t * D + col);
-      }
-      *reinterpret_cast<uint4*>(sB + r * LD + col) = h;
-      *reinterpret_cast<uint4*>(sB + 64 * LD + r * LD + col) = l;
-    }
+    nm_load_hilo<D, LD>(sB, bh, bl, t0, nKeep, tid);
     __syncthreads();
     float s[8][4];
 #pragma unroll
