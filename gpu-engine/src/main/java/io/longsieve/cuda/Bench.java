@@ -1,6 +1,12 @@
 package io.longsieve.cuda;
 
+import static jcuda.driver.JCudaDriver.cuGraphDestroy;
+import static jcuda.driver.JCudaDriver.cuGraphExecDestroy;
+import static jcuda.driver.JCudaDriver.cuGraphInstantiate;
+import static jcuda.driver.JCudaDriver.cuGraphLaunch;
 import static jcuda.driver.JCudaDriver.cuMemcpyDtoDAsync;
+import static jcuda.driver.JCudaDriver.cuStreamBeginCapture;
+import static jcuda.driver.JCudaDriver.cuStreamEndCapture;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -15,6 +21,10 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Random;
+import jcuda.driver.CUgraph;
+import jcuda.driver.CUgraphExec;
+import jcuda.driver.CUstream;
+import jcuda.driver.CUstreamCaptureMode;
 
 /**
  * The engine benchmark on a synthetic Llama-3.1-8B (random bf16 weights made on the GPU): the
@@ -129,6 +139,38 @@ public final class Bench implements AutoCloseable {
     Arrays.sort(t);
     return t[reps / 2];
   }
+  /**
+   * Milliseconds per call of {@code inner} calls captured into one CUDA graph and replayed (median of reps):
+   * what the kernels take on the GPU once the host's per-launch cost is gone. The calls must not allocate or
+   * synchronise (run one first to size the scratch). NaN, with the reason on stderr, where capture fails.
+   */
+  double graphMs(Runnable call, int inner, int reps) {
+    CUstream s = stream().handle();
+    stream().synchronize();
+    CUgraph graph = new CUgraph();
+    CUgraphExec exec = new CUgraphExec();
+    boolean captured = false, instantiated = false;
+    try {
+      cuStreamBeginCapture(s, CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED);
+      try {
+        for (int i = 0; i < inner; i++) call.run();
+      } finally {
+        cuStreamEndCapture(s, graph);
+        captured = true;
+      }
+      cuGraphInstantiate(exec, graph, 0);
+      instantiated = true;
+      return medianMs(() -> cuGraphLaunch(exec, s), 3, reps) / inner;
+    } catch (RuntimeException e) {
+      System.err.println("bench: CUDA graph capture failed: " + e);
+      return Double.NaN;
+    } finally {
+      if (instantiated) cuGraphExecDestroy(exec);
+      if (captured) cuGraphDestroy(graph);
+      stream().synchronize();
+    }
+  }
+
 
   /** Device-to-device copy of 2 GiB: bytes read plus written per second. */
   public void copyCeiling() {

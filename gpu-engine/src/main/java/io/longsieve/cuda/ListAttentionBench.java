@@ -1,21 +1,10 @@
 package io.longsieve.cuda;
 
-import static jcuda.driver.JCudaDriver.cuGraphDestroy;
-import static jcuda.driver.JCudaDriver.cuGraphExecDestroy;
-import static jcuda.driver.JCudaDriver.cuGraphInstantiate;
-import static jcuda.driver.JCudaDriver.cuGraphLaunch;
-import static jcuda.driver.JCudaDriver.cuStreamBeginCapture;
-import static jcuda.driver.JCudaDriver.cuStreamEndCapture;
-
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
-import jcuda.driver.CUgraph;
-import jcuda.driver.CUgraphExec;
-import jcuda.driver.CUstream;
-import jcuda.driver.CUstreamCaptureMode;
 
 /**
  * List attention (ListKernels) against dense attention on one layer of Llama-3.1-8B shapes (issue 5
@@ -101,7 +90,7 @@ public final class ListAttentionBench {
                 listBytes / ms / 1e6, listBytes / ms / 1e6 / b.copyGbps(), Double.NaN));
             if (variant < 2) {
               // the same rotating calls replayed from a CUDA graph: the GPU's time alone, without the host's launch path
-              double g = graphMs(b, call, 20, 15);
+              double g = b.graphMs(call, 20, 15);
               if (variant == 0) best = g;
               if (variant == 1) bestCompact = g;
               b.add(new Bench.Row("list", "list decode " + name + " cold L=" + L + " in a CUDA graph (no host launch cost)",
@@ -129,7 +118,7 @@ public final class ListAttentionBench {
                     sin.ptr(), inv.ptr(), scale);
               };
               call.run();
-              double g = graphMs(b, call, 20, 15);
+              double g = b.graphMs(call, 20, 15);
               ListKernels.Plan p = ListKernels.plan(1, LIST, d, heads / nKv, nKv, false, compact, k.smCount(), chunk);
               b.add(new Bench.Row("list", "list decode " + (compact ? "compact" : "original") + " cold L=" + L
                   + " in a CUDA graph, split of " + chunk, shape + ", " + p.splits() + " splits of " + p.chunk() + ", "
@@ -146,7 +135,7 @@ public final class ListAttentionBench {
         Runnable hot = () -> lk.attend(out.ptr(), q.ptr(), v, lists.ptr(), 1, LIST, 1, heads, false, null, null, null,
             scale);
         hot.run();
-        double hotMs = graphMs(b, hot, 20, 15);
+        double hotMs = b.graphMs(hot, 20, 15);
         b.add(new Bench.Row("list", "list decode original hot (one list repeated, rows in L2) L=" + L
             + " in a CUDA graph", shape, hotMs, Double.NaN, listBytes / hotMs / 1e6, listBytes / hotMs / 1e6
             / b.copyGbps(), Double.NaN));
@@ -173,38 +162,6 @@ public final class ListAttentionBench {
         b.add(new Bench.Row("list", "dense prefill " + n + " rows L=" + L, n + "x" + heads + "x" + d + " kv " + L, dms,
             dflops / dms / 1e9, Double.NaN, Double.NaN, Double.NaN));
       }
-    }
-  }
-
-  /**
-   * Milliseconds per call of {@code inner} calls captured into one CUDA graph and replayed (median of reps):
-   * what the kernels take on the GPU once the host's per-launch cost is gone. The calls must not allocate or
-   * synchronise (run one first to size the scratch). NaN, with the reason on stderr, where capture fails.
-   */
-  static double graphMs(Bench b, Runnable call, int inner, int reps) {
-    CUstream s = b.stream().handle();
-    b.stream().synchronize();
-    CUgraph graph = new CUgraph();
-    CUgraphExec exec = new CUgraphExec();
-    boolean captured = false, instantiated = false;
-    try {
-      cuStreamBeginCapture(s, CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED);
-      try {
-        for (int i = 0; i < inner; i++) call.run();
-      } finally {
-        cuStreamEndCapture(s, graph);
-        captured = true;
-      }
-      cuGraphInstantiate(exec, graph, 0);
-      instantiated = true;
-      return b.medianMs(() -> cuGraphLaunch(exec, s), 3, reps) / inner;
-    } catch (RuntimeException e) {
-      System.err.println("list bench: CUDA graph capture failed: " + e);
-      return Double.NaN;
-    } finally {
-      if (instantiated) cuGraphExecDestroy(exec);
-      if (captured) cuGraphDestroy(graph);
-      b.stream().synchronize();
     }
   }
 

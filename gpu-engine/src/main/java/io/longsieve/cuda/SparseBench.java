@@ -76,7 +76,7 @@ public final class SparseBench {
       }
       // the GPU's own floor per kernel: a one-element kernel back to back in a CUDA graph (no host launch
       // path), the least any kernel of a step costs however little it does
-      double floorMs = ListAttentionBench.graphMs(b, () -> k.fillF32(f.ptr(), 1, 0f), 20, 15);
+      double floorMs = b.graphMs(() -> k.fillF32(f.ptr(), 1, 0f), 20, 15);
       b.add(new Bench.Row("launch", "GPU floor per kernel: a one-element kernel in a CUDA graph",
           String.format(Locale.ROOT, "%.2f us per kernel", floorMs * 1000), floorMs, Double.NaN, Double.NaN,
           Double.NaN, Double.NaN));

@@ -132,7 +132,7 @@ public final class TokenSelectBench {
         };
         // the front alone: one block, on every decode step's critical path once per layer (in a graph: launched
         // alone from the host it would time the launch path)
-        double msFront = ListAttentionBench.graphMs(b, front, 20, 15);
+        double msFront = b.graphMs(front, 20, 15);
         b.add(new Bench.Row("tokenselect", "decode front (fingerprint, cache check, list-index query) L=" + L
             + " in a CUDA graph", shape, msFront, Double.NaN, Double.NaN, Double.NaN, Double.NaN));
         scoreFull.run();  // votes for the top-k timing
@@ -219,35 +219,29 @@ public final class TokenSelectBench {
             coldAttend.run();  // sizes the scratch (a graph capture must not allocate)
             msList = b.medianMs(coldAttend, 3, 15, 20);
             // the host's launch path (~10 us a call) can exceed the kernel: the graph shows the GPU's time alone
-            msListGraph = ListAttentionBench.graphMs(b, coldAttend, 20, 15);
+            msListGraph = b.graphMs(coldAttend, 20, 15);
           } catch (RuntimeException e) {
             b.log().println("  tokenselect: cold list attention at L=" + L + " skipped: " + e);
           }
           msListHot = b.medianMs(attend, 3, 15, 20);
-          totFull = b.medianMs(() -> {
+          Runnable stepFull = () -> {
             scoreFull.run();
             topk.run();
             attend.run();
-          }, 3, 15, 20);
-          totInt4 = b.medianMs(() -> {
+          };
+          Runnable stepInt4 = () -> {
             scoreInt4.run();
             topk.run();
             attend.run();
-          }, 3, 15, 20);
+          };
+          totFull = b.medianMs(stepFull, 3, 15, 20);
+          totInt4 = b.medianMs(stepInt4, 3, 15, 20);
           totHit = b.medianMs(hitStep, 3, 15, 20);
           // the same steps in CUDA graphs: the GPU's time without the host's launch path (a hit step's five
           // launches cost the host more than the GPU's work)
-          totFullGraph = ListAttentionBench.graphMs(b, () -> {
-            scoreFull.run();
-            topk.run();
-            attend.run();
-          }, 10, 15);
-          totInt4Graph = ListAttentionBench.graphMs(b, () -> {
-            scoreInt4.run();
-            topk.run();
-            attend.run();
-          }, 10, 15);
-          totHitGraph = ListAttentionBench.graphMs(b, hitStep, 10, 15);
+          totFullGraph = b.graphMs(stepFull, 10, 15);
+          totInt4Graph = b.graphMs(stepInt4, 10, 15);
+          totHitGraph = b.graphMs(hitStep, 10, 15);
         }
         b.add(new Bench.Row("tokenselect", "list attention cold (" + ColdLists.ROTATE + " rotating layers + lists) L=" + L,
             shape, msList, Double.NaN, ColdLists.listBytes(c) / msList / 1e6, Double.NaN, Double.NaN));
