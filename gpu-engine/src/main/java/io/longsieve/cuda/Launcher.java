@@ -2,12 +2,11 @@ package io.longsieve.cuda;
 
 import static jcuda.driver.JCudaDriver.*;
 
-import java.util.concurrent.atomic.LongAdder;
-
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.concurrent.atomic.LongAdder;
 import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
 import jcuda.driver.CUfunction;
