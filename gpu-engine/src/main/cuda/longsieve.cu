@@ -7,6 +7,7 @@
 #include "decode_attention.cu"
 #include "sampling.cu"
 #include "list_attention.cu"
+#include "list_floor.cu"
 #include "quest.cu"
 #include "tsa.cu"
 #include "tsa_select.cu"
