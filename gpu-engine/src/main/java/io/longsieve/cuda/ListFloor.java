@@ -49,7 +49,7 @@ final class ListFloor {
   }
 
   static void check(int d, int listLen, int blocksPerKv, int threads) {
-    if (d != 64 && d != 128) throw new IllegalArgumentException("head size " + d + ": the floor kernel takes 64 or 128");
+    if (d != 64 && d != 128) throw new IllegalArgumentException("head size " + d + ": the kernel takes 64 or 128");
     if (threads < 32 || threads > MAX_THREADS || threads % 32 != 0) {
       throw new IllegalArgumentException(threads + " threads: a multiple of 32 in [32, " + MAX_THREADS + "]");
     }

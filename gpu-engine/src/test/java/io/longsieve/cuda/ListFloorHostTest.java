@@ -33,6 +33,11 @@ class ListFloorHostTest {
   }
 
   @Test
+  void threadLimitIsTheKernels() throws java.io.IOException {
+    assertEquals(ListFloor.MAX_THREADS, KernelDefines.of("list_floor.cu", "LF_MAX_THREADS"));
+  }
+
+  @Test
   void rejectsShapesTheKernelDoesNotTake() {
     assertThrows(IllegalArgumentException.class, () -> ListFloor.check(96, 100, 4, 128));
     assertThrows(IllegalArgumentException.class, () -> ListFloor.check(128, 100, 4, 100));
@@ -44,7 +49,7 @@ class ListFloorHostTest {
 
   @Test
   void referenceSumsLittleEndianWordsOfEachBlocksRows() {
-    // d = 2, two KV heads, page size 2, pages swapped: slot s of head g sits at ((table[s / 2] * 2 + g) * 2 + s % 2) * 2
+    // d = 2, two KV heads, page size 2, pages swapped: slot s of head g at ((table[s / 2] * 2 + g) * 2 + s % 2) * 2
     int d = 2, nKv = 2, ps = 2;
     int[] table = {1, 0};
     short[] k = new short[2 * nKv * ps * d], v = new short[k.length];
@@ -57,8 +62,9 @@ class ListFloorHostTest {
     for (int g = 0; g < nKv; g++) {
       for (int e = 0; e < 3; e++) {
         int slot = list[e], off = ((table[slot / ps] * nKv + g) * ps + slot % ps) * d;
-        int word = ((k[off] & 0xffff) | (k[off + 1] & 0xffff) << 16) + ((v[off] & 0xffff) | (v[off + 1] & 0xffff) << 16);
-        want[g * 2 + (e < 2 ? 0 : 1)] += word;
+        int kWord = (k[off] & 0xffff) | (k[off + 1] & 0xffff) << 16;
+        int vWord = (v[off] & 0xffff) | (v[off + 1] & 0xffff) << 16;
+        want[g * 2 + (e < 2 ? 0 : 1)] += kWord + vWord;
       }
     }
     assertArrayEquals(want, ListFloorTest.expected(k, v, table, list, nKv, d, ps, 2));
