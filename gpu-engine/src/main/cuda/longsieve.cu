@@ -21,3 +21,4 @@
 #include "ts_score.cu"
 #include "ts_score_int4.cu"
 #include "ts_votes.cu"
+#include "ts_score_votes.cu"
