@@ -21,4 +21,3 @@
 #include "ts_score.cu"
 #include "ts_score_int4.cu"
 #include "ts_votes.cu"
-#include "ts_score_votes.cu"

@@ -148,15 +148,12 @@ __device__ __forceinline__ void tss_load(unsigned* w, const unsigned char* p, bo
 // logits (heads, cands) f32 = voteScale * qf_h . k(sinks + c); partMl (heads, splits, 2) f32 the
 // split's softmax (max, sum) per head, from the paged kPre (pageSize a power of two). The int4
 // copy has its own kernel (ts_score_int4.cu), which shares the layout helpers above.
-//
-// SMEM (ts_score_votes.cu): logits is the block's shared (group, stride) f32 instead, head slot j's
-// logit of slot s at [j * stride + s - lo] (lo the split's first slot), for the fused vote.
-template <int D, bool SMEM = false>
+template <int D>
 __device__ __forceinline__ void tss_score(float* __restrict__ logits, float* __restrict__ partMl,
                                           const int* __restrict__ hit, const bf16* __restrict__ kPre,
                                           const int* __restrict__ pageTable, const float* __restrict__ qf, int heads,
                                           int nKv, int pageSize, int sinks, int cands, int chunk, int gqaMod,
-                                          float voteScale, int stride = 0) {
+                                          float voteScale) {
   if (*hit) return;
   constexpr bool INT4 = false;  // tss_dim / TssLayout's bf16 case
   using Lay = TssLayout<D, INT4>;
@@ -229,8 +226,7 @@ __device__ __forceinline__ void tss_score(float* __restrict__ logits, float* __r
         if (rowOn && se >= lo && se < hi) {
           float dot = c[e] + c[2 + e];
           float s = voteScale * dot;
-          if (SMEM) logits[r * stride + (se - lo)] = s;
-          else logits[(size_t)h * cands + (se - sinks)] = s;
+          logits[(size_t)h * cands + (se - sinks)] = s;
           tss_online(m[0], l[0], s);
         }
       }

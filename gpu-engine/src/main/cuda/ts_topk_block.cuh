@@ -98,17 +98,16 @@ __device__ __forceinline__ int4 tk_block_sum4(int4 x, int4* tmp) {
   return s;
 }
 
-// Barrier of `count` blocks on one word, never reset: the `first` of them adds 2^31 - (count - 1),
+// Grid barrier of the g blocks of one list on one word, never reset: block 0 adds 2^31 - (g - 1),
 // the others 1, so the top bit flips exactly when the last block arrives (before that the sum of the
-// arrivals is below 2^31) and the low 31 bits are zero again, ready for the next barrier or call,
-// whatever its count. A block waits until the top bit differs from the one it saw when arriving; it
-// cannot flip back before this block arrives at the next barrier on the word. The fences publish
-// the block's global writes and atomics before its arrival and order its later reads after the
-// others' writes. All `count` blocks must be resident at once (it spins).
-__device__ __forceinline__ void tk_bar_sync(unsigned* bar, int count, bool first) {
+// arrivals is below 2^31) and the low 31 bits are zero again, ready for the next barrier or call. A
+// block waits until the top bit differs from the one it saw when arriving; it cannot flip back before
+// this block arrives at the next barrier. The fences publish the block's global writes and atomics
+// before its arrival and order its later reads after the others' writes.
+__device__ __forceinline__ void tk_grid_sync(unsigned* bar, int g) {
   __syncthreads();
-  if (threadIdx.x == 0 && count > 1) {
-    const unsigned add = first ? 0x80000000u - (unsigned)(count - 1) : 1u;
+  if (threadIdx.x == 0 && g > 1) {
+    const unsigned add = blockIdx.x == 0 ? 0x80000000u - (unsigned)(g - 1) : 1u;
     __threadfence();
     const unsigned old = atomicAdd(bar, add);
     // the last block to arrive flips the top bit itself (old + add): it need not read the word back,
@@ -122,9 +121,6 @@ __device__ __forceinline__ void tk_bar_sync(unsigned* bar, int count, bool first
   }
   __syncthreads();
 }
-
-// Grid barrier of the g blocks of one list (blockIdx.x 0 .. g-1).
-__device__ __forceinline__ void tk_grid_sync(unsigned* bar, int g) { tk_bar_sync(bar, g, blockIdx.x == 0); }
 
 // Every thread gets, in pick = (digit, left, size): the bin of hist (TK_BINS counts) holding the
 // rem-th largest key counted (1 <= rem <= the keys counted), how many of that bin's keys are taken,

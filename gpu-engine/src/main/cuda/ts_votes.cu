@@ -5,7 +5,6 @@
 // (one pass over 16 MB of logits that are still in L2).
 #include "common.cuh"
 #include "ts_topk.cuh"  // tk_key, TK_BINS, tk_hist_add: ts_votes builds the top-k's first histogram
-#include "ts_vote.cuh"   // tsv_share, tsv_merge_stats
 
 // Soft vote: votes (lists, cands) f32; list 0 sums all heads (heads=layer), list g the heads that
 // attend with KV head g, h / group = g (heads=kvhead; also under gqaMod, which only changes the key
@@ -32,6 +31,20 @@
 #else
 #define TSV_PRE 32
 #endif
+#define TSV_LOG2E 1.44269504088896341f
+
+// 2^x by the special-function unit (relative error ~2^-22; results below 2^-126 flush to zero, which
+// TokenSelectParityTest's 1e-12 absolute near-tie allowance and TsScoreParityTest's 1e-9 cover).
+__device__ __forceinline__ float tsv_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// v + exp(x - M) / L with st = (M, 1 / L).
+__device__ __forceinline__ float tsv_share(float v, float x, float2 st) {
+  return fmaf(tsv_exp2((x - st.x) * TSV_LOG2E), st.y, v);
+}
 
 extern "C" __global__ void __launch_bounds__(256, 4) ts_votes(float* __restrict__ votes, unsigned* __restrict__ hist,
                                     const float* __restrict__ logits, const float* __restrict__ partMl,
@@ -48,8 +61,30 @@ extern "C" __global__ void __launch_bounds__(256, 4) ts_votes(float* __restrict_
   float pre[TSV_PRE];  // logits[h][cFirst] of heads h < TSV_PRE, heads=layer only
 #pragma unroll
   for (int h = 0; h < TSV_PRE; h++) pre[h] = preOn && h < heads ? __ldg(lp + (size_t)h * cands) : 0.f;
-  // every head's split statistics, one L2 round trip (in flight with the loads above)
-  tsv_merge_stats<false>(sSt, partMl, heads, splits, [](int h) { return h; });
+  // 8 lanes per head merge its splits: a max pass and the head's max over its 8 lanes, then a sum
+  // pass against that max (one 2^x per split, none to combine the lanes), over independent loads,
+  // so every block has the statistics after one L2 round trip (the sum pass's are L1 hits)
+  const int sub = threadIdx.x & 7, per = blockDim.x >> 3;
+  for (int h0 = 0; h0 < heads; h0 += per) {
+    const int h = h0 + (threadIdx.x >> 3);
+    const float* pm = partMl + (size_t)(h < heads ? h : 0) * splits * 2;
+    float mx = -INFINITY;
+#pragma unroll 4
+    for (int s = sub; s < splits; s += 8) mx = fmaxf(mx, __ldg(pm + 2 * s));
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));  // all lanes take part
+    float sum = 0.f;
+    if (mx != -INFINITY) {
+#pragma unroll 4
+      for (int s = sub; s < splits; s += 8) {
+        const float ms = __ldg(pm + 2 * s), ls = __ldg(pm + 2 * s + 1);  // ms: an L1 hit since the max pass
+        if (ms != -INFINITY) sum = fmaf(ls, tsv_exp2((ms - mx) * TSV_LOG2E), sum);
+      }
+    }
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (sub == 0 && h < heads) sSt[h] = make_float2(mx, 1.f / sum);
+  }
   if (isHit) return;  // block-uniform, before any write
   // heads [heads, TSV_PRE) add exactly 0 (their pre is 0: 2^0 * 0), so the unrolled loop below
   // needs no per-head guard

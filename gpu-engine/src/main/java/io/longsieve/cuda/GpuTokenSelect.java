@@ -20,9 +20,8 @@ import jcuda.driver.CUdeviceptr;
  * fp32, as the CPU's realPositionQuery); the neutral fingerprint still decides Selection Cache hits.
  * A decode step (one row) launches ts_decode_front (fingerprint, cache check, with score=rope the
  * real-position query, and, with compact positions, the query rotated at its list index),
- * ts_score_votes* (scoring and soft vote in one launch where SelectKernels.fusedVote allows, else ts_score* and
- * ts_votes), [ts_maxpool], ts_topk_lists and the list attention; the int4 copy is quantised only when the scored
- * range outgrows it (once every local-window steps).
+ * ts_score*, ts_votes, [ts_maxpool], ts_topk_lists and the list attention; the int4 copy is
+ * quantised only when the scored range outgrows it (once every local-window steps).
  *
  * <p>Failure semantics: {@code score=rope} with {@code index=int4} throws IllegalArgumentException
  * from the constructor (as the CPU twin); unsupported shapes (head size, more than 8 query heads
@@ -52,9 +51,7 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   private final DeviceBuffer hits;        // (1) u64 hits counted on the device
   private final DeviceBuffer topWs;       // (lists, SelectKernels.TOPK_WS) u32 top-k grid barrier and histograms, zero
   private DeviceBuffer top;               // (lists, count) int top-k when the cache is off
-  private DeviceBuffer logits;            // (heads, cands) f32 vote logits (two-launch vote only)
-  private DeviceBuffer pv;                // (kvHeads, cands) f32 each KV head's share of the votes (fused, heads=layer)
-  private DeviceBuffer bars;              // (kvHeads + splits) u32 the fused vote's barrier words, zero
+  private DeviceBuffer logits;            // (heads, cands) f32 vote logits
   private DeviceBuffer partMl;            // (heads, splits, 2) f32 per-split softmax (max, sum)
   private DeviceBuffer votes;             // (lists, cands) f32 soft votes
   private DeviceBuffer pooled;            // (lists, cands) f32 max-pooled votes
@@ -64,7 +61,6 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   private DeviceBuffer ropeCos, ropeSin;  // (tablePositions, headDim / 2) f32 list-index RoPE tables
   private final DeviceBuffer fpCos, fpSin; // (chunk, headDim / 2) f32 RoPE of positions window .. window + chunk - 1
   private int tablePositions;
-  private boolean fuseVote = true;        // scoring and vote in one launch where SelectKernels.fusedVote allows
   private long hitsFolded;
   private int lastListLen;
 
@@ -220,27 +216,27 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   }
 
   /**
-   * Scoring and vote (one launch where SelectKernels.fusedVote allows), pool, then ONE launch for the top-k into
-   * topPtr (lists, count) and the lists sinks ++ top ++ local; on a hit all but the lists are skipped on the device
-   * (topPtr is cached). Without pooling the vote also builds the top-k's first histogram (in topWs).
+   * Scoring, vote, pool, then ONE launch for the top-k into topPtr (lists, count) and the lists
+   * sinks ++ top ++ local; on a hit all but the lists are skipped on the device (topPtr is cached).
+   * Without pooling the vote kernel also builds the top-k's first histogram (in topWs).
    */
   private void selectTop(LayerCall c, CUdeviceptr topPtr, int cands, int count, int local, int end) {
     SelectKernels.ScorePlan p = sk.plan(cands, kvHeads);
+    logits = env.ctx().grow(logits, (long) heads * cands * 4, "TokenSelect logits");
     partMl = env.ctx().grow(partMl, (long) heads * p.splits() * 2 * 4, "TokenSelect softmax partials");
     votes = env.ctx().grow(votes, (long) lists * cands * 4, "TokenSelect votes");
-    boolean prebuilt = SelectKernels.histogramInVotes(count, cands, params.pool());
-    CUdeviceptr hist = prebuilt ? topWs.ptr() : null;
-    boolean perKv = params.perKvHead();
-    if (fuseVote && sk.fusedVote(p, heads, kvHeads, d, params.int4(), perKv, params.gqaMod())) {
-      if (!perKv) pv = env.ctx().grow(pv, (long) kvHeads * cands * 4, "TokenSelect vote shares");
-      CUdeviceptr pvPtr = perKv ? null : pv.ptr(), barPtr = barriers(kvHeads, p.splits());
+    if (params.int4()) {
+      sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq[c.layer()].ptr(), ks[c.layer()].ptr(), qf.ptr(), heads,
+          kvHeads, d, params.sinks(), cands, p, params.gqaMod(), voteScale);
+    } else {
       // score=rope: the rotated keys (kRope) against the real-position query, the true logits
       boolean rope = params.ropeScore();
-      sk.scoreVotes(votes.ptr(), hist, partMl.ptr(), pvPtr, barPtr, hit.ptr(), c.kv(), rope ? qs.ptr() : qf.ptr(),
-          heads, params.sinks(), cands, p, perKv, params.gqaMod(), voteScale, rope);
-    } else {
-      twoLaunchVote(c, p, hist, cands);
+      sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), c.kv(), rope ? qs.ptr() : qf.ptr(), heads, params.sinks(), cands,
+          p, params.gqaMod(), voteScale, rope);
     }
+    boolean prebuilt = SelectKernels.histogramInVotes(count, cands, params.pool());
+    sk.votes(votes.ptr(), prebuilt ? topWs.ptr() : null, logits.ptr(), partMl.ptr(), hit.ptr(), heads, kvHeads, cands,
+        p.splits(), params.perKvHead(), params.gqaMod());
     CUdeviceptr vals = votes.ptr();
     int n = cands;
     if (params.pool() > 1) {
@@ -251,41 +247,6 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     cand = env.ctx().grow(cand, SelectKernels.topKCandidateBytes(lists, n), "TokenSelect top-k candidates");
     sk.topKLists(topPtr, list.ptr(), vals, hit.ptr(), topWs.ptr(), cand.ptr(), lists, n, count, params.sinks(), local,
         end, prebuilt);
-  }
-
-  /**
-   * The scoring kernel writes the logits, ts_votes reads them back (the int4 copy, heads=kvhead under gqa=mod, or a
-   * grid that does not fit the GPU at once).
-   */
-  private void twoLaunchVote(LayerCall c, SelectKernels.ScorePlan p, CUdeviceptr hist, int cands) {
-    logits = env.ctx().grow(logits, (long) heads * cands * 4, "TokenSelect logits");
-    if (params.int4()) {
-      sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq[c.layer()].ptr(), ks[c.layer()].ptr(), qf.ptr(), heads,
-          kvHeads, d, params.sinks(), cands, p, params.gqaMod(), voteScale);
-    } else {
-      // score=rope: the rotated keys (kRope) against the real-position query, the true logits
-      boolean rope = params.ropeScore();
-      sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), c.kv(), rope ? qs.ptr() : qf.ptr(), heads, params.sinks(), cands,
-          p, params.gqaMod(), voteScale, rope);
-    }
-    sk.votes(votes.ptr(), hist, logits.ptr(), partMl.ptr(), hit.ptr(), heads, kvHeads, cands, p.splits(),
-        params.perKvHead(), params.gqaMod());
-  }
-
-  /** The fused vote's barrier words for this grid: zero, grown (synchronising) when the plan has more splits. */
-  private CUdeviceptr barriers(int nKv, int splits) {
-    long need = SelectKernels.fusedBarrierBytes(nKv, splits);
-    if (bars == null || bars.bytes() < need) {
-      bars = env.ctx().grow(bars, Math.max(need, 4096), "TokenSelect vote barriers");
-      bars.fill32(0);
-      env.ctx().synchronize();
-    }
-    return bars.ptr();
-  }
-
-  /** Whether scoring and vote may run as one launch (default); tests and the bench compare both paths. */
-  void fuseVote(boolean on) {
-    fuseVote = on;
   }
 
   /**
@@ -370,8 +331,8 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
         arr[i] = null;
       }
     }
-    for (DeviceBuffer b : new DeviceBuffer[] {qf, qs, cachedQf, hit, hits, topWs, top, logits, pv, bars, partMl, votes,
-        pooled, cand, list, qRot, ropeCos, ropeSin, fpCos, fpSin}) {
+    for (DeviceBuffer b : new DeviceBuffer[] {qf, qs, cachedQf, hit, hits, topWs, top, logits, partMl, votes, pooled, cand,
+        list, qRot, ropeCos, ropeSin, fpCos, fpSin}) {
       if (b != null) b.close();
     }
   }

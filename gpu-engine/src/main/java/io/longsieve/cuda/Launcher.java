@@ -47,37 +47,6 @@ final class Launcher {
   void launch(String kernel, int gx, int gy, int gz, int block, int smemBytes, Object... args) {
     LAUNCHES.increment();
     CUfunction f = module.function(kernel);
-    allowSmem(kernel, f, smemBytes);
-    if (packed) {
-      pack(args);
-      cuLaunchKernel(f, gx, gy, gz, block, 1, 1, smemBytes, stream.handle(), null, extra);
-    } else {
-      Pointer[] ps = new Pointer[args.length];
-      for (int i = 0; i < args.length; i++) ps[i] = param(args[i]);
-      cuLaunchKernel(f, gx, gy, gz, block, 1, 1, smemBytes, stream.handle(), Pointer.to(ps), null);
-    }
-  }
-
-  // (kernel, block, smem) -> blocks per multiprocessor the driver reports
-  private final Map<String, Integer> resident = new HashMap<>();
-
-  /**
-   * Blocks of this kernel that one multiprocessor holds at once with this block size and dynamic shared memory
-   * (the driver's occupancy calculator; memoised). Kernels that spin on a grid barrier check their grid against it.
-   */
-  int residentBlocks(String kernel, int block, int smemBytes) {
-    if (smemBytes > module.context().maxSharedPerBlockOptin()) return 0;
-    return resident.computeIfAbsent(kernel + "/" + block + "/" + smemBytes, key -> {
-      CUfunction f = module.function(kernel);
-      allowSmem(kernel, f, smemBytes);
-      int[] n = new int[1];
-      cuOccupancyMaxActiveBlocksPerMultiprocessor(n, f, block, smemBytes);
-      return n[0];
-    });
-  }
-
-  /** Raises the kernel's dynamic shared memory attribute to smemBytes where the default would refuse it. */
-  private void allowSmem(String kernel, CUfunction f, int smemBytes) {
     if (smemBytes > 32 * 1024 && smemBytes > raisedSmem.getOrDefault(kernel, 0)) {
       if (smemBytes > module.context().maxSharedPerBlockOptin()) {
         throw new IllegalStateException(kernel + " needs " + smemBytes + " B of shared memory per block; "
@@ -90,6 +59,14 @@ final class Launcher {
         cuFuncSetAttribute(f, CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smemBytes);
       }
       raisedSmem.put(kernel, Math.max(now[0], smemBytes));
+    }
+    if (packed) {
+      pack(args);
+      cuLaunchKernel(f, gx, gy, gz, block, 1, 1, smemBytes, stream.handle(), null, extra);
+    } else {
+      Pointer[] ps = new Pointer[args.length];
+      for (int i = 0; i < args.length; i++) ps[i] = param(args[i]);
+      cuLaunchKernel(f, gx, gy, gz, block, 1, 1, smemBytes, stream.handle(), Pointer.to(ps), null);
     }
   }
 

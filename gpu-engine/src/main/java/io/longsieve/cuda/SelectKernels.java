@@ -179,59 +179,6 @@ final class SelectKernels {
 
   static final int VOTE_THREADS = 256;  // ts_votes merges 8 lanes per head: a multiple of 8 (and 32)
 
-  /** Logits row padding of the fused kernels (TSSV_PAD in ts_score_votes.cu): rows land on different banks. */
-  static final int FUSED_PAD = 8;
-
-  /** Dynamic shared memory of {@link #scoreVotes}' blocks: the split's logits (group, chunk + FUSED_PAD) f32. */
-  static int fusedSmem(int group, int chunk) {
-    return group * (chunk + FUSED_PAD) * 4;
-  }
-
-  /** Barrier words of {@link #scoreVotes} ((nKv + splits) u32, zero at allocation; the kernel leaves them so). */
-  static long fusedBarrierBytes(int nKv, int splits) {
-    return (nKv + splits) * 4L;
-  }
-
-  /**
-   * Whether scoring and vote can run as ONE launch ({@link #scoreVotes}): bf16 keys only (the int4 copy's scoring
-   * measured slower fused: ts_score_votes.cu says why), not for heads=kvhead under gqa=mod (list g's heads are
-   * scored by other blocks), and only when every block of the plan's grid is resident at once (its barriers spin):
-   * nKv x splits &lt;= the blocks per multiprocessor the driver reports for the kernel with the split's logits in
-   * shared memory, times the multiprocessors. Otherwise {@link #score} + {@link #votes}.
-   */
-  boolean fusedVote(ScorePlan p, int heads, int nKv, int d, boolean int4, boolean perKv, boolean gqaMod) {
-    if (int4 || (perKv && gqaMod)) return false;
-    int perSm = l.residentBlocks("ts_score_votes_d" + d, SCORE_THREADS, fusedSmem(heads / nKv, p.chunk()));
-    return (long) nKv * p.splits() <= (long) perSm * smCount;
-  }
-
-  /**
-   * {@link #score} and {@link #votes} in ONE launch (ts_score_votes.cu), same outputs except the logits, which
-   * never leave the chip: votes (perKv ? nKv : 1, cands) f32, partMl (heads, splits, 2) f32, and with hist non-null
-   * the votes' first histogram as {@link #votes} builds it. pv (nKv, cands) f32 scratch (heads=layer only; may be
-   * null under perKv); bars {@link #fusedBarrierBytes} zero at allocation, one call at a time. Only where
-   * {@link #fusedVote} says so: the kernel spins on barriers that need every block resident. A set hit flag writes
-   * nothing.
-   */
-  void scoreVotes(CUdeviceptr votes, CUdeviceptr hist, CUdeviceptr partMl, CUdeviceptr pv, CUdeviceptr bars,
-                  CUdeviceptr hit, Kernels.KvView kv, CUdeviceptr qf, int heads, int sinks, int cands, ScorePlan p,
-                  boolean perKv, boolean gqaMod, float voteScale, boolean rotated) {
-    checkShape(kv.headDim(), heads, kv.nKv());
-    checkFused(perKv, gqaMod, pv);
-    if (Integer.bitCount(kv.pageSize()) != 1) {
-      throw new IllegalArgumentException("TokenSelect scoring takes a power-of-two page size, not " + kv.pageSize());
-    }
-    l.launch("ts_score_votes_d" + kv.headDim(), kv.nKv(), p.splits(), 1, SCORE_THREADS,
-        fusedSmem(heads / kv.nKv(), p.chunk()), votes, hist, partMl, pv, bars, hit,
-        rotated ? kv.kRope() : kv.kPre(), kv.pageTable(), qf, heads, kv.nKv(), kv.pageSize(), sinks, cands, p.chunk(),
-        gqaMod ? 1 : 0, voteScale, perKv ? 1 : 0, TOPK_WS);
-  }
-
-  private static void checkFused(boolean perKv, boolean gqaMod, CUdeviceptr pv) {
-    if (perKv && gqaMod) throw new IllegalArgumentException("heads=kvhead with gqa=mod votes with ts_votes");
-    if (!perKv && pv == null) throw new IllegalArgumentException("heads=layer needs the per-KV-head vote scratch");
-  }
-
   /**
    * Blocks of ts_votes: one candidate per thread up to four blocks per multiprocessor (enough
    * loads in flight), then grid-stride; each block first merges every head's split statistics.

@@ -11,18 +11,16 @@ import jcuda.driver.CUdeviceptr;
  * TokenSelect decode attention per layer against dense decode attention (issue 5 §3), on one layer
  * of the model's shapes with a random paged cache: dense flash decoding; TokenSelect split into
  * scoring (ts_decode_front: fingerprint, cache check and the query rotated at its list index in one
- * launch; logits with softmax statistics, soft vote; full keys as the engine runs them, in one launch
- * (ts_score_votes, SelectKernels.fusedVote), and in two (ts_score, then ts_votes); the int4 copy in
- * two; and the score and vote kernels alone, their bandwidth counting the logits; the vote also builds
- * the top-k's first histogram), top-k (radix select and the list; it needs the histogram of the votes
- * just before it, so it is timed as votes + top-k minus the votes alone, and once more building its
- * histogram itself as with max-pooled votes) and attention over the list (ListKernels, one launch); and
- * the totals of a step with full-key scoring and no cache hit, int4 scoring and no hit, and a cache hit
- * (scoring kernels return at once), and in CUDA graphs the full-key step with the two-launch vote
- * beside it. The int4 copy's quantisation is not in a step: GpuTokenSelect quantises a slot only once
- * it leaves the local window, one launch per {@code window} steps. Ratios vs dense are rows of their
- * own (ratio in the fraction column). Defaults sinks 128, k 2048, window 512, heads=layer,
- * positions=compact.
+ * launch; logits with softmax statistics, soft vote; full keys and the int4 copy; and the score and
+ * vote kernels alone, their bandwidth counting the logits; ts_votes also builds the top-k's first
+ * histogram), top-k (radix select and the list; it needs the histogram of the votes just before it, so
+ * it is timed as votes + top-k minus the votes alone, and once more building its histogram itself as
+ * with max-pooled votes) and attention over the list (ListKernels, one launch); and the totals of a step
+ * with full-key scoring and no cache hit, int4 scoring and no hit, and a cache hit (scoring kernels
+ * return at once). The int4 copy's quantisation is not in a step: GpuTokenSelect quantises a slot
+ * only once it leaves the local window, one launch per {@code window} steps. Ratios vs dense are
+ * rows of their own (ratio in the fraction column). Defaults
+ * sinks 128, k 2048, window 512, heads=layer, positions=compact.
  *
  * <p>Failure semantics: a context beyond the device memory throws from the allocation; should
  * ListKernels refuse (UnsupportedOperationException), list-attention rows are NaN and logged.
@@ -56,8 +54,6 @@ public final class TokenSelectBench {
          DeviceBuffer logits = ctx.alloc((long) heads * maxL * 4, "bench logits");
          DeviceBuffer partMl = ctx.alloc((long) heads * 4096 * 2 * 4, "bench partials");
          DeviceBuffer votes = ctx.alloc((long) maxL * 4, "bench votes");
-         DeviceBuffer pv = ctx.alloc((long) nKv * maxL * 4, "bench vote shares");
-         DeviceBuffer bars = ctx.alloc(SelectKernels.fusedBarrierBytes(nKv, 4096), "bench vote barriers");
          DeviceBuffer top = ctx.alloc((long) K * 4, "bench top");
          DeviceBuffer lists = ctx.alloc((long) listLen * 4, "bench lists");
          DeviceBuffer kq = ctx.alloc((long) kv.capacity * nKv * (d / 2), "bench int4 keys");
@@ -77,7 +73,6 @@ public final class TokenSelectBench {
       invFreq.upload(new Rope(one).inverseFrequencies());
       sk.ropeTable(fpCos.ptr(), fpSin.ptr(), invFreq.ptr(), WINDOW, 1, d / 2);
       hits.fill32(0);
-      bars.fill32(0);  // the fused vote leaves its barrier words at multiples of 2^31
       topWs.fill32(0);  // the top-k kernel leaves it zero after every call
       sk.quantise(kq.ptr(), ks.ptr(), v, 0, maxL);
       boolean haveLists = true;
@@ -106,34 +101,16 @@ public final class TokenSelectBench {
             cachedQf.ptr(), rotate ? qRot.ptr() : null, qPre.ptr(), fpCos.ptr(), fpSin.ptr(), cos.ptr(), sin.ptr(),
             heads, d, listLen - 1, possible, true, 0.9);
         Runnable front = () -> frontStep.accept(false);  // a miss (stores the fingerprint)
-        // scoring and vote as the engine runs them: one launch where SelectKernels.fusedVote allows (logged)
-        boolean fuseFull = sk.fusedVote(p, heads, nKv, d, false, false, false);
-        b.log().printf(Locale.ROOT, "  tokenselect L=%d: full-key scoring + vote in one launch: %s%n", L, fuseFull);
-        Runnable voteFull = () -> {
-          if (fuseFull) {
-            sk.scoreVotes(votes.ptr(), voteHist[0], partMl.ptr(), pv.ptr(), bars.ptr(), hit.ptr(), v, qf.ptr(), heads,
-                SINKS, cands, p, false, false, 1f, false);
-          } else {
-            sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), v, qf.ptr(), heads, SINKS, cands, p, false, 1f);
-            sk.votes(votes.ptr(), voteHist[0], logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(),
-                false, false);
-          }
-        };
         Runnable scoreFull = () -> {
           front.run();
-          voteFull.run();
+          sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), v, qf.ptr(), heads, SINKS, cands, p, false, 1f);
+          sk.votes(votes.ptr(), voteHist[0], logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false,
+              false);
         };
         Runnable scoreInt4 = () -> {
           front.run();
           sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq.ptr(), ks.ptr(), qf.ptr(), heads, nKv, d, SINKS, cands,
               p, false, 1f);
-          sk.votes(votes.ptr(), voteHist[0], logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false,
-              false);
-        };
-        // the two-launch vote (the logits through L2), for the A/B rows
-        Runnable scoreFull2 = () -> {
-          front.run();
-          sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), v, qf.ptr(), heads, SINKS, cands, p, false, 1f);
           sk.votes(votes.ptr(), voteHist[0], logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false,
               false);
         };
@@ -147,7 +124,9 @@ public final class TokenSelectBench {
         };
         Runnable hitStep = () -> {  // a front (a miss) stored this fingerprint: scoring and top-k return at once
           frontStep.accept(true);
-          voteFull.run();
+          sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), v, qf.ptr(), heads, SINKS, cands, p, false, 1f);
+          sk.votes(votes.ptr(), voteHist[0], logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), false,
+              false);
           topk.run();
           attend.run();
         };
@@ -159,16 +138,12 @@ public final class TokenSelectBench {
         scoreFull.run();  // votes for the top-k timing
         double msFull = b.medianMs(scoreFull, 3, 15, 20);
         double keyBytes = (double) cands * c.kvDim() * 2;
-        String how = fuseFull ? "one launch" : "two launches";
-        b.add(new Bench.Row("tokenselect", "scoring + vote full keys, " + how + " L=" + L, shape, msFull, Double.NaN,
-            keyBytes / msFull / 1e6, keyBytes / msFull / 1e6 / b.copyGbps(), Double.NaN));
+        b.add(new Bench.Row("tokenselect", "scoring full keys L=" + L, shape, msFull, Double.NaN, keyBytes / msFull / 1e6,
+            keyBytes / msFull / 1e6 / b.copyGbps(), Double.NaN));
         double msInt4 = b.medianMs(scoreInt4, 3, 15, 20);
         double qBytes = (double) cands * nKv * (d / 2 + 4);
-        b.add(new Bench.Row("tokenselect", "scoring + vote int4 keys, two launches L=" + L, shape, msInt4, Double.NaN,
-            qBytes / msInt4 / 1e6, qBytes / msInt4 / 1e6 / b.copyGbps(), Double.NaN));
-        double msFull2 = b.medianMs(scoreFull2, 3, 15, 20);
-        b.add(new Bench.Row("tokenselect", "scoring + vote full keys, two launches L=" + L, shape, msFull2, Double.NaN,
-            keyBytes / msFull2 / 1e6, keyBytes / msFull2 / 1e6 / b.copyGbps(), Double.NaN));
+        b.add(new Bench.Row("tokenselect", "scoring int4 keys L=" + L, shape, msInt4, Double.NaN, qBytes / msInt4 / 1e6,
+            qBytes / msInt4 / 1e6 / b.copyGbps(), Double.NaN));
         // the kernels alone (the hit flag stays 0 from the last front): where the scoring time goes
         front.run();
         double msKernel = b.medianMs(() -> sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), v, qf.ptr(), heads, SINKS,
@@ -202,7 +177,7 @@ public final class TokenSelectBench {
           b.add(new Bench.Row("tokenselect", "votes, " + waves + " waves of scoring splits L=" + L, sweep, vote,
               Double.NaN, Double.NaN, Double.NaN, Double.NaN));
         }
-        scoreFull2.run();  // the plan's logits and statistics again for the rows below (the top-k's input)
+        scoreFull.run();  // the plan's logits and statistics again for the rows below (the top-k's input)
         Runnable votesAlone = () -> sk.votes(votes.ptr(), histScratch.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(),
             heads, nKv, cands, p.splits(), false, false);
         double msVotes = b.medianMs(votesAlone, 3, 15, 20);
@@ -232,7 +207,6 @@ public final class TokenSelectBench {
         double msList = Double.NaN, msListGraph = Double.NaN, msListHot = Double.NaN, totFull = Double.NaN;
         double totInt4 = Double.NaN, totHit = Double.NaN;
         double totFullGraph = Double.NaN, totInt4Graph = Double.NaN, totHitGraph = Double.NaN;
-        double totFull2Graph = Double.NaN;
         if (haveLists) {
           // list attention alone, cold: each call on another layer and lists (ColdLists), rows from HBM as in a
           // step; `attend` repeats one list, whose rows stay in L2 (the hot row, for reference only)
@@ -267,12 +241,6 @@ public final class TokenSelectBench {
           // launches cost the host more than the GPU's work)
           totFullGraph = b.graphMs(stepFull, 10, 15);
           totInt4Graph = b.graphMs(stepInt4, 10, 15);
-          // the same with the two-launch vote: what the one launch saves, measured in this run
-          totFull2Graph = b.graphMs(() -> {
-            scoreFull2.run();
-            topk.run();
-            attend.run();
-          }, 10, 15);
           totHitGraph = b.graphMs(hitStep, 10, 15);
         }
         b.add(new Bench.Row("tokenselect", "list attention cold (" + ColdLists.ROTATE + " rotating layers + lists) L=" + L,
@@ -292,8 +260,6 @@ public final class TokenSelectBench {
             Double.NaN, Double.NaN, Double.NaN, Double.NaN));
         b.add(new Bench.Row("tokenselect", "total int4 no hit L=" + L + " in a CUDA graph", shape, totInt4Graph,
             Double.NaN, Double.NaN, Double.NaN, Double.NaN));
-        b.add(new Bench.Row("tokenselect", "total full-key no hit, two-launch vote L=" + L + " in a CUDA graph", shape,
-            totFull2Graph, Double.NaN, Double.NaN, Double.NaN, Double.NaN));
         b.add(new Bench.Row("tokenselect", "total cache hit L=" + L + " in a CUDA graph", shape, totHitGraph,
             Double.NaN, Double.NaN, Double.NaN, Double.NaN));
         ratio(b, "list attention (cold, CUDA graph)", L, dense, msListGraph, 25);
@@ -303,7 +269,6 @@ public final class TokenSelectBench {
         ratio(b, "total cache hit", L, dense, totHit, Double.NaN);
         ratio(b, "total full-key no hit (CUDA graph)", L, dense, totFullGraph, Double.NaN);
         ratio(b, "total int4 no hit (CUDA graph)", L, dense, totInt4Graph, Double.NaN);
-        ratio(b, "total full-key no hit, two-launch vote (CUDA graph)", L, dense, totFull2Graph, Double.NaN);
         ratio(b, "total cache hit (CUDA graph)", L, dense, totHitGraph, Double.NaN);
         ratio(b, "scoring full keys", L, dense, msFull, Double.NaN);
         ratio(b, "scoring int4 keys", L, dense, msInt4, Double.NaN);

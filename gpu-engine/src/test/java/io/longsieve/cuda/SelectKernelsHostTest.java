@@ -361,29 +361,6 @@ class SelectKernelsHostTest {
     assertEquals(0, SelectKernels.TOPK_MIN_SLICE % (16 * SelectKernels.TOPK_THREADS), "whole tiles per slice");
   }
 
-  /**
-   * The fused vote's shared logits: the host sizes them with the kernel's row padding, and the padding puts the 4
-   * head rows a scoring warp writes at once on different banks (chunks are whole 64-candidate steps).
-   */
-  @Test
-  void fusedVoteSharedMemoryMatchesTheKernel() throws IOException {
-    assertEquals(SelectKernels.FUSED_PAD, KernelDefines.of("ts_score_votes.cu", "TSSV_PAD"));
-    assertEquals(SelectKernels.SCORE_THREADS / 32, KernelDefines.of("ts_score.cu", "TSS_WARPS"));
-    SelectKernels.ScorePlan p = SelectKernels.scorePlan(131072 - 640, 8, 132);
-    assertEquals(0, p.chunk() % 64);
-    assertEquals(4 * (p.chunk() + 8) * 4, SelectKernels.fusedSmem(4, p.chunk()));
-    int stride = p.chunk() + SelectKernels.FUSED_PAD;
-    boolean[] bank = new boolean[32];
-    for (int row = 0; row < 4; row++) {
-      for (int key = 0; key < 8; key++) {
-        int b = (row * stride + key) % 32;
-        assertFalse(bank[b], "bank " + b + " twice");
-        bank[b] = true;
-      }
-    }
-    assertEquals((8 + p.splits()) * 4L, SelectKernels.fusedBarrierBytes(8, p.splits()));
-  }
-
   /** ts_decode_front's reduction is sized by TSF_THREADS: the launch must use exactly that many threads. */
   @Test
   void frontThreadsMatchTheKernel() throws IOException {

@@ -100,11 +100,6 @@ class TokenSelectParityTest extends GpuPoolTest {
 
   /** Runs one policy on both backends through a prefill and decode steps, comparing as it goes. */
   static void compare(String params, int heads, int kvHeads, int d) {
-    compare(params, heads, kvHeads, d, true);
-  }
-
-  /** As above; fuseVote false keeps scoring and vote in two launches (GpuTokenSelect.fuseVote). */
-  static void compare(String params, int heads, int kvHeads, int d, boolean fuseVote) {
     String p = BASE + (params.isEmpty() ? "" : "," + params);
     int before = 900, n = 250, steps = 12, layers = 2;
     try (Setup s = new Setup(layers, heads, kvHeads, d, before + n + steps + 8, params.hashCode() * 31L + d)) {
@@ -118,7 +113,6 @@ class TokenSelectParityTest extends GpuPoolTest {
       Overlap ov = new Overlap();
       try (GpuTokenSelect gpuTs = new GpuTokenSelect(PolicySpec.parse("prefill=tokenselect:" + p).prefill(), gpuStats,
           s.env)) {
-        gpuTs.fuseVote(fuseVote);
         s.append(before, 0, pageTable);
         s.append(n, before, pageTable);
         float[] q = Gpu.random(s.r, n * qDim, 0.5); // logits of a few units: votes spread, few exact ties
@@ -245,14 +239,6 @@ class TokenSelectParityTest extends GpuPoolTest {
     compare("", 32, 8, 128);
     compare("gqa=mod,index=int4", 32, 8, 128);
     compare("heads=kvhead,score=rope", 32, 8, 128);
-  }
-
-  @Test
-  void theTwoLaunchVoteMatchesCpuToo() {
-    // the bf16 keys' path where the fused vote cannot run (a grid too large for the GPU at once; heads=kvhead with
-    // gqa=mod and the int4 copy always vote in two launches, which matchesCpuTokenSelect covers)
-    compare("", 8, 2, 64, false);
-    compare("heads=kvhead,score=rope", 32, 8, 128, false);
   }
 
   @Test

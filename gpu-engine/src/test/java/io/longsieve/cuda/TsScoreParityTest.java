@@ -14,8 +14,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * ts_score_d* / ts_score_int4_d* (ts_score.cu, ts_score_int4.cu) and ts_votes (ts_votes.cu), and the
- * bf16 scoring and vote in one launch (ts_score_votes.cu), against
+ * ts_score_d* / ts_score_int4_d* (ts_score.cu, ts_score_int4.cu) and ts_votes (ts_votes.cu) against
  * a double-precision reference on every head size, both key formats, group sizes 1..8, gqa=div|mod,
  * an odd sink count and candidate count (split and page boundaries off the 8-key groups), a shuffled
  * page table, the default plan and one of 64-candidate splits (and one split longer than the staged
@@ -123,34 +122,20 @@ class TsScoreParityTest {
 
     int[] hist;  // (lists, TOPK_WS) the top-k workspace ts_votes histogrammed into, from the last run
 
-    /**
-     * Runs scoring with plan p and votes; returns logits, merged (M, L) per head, votes. fused: in one launch
-     * (SelectKernels.scoreVotes), which writes no logits (null in the result).
-     */
-    float[][] run(SelectKernels.ScorePlan p, boolean perKv, int hitFlag, boolean fused) {
+    /** Runs scoring with plan p and votes; returns logits, merged (M, L) per head, votes. */
+    float[][] run(SelectKernels.ScorePlan p, boolean perKv, int hitFlag) {
       int lists = perKv ? nKv : 1;
+      DeviceBuffer logits = gpu.poisoned((long) heads * cands * 4, false);
       DeviceBuffer partMl = gpu.poisoned((long) heads * p.splits() * 2 * 4, false);
       DeviceBuffer votes = gpu.poisoned((long) lists * cands * 4, false);
       DeviceBuffer hit = gpu.ints(new int[] {hitFlag});
-      DeviceBuffer ws = gpu.ints(new int[lists * SelectKernels.TOPK_WS]);
-      if (fused) {
-        DeviceBuffer pv = gpu.poisoned((long) nKv * cands * 4, false);
-        DeviceBuffer bars = gpu.ints(new int[nKv + p.splits()]);
-        sk.scoreVotes(votes.ptr(), ws.ptr(), partMl.ptr(), pv.ptr(), bars.ptr(), hit.ptr(), view, qfDev.ptr(), heads,
-            sinks, cands, p, perKv, mod, voteScale, false);
-        gpu.stream.synchronize();
-        hist = ws.downloadInts(lists * SelectKernels.TOPK_WS);
-        int[] left = bars.downloadInts(nKv + p.splits());
-        for (int x : left) assertEquals(0, x & 0x7FFFFFFF, "a barrier word not left at a multiple of 2^31");
-        return new float[][] {null, gpu.readF32(partMl, heads * p.splits() * 2), gpu.readF32(votes, lists * cands)};
-      }
-      DeviceBuffer logits = gpu.poisoned((long) heads * cands * 4, false);
       if (int4) {
         sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq.ptr(), ks.ptr(), qfDev.ptr(), heads, nKv, d, sinks,
             cands, p, mod, voteScale);
       } else {
         sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), view, qfDev.ptr(), heads, sinks, cands, p, mod, voteScale);
       }
+      DeviceBuffer ws = gpu.ints(new int[lists * SelectKernels.TOPK_WS]);
       sk.votes(votes.ptr(), ws.ptr(), logits.ptr(), partMl.ptr(), hit.ptr(), heads, nKv, cands, p.splits(), perKv, mod);
       gpu.stream.synchronize();
       hist = ws.downloadInts(lists * SelectKernels.TOPK_WS);
@@ -169,14 +154,8 @@ class TsScoreParityTest {
     SelectKernels.ScorePlan small = new SelectKernels.ScorePlan(64, (cs.cands + 63) / 64);
     for (SelectKernels.ScorePlan p : new SelectKernels.ScorePlan[] {sk.plan(cs.cands, nKv), small}) {
       for (boolean perKv : new boolean[] {false, true}) {
-        String what = "d=" + d + " int4=" + int4 + " mod=" + mod + " " + p + " perKv=" + perKv;
-        check(cs, p, perKv, cs.run(p, perKv, 0, false), what);
-        if (int4 || (perKv && mod)) {  // slower fused / list g's heads scored by other blocks: never fused
-          assertTrue(!sk.fusedVote(p, heads, nKv, d, int4, perKv, mod), what + ": fused");
-          continue;
-        }
-        assertTrue(sk.fusedVote(p, heads, nKv, d, int4, perKv, mod), what + ": these small grids fit the GPU");
-        check(cs, p, perKv, cs.run(p, perKv, 0, true), what + " fused");
+        float[][] out = cs.run(p, perKv, 0);
+        check(cs, p, perKv, out, "d=" + d + " int4=" + int4 + " mod=" + mod + " " + p + " perKv=" + perKv);
       }
     }
   }
@@ -192,10 +171,8 @@ class TsScoreParityTest {
         double[] x = cs.ref(h, c);
         ref[h][c] = x[0];
         worst = Math.max(worst, x[1]);
-        if (out[0] != null) {  // the fused kernel keeps its logits on chip
-          float got = out[0][h * cands + c];
-          assertTrue(Math.abs(got - x[0]) <= x[1], what + ": logit h=" + h + " c=" + c + " " + got + " vs " + x[0]);
-        }
+        float got = out[0][h * cands + c];
+        assertTrue(Math.abs(got - x[0]) <= x[1], what + ": logit h=" + h + " c=" + c + " " + got + " vs " + x[0]);
         m = Math.max(m, x[0]);
       }
       double l = 0;
@@ -235,29 +212,14 @@ class TsScoreParityTest {
   void aSplitOfMoreThanTsPagesPagesReadsTheTableFromGlobalMemory() {
     Case cs = new Case(4, 1, 64, false, false, 11, 256 * PAGE + 300);  // one split over 261 pages
     SelectKernels.ScorePlan one = new SelectKernels.ScorePlan((cs.cands + 63) / 64 * 64, 1);
-    check(cs, one, false, cs.run(one, false, 0, false), "one split of " + cs.cands);
-    // its 16K logits per head would not fit one block's shared memory: the host keeps the two launches
-    assertTrue(!sk.fusedVote(one, 4, 1, 64, false, false, false), "a split too long for shared memory fused");
-  }
-
-  @Test
-  void theDecodePlanOfLlamaShapesIsFused() {
-    // the one-wave plan at 32K: 8 KV heads x ~66 splits of ~4 KB of logits per head, on any supported GPU
-    SelectKernels.ScorePlan p = sk.plan(32768 - 640, 8);
-    assertTrue(sk.fusedVote(p, 32, 8, 128, false, false, false), "full keys at 32K: " + p);
-    assertTrue(!sk.fusedVote(p, 32, 8, 128, true, false, false), "int4 keeps its two launches");
-    assertTrue(!sk.fusedVote(p, 32, 8, 128, false, true, true), "heads=kvhead, gqa=mod");
+    check(cs, one, false, cs.run(one, false, 0), "one split of " + cs.cands);
   }
 
   @Test
   void aHitLeavesEveryOutputUntouched() {
     Case cs = new Case(32, 8, 128, false, false, 9);
-    for (boolean fused : new boolean[] {false, true}) {
-      float[][] out = cs.run(sk.plan(cs.cands, 8), false, 1, fused);
-      for (float[] o : out) {
-        if (o != null) for (float x : o) assertTrue(Float.isNaN(x), "written despite the hit flag, fused " + fused);
-      }
-      for (int x : cs.hist) assertEquals(0, x, "histogram despite the hit flag, fused " + fused);
-    }
+    float[][] out = cs.run(sk.plan(cs.cands, 8), false, 1);
+    for (float[] o : out) for (float x : o) assertTrue(Float.isNaN(x), "written despite the hit flag");
+    for (int x : cs.hist) assertEquals(0, x, "histogram despite the hit flag");
   }
 }
