@@ -12,7 +12,9 @@
 // hold no registers, so a round's loads are all in flight whatever the compiler schedules (register
 // loads it interleaved with their sums, each sum waiting for its load, on sm_90). Each thread then sums
 // (mod 2^32) every u32 word it copied, the block sums the threads, and out[g * blocks + b] gets that sum:
-// no copy can be dropped. Empty blocks (b * chunk >= listLen) write 0.
+// no copy can be dropped. Empty blocks (b * chunk >= listLen) write 0. pageTable null: the list holds
+// physical slots (page p's slots p * pageSize ..), the page-table lookup skipped, as if the top-k wrote
+// them: the floor of one dependent lookup fewer.
 
 #define LF_LOOKUPS 4       // list (and page-table) entries per thread per round of lookups
 #define LF_ISSUE 8         // row copies a thread issues back to back
@@ -43,7 +45,9 @@ __device__ __forceinline__ void list_gather_floor(unsigned* __restrict__ out, co
 #pragma unroll
     for (int u = 0; u < LF_LOOKUPS; u++) slot[u] = lists[ks + min(base + tid + u * T, nk - 1)];
 #pragma unroll
-    for (int u = 0; u < LF_LOOKUPS; u++) off[u] = kv_offset(pageTable, slot[u], g, nKv, pageSize, D);
+    for (int u = 0; u < LF_LOOKUPS; u++)
+      off[u] = pageTable ? kv_offset(pageTable, slot[u], g, nKv, pageSize, D)
+                         : (((size_t)(slot[u] / pageSize) * nKv + g) * pageSize + slot[u] % pageSize) * D;
 #pragma unroll
     for (int u = 0; u < LF_LOOKUPS; u++)
       if (base + tid + u * T < nk) sOff[base + tid + u * T] = off[u];

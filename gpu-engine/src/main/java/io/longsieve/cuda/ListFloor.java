@@ -41,11 +41,20 @@ final class ListFloor {
    * list, every KV head reads it, as a shared TokenSelect list); threads per block, a multiple of 32.
    */
   void gather(CUdeviceptr out, Kernels.KvView kv, CUdeviceptr lists, int listLen, int blocksPerKv, int threads) {
+    gather(out, kv, lists, listLen, blocksPerKv, threads, false);
+  }
+
+  /**
+   * As above; physical: lists holds physical slots (page p's slots are p * pageSize ..) and kv's page table is not
+   * read, one dependent lookup fewer (what a top-k that wrote physical slots would leave the list kernel).
+   */
+  void gather(CUdeviceptr out, Kernels.KvView kv, CUdeviceptr lists, int listLen, int blocksPerKv, int threads,
+              boolean physical) {
     check(kv.headDim(), listLen, blocksPerKv, threads);
     int d = kv.headDim(), chunk = chunk(listLen, blocksPerKv), stage = stage(d, chunk);
     l.launch(d == 128 ? "list_gather_floor_d128" : "list_gather_floor_d64", kv.nKv(), blocksPerKv, 1, threads,
-        smem(chunk, stage), out, kv.kRope(), kv.v(), kv.pageTable(), lists, kv.nKv(), kv.pageSize(), listLen, chunk,
-        stage);
+        smem(chunk, stage), out, kv.kRope(), kv.v(), physical ? null : kv.pageTable(), lists, kv.nKv(), kv.pageSize(),
+        listLen, chunk, stage);
   }
 
   static void check(int d, int listLen, int blocksPerKv, int threads) {

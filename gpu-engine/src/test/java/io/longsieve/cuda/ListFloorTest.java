@@ -9,8 +9,8 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * ListFloor (list_floor.cu) against its definition on the host: every block's u32 is the sum of the words of
- * exactly its entries' K and V rows, read through a shuffled page table, for grids with one and several lookup
- * and copy rounds, ragged last blocks and empty ones.
+ * exactly its entries' K and V rows, read through a shuffled page table (or, for physical slots, none), for grids
+ * with one and several lookup and copy rounds, ragged last blocks and empty ones.
  */
 @Tag("gpu")
 class ListFloorTest extends GpuTest {
@@ -28,23 +28,38 @@ class ListFloorTest extends GpuTest {
       // 1500 entries a block: three lookup rounds of 4 x 128, five copy rounds
       "64, 1, 3000, 4000, 2, 128"})
   void everyBlockSumsExactlyItsRows(int d, int nKv, int listLen, int slots, int blocks, int threads) {
+    run(d, nKv, listLen, slots, blocks, threads, false);
+  }
+
+  /** Physical slots: the page table is not read, page p of the list's slots is pool page p. */
+  @ParameterizedTest(name = "physical: d={0} nKv={1} list={2} of {3} slots, {4} blocks x {5} threads")
+  @CsvSource({"128, 8, 2688, 6000, 32, 256", "64, 2, 1000, 3000, 7, 128"})
+  void physicalSlotsSkipThePageTable(int d, int nKv, int listLen, int slots, int blocks, int threads) {
+    run(d, nKv, listLen, slots, blocks, threads, true);
+  }
+
+  private static void run(int d, int nKv, int listLen, int slots, int blocks, int threads, boolean physical) {
     Random r = new Random(d * 31L + nKv * 7L + listLen + blocks * 1009L + threads);
     int pages = DeviceCaches.pages(slots, 3);
-    int[] table = DeviceCaches.shuffledTable(r, pages);
+    int[] table = DeviceCaches.shuffledTable(r, pages);  // poisoned below for physical slots: must not be read
     int elems = pages * nKv * Kernels.PAGE_SIZE * d;
     short[] kPre = randomShorts(r, elems), kRope = randomShorts(r, elems), v = randomShorts(r, elems);
     int[] list = new int[listLen];  // any slots, repeats and disorder included; the last slot always
     for (int i = 0; i < listLen; i++) list[i] = r.nextInt(slots);
     list[listLen / 2] = slots - 1;
 
-    Kernels.KvView view = new Kernels.KvView(upload(kPre), upload(kRope), upload(v), gpu.ints(table).ptr(), nKv, d,
-        Kernels.PAGE_SIZE);
+    int[] identity = new int[pages];
+    for (int i = 0; i < pages; i++) identity[i] = i;
+    int[] poison = new int[pages];
+    java.util.Arrays.fill(poison, Integer.MIN_VALUE);
+    Kernels.KvView view = new Kernels.KvView(upload(kPre), upload(kRope), upload(v),
+        gpu.ints(physical ? poison : table).ptr(), nKv, d, Kernels.PAGE_SIZE);
     DeviceBuffer out = gpu.poisoned((long) nKv * blocks * 4, false);
-    new ListFloor(gpu.k).gather(out.ptr(), view, gpu.ints(list).ptr(), listLen, blocks, threads);
+    new ListFloor(gpu.k).gather(out.ptr(), view, gpu.ints(list).ptr(), listLen, blocks, threads, physical);
     gpu.stream.synchronize();
     int[] got = out.downloadInts(nKv * blocks);
-    assertArrayEquals(expected(kRope, v, table, list, nKv, d, Kernels.PAGE_SIZE, blocks), got,
-        "per-block sums of " + blocks + " blocks x " + threads + " threads");
+    assertArrayEquals(expected(kRope, v, physical ? identity : table, list, nKv, d, Kernels.PAGE_SIZE, blocks), got,
+        "per-block sums of " + blocks + " blocks x " + threads + " threads, physical " + physical);
   }
 
   /**
