@@ -60,6 +60,10 @@ public final class BenchCommand implements Callable<Integer> {
   @Option(names = "--batch", description = "Add batched decode (B = 1, 2, 4, 8 sequences per step) at 1024-token prompts.")
   boolean batch;
 
+  @Option(names = "--batch-policies", description = "Add batched decode per decode policy (dense, TokenSelect, its int4 "
+      + "index, its Selection Cache always hitting, StreamingLLM) at each context, B = 1, 2, 4, 8 where memory allows.")
+  boolean batchPolicies;
+
   @Override
   public Integer call() throws IOException {
     if (!model.equals("synthetic:llama3-8b")) {
@@ -83,6 +87,14 @@ public final class BenchCommand implements Callable<Integer> {
       }
       if (sparse) SparseBench.run(b, c, contexts, chunk, decodeSteps, !skipModel);
       if (batch) BatchBench.run(b, c, 1024, decodeSteps, new int[] {1, 2, 4, 8});
+      if (batchPolicies) {
+        try {
+          BatchBench.policies(b, c, contexts, decodeSteps, new int[] {1, 2, 4, 8});
+        } catch (RuntimeException e) {  // keep the rows measured so far
+          System.err.println("batched policies failed: " + e);
+          e.printStackTrace();
+        }
+      }
       print(b);
       write(b, csv);
       System.err.println("wrote " + csv.toAbsolutePath());
