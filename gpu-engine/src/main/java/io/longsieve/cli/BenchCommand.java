@@ -88,12 +88,7 @@ public final class BenchCommand implements Callable<Integer> {
       if (sparse) SparseBench.run(b, c, contexts, chunk, decodeSteps, !skipModel);
       if (batch) BatchBench.run(b, c, 1024, decodeSteps, new int[] {1, 2, 4, 8});
       if (batchPolicies) {
-        try {
-          BatchBench.policies(b, c, contexts, decodeSteps, new int[] {1, 2, 4, 8});
-        } catch (RuntimeException e) {  // keep the rows measured so far
-          System.err.println("batched policies failed: " + e);
-          e.printStackTrace();
-        }
+        b.section("batched policies", () -> BatchBench.policies(b, c, contexts, decodeSteps, new int[] {1, 2, 4, 8}));
       }
       print(b);
       write(b, csv);

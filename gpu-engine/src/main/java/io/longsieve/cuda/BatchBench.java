@@ -73,10 +73,11 @@ public final class BatchBench {
 
   /** Device bytes one sequence of {@link #policies} takes at a capacity: its cache and TokenSelect's int4 copy. */
   static long sequenceBytes(ModelConfig c, int capacity) {
-    // GpuTokenSelect.index sizes the copy at 5/4 of the slots and CudaContext.grow adds an eighth
-    long slots = (long) capacity * 5 / 4 * 9 / 8;
-    long int4 = (long) c.numLayers() * slots * c.numKvHeads() * (c.headDim() / 2 + 4);
-    return PagedKvCache.bytesFor(c, capacity) + int4;
+    // each layer's int4 keys and scales, sized as GpuTokenSelect.index grows them
+    long slots = GpuTokenSelect.int4Slots(capacity);
+    long layer = CudaContext.grownBytes(slots * c.numKvHeads() * (c.headDim() / 2))
+        + CudaContext.grownBytes(slots * c.numKvHeads() * 4);
+    return PagedKvCache.bytesFor(c, capacity) + c.numLayers() * layer;
   }
 
   /** Most sequences of capacity slots that fit in free bytes (keeping spare for workspaces), at most the batch limit. */
@@ -111,7 +112,7 @@ public final class BatchBench {
         if (sizes.length == 0) continue;
         PagedKvCache[] kvs = new PagedKvCache[sizes[sizes.length - 1]];
         try {
-          for (int i = 0; i < kvs.length; i++) kvs[i] = randomCache(ctx, k, c, capacity, L, 100 + 10 * i);
+          for (int i = 0; i < kvs.length; i++) kvs[i] = randomCache(ctx, k, c, capacity, 100 + 10 * i);
           for (int bs : sizes) {
             double denseMs = Double.NaN;
             for (String policy : POLICIES) {
@@ -132,17 +133,14 @@ public final class BatchBench {
     }
   }
 
-  /** A cache of capacity slots holding L random tokens in every layer (pre-RoPE keys, rotated keys, values). */
-  private static PagedKvCache randomCache(CudaContext ctx, Kernels k, ModelConfig c, int capacity, int L, long seed) {
+  /**
+   * A cache of capacity slots, every slot of every layer random (pre-RoPE keys, rotated keys, values);
+   * {@link #cell} sets its lengths.
+   */
+  private static PagedKvCache randomCache(CudaContext ctx, Kernels k, ModelConfig c, int capacity, long seed) {
     PagedKvCache kv = new PagedKvCache(ctx, c, capacity);
     long elems = (long) kv.pages * kv.nKv * kv.pageSize * kv.headDim;  // a private pool: every page, identity table
-    for (int l = 0; l < kv.layers; l++) {
-      Kernels.KvView v = kv.layer(l);
-      k.fillRandomBf16(v.kPre(), elems, seed + 3L * l, 1f);
-      k.fillRandomBf16(v.kRope(), elems, seed + 3L * l + 1, 1f);
-      k.fillRandomBf16(v.v(), elems, seed + 3L * l + 2, 1f);
-      kv.setLength(l, L);
-    }
+    for (int l = 0; l < kv.layers; l++) k.fillRandomKv(kv.layer(l), elems, seed + 3L * l);
     return kv;
   }
 

@@ -105,6 +105,20 @@ public final class Bench implements AutoCloseable {
     return log;
   }
 
+  /** Runs one section; a failure is logged and the next section still runs (one run measures as much as it can). */
+  public void section(String name, Runnable body) {
+    log.println("== bench: " + name);
+    long t0 = System.nanoTime();
+    try {
+      body.run();
+    } catch (RuntimeException e) {
+      log.println("bench section '" + name + "' failed: " + e);
+      e.printStackTrace(log);
+      kernels().stream().synchronize();
+    }
+    log.printf(Locale.ROOT, "== %s took %.1f s%n", name, (System.nanoTime() - t0) / 1e9);
+  }
+
   /** Records a row and logs it at once, so a run cut short still shows what it measured. */
   void add(Row r) {
     rows.add(r);

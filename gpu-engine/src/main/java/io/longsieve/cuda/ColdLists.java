@@ -60,9 +60,7 @@ final class ColdLists implements AutoCloseable {
     Random r = new Random(seed);
     int[] all = new int[ROTATE * nKv * len];
     for (int i = 0; i < ROTATE; i++) {
-      k.fillRandomBf16(views[i].kPre(), elems, 100 + 3L * i, 1f);
-      k.fillRandomBf16(views[i].kRope(), elems, 101 + 3L * i, 1f);
-      k.fillRandomBf16(views[i].v(), elems, 102 + 3L * i, 1f);
+      k.fillRandomKv(views[i], elems, 100 + 3L * i);
       for (int g = 0; g < nKv; g++) System.arraycopy(ListAttentionBench.list(r, L), 0, all, (i * nKv + g) * len, len);
     }
     k.stream().synchronize();

@@ -130,7 +130,12 @@ public final class CudaContext implements AutoCloseable {
       synchronize();
       b.close();
     }
-    return alloc(Math.max(16, bytes + bytes / 8), what);
+    return alloc(grownBytes(bytes), what);
+  }
+
+  /** What {@link #grow} allocates for a need of bytes: an eighth more, at least 16. */
+  static long grownBytes(long bytes) {
+    return Math.max(16, bytes + bytes / 8);
   }
 
   synchronized void released(long bytes) {

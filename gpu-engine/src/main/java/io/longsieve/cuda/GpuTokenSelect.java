@@ -155,13 +155,18 @@ final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     if (quantiseFrom(indexed[layer], need) < 0) return;
     long bytes = (long) total * kvHeads * (d / 2);
     if (kq[layer] == null || kq[layer].bytes() < bytes) {
-      int cap = (int) Math.min(Integer.MAX_VALUE, ((long) total * 5 / 4 + 63) / 64 * 64);
+      int cap = int4Slots(total);
       kq[layer] = env.ctx().grow(kq[layer], (long) cap * kvHeads * (d / 2), "TokenSelect int4 keys");
       ks[layer] = env.ctx().grow(ks[layer], (long) cap * kvHeads * 4, "TokenSelect int4 scales");
       indexed[layer] = 0;
     }
     sk.quantise(kq[layer].ptr(), ks[layer].ptr(), c.kv(), indexed[layer], total - indexed[layer]);
     indexed[layer] = total;
+  }
+
+  /** Slots the int4 copy is sized for when it must hold total: a quarter more, in multiples of 64. */
+  static int int4Slots(int total) {
+    return (int) Math.min(Integer.MAX_VALUE, ((long) total * 5 / 4 + 63) / 64 * 64);
   }
 
   /**

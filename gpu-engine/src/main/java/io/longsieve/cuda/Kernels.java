@@ -214,6 +214,13 @@ public final class Kernels {
     l.launch("fill_random_bf16", (int) Math.min(65535, (n + 255) / 256), 1, 1, 256, 0, p, n, seed, scale);
   }
 
+  /** elems of a view's pre-RoPE keys, rotated keys and values, as fillRandomBf16 at seeds seed, seed + 1, seed + 2. */
+  public void fillRandomKv(KvView v, long elems, long seed) {
+    fillRandomBf16(v.kPre(), elems, seed, 1f);
+    fillRandomBf16(v.kRope(), elems, seed + 1, 1f);
+    fillRandomBf16(v.v(), elems, seed + 2, 1f);
+  }
+
   public void fillF32(CUdeviceptr p, long n, float value) {
     l.launch("fill_f32", (int) Math.min(65535, (n + 255) / 256), 1, 1, 256, 0, p, n, value);
   }

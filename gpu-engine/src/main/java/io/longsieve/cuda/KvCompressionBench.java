@@ -66,9 +66,7 @@ public final class KvCompressionBench {
       invFreq.upload(new Rope(c).inverseFrequencies());
       Kernels.KvView v = kv.layer(0);
       long elems = (long) kv.poolPages() * c.numKvHeads() * kv.pageSize * c.headDim();
-      k.fillRandomBf16(v.kPre(), elems, 7, 1f);
-      k.fillRandomBf16(v.kRope(), elems, 8, 1f);
-      k.fillRandomBf16(v.v(), elems, 9, 1f);
+      k.fillRandomKv(v, elems, 7);
       GpuEnv env = new GpuEnv(one, ctx, k, ws, invFreq.ptr(), null);
       try (GpuParts.Kv part = part(policy, new SelectionStats(1), env)) {
         observe(part, kv, q, c.qDim(), 64, L);

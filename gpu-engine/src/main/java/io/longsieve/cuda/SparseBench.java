@@ -24,27 +24,13 @@ public final class SparseBench {
       "decode=quest", "decode=streaming"};
 
   public static void run(Bench b, ModelConfig c, int[] contexts, int chunk, int decodeSteps, boolean endToEnd) {
-    section(b, "launch cost", () -> launchCost(b));
-    section(b, "list attention", () -> ListAttentionBench.run(b, c, contexts));
-    section(b, "TokenSelect", () -> TokenSelectBench.run(b, c, contexts));
-    section(b, "Quest and StreamingLLM", () -> BaselinesBench.run(b, c, contexts));
-    section(b, "Token Sparse Attention", () -> TsaBench.run(b, c, contexts));
-    section(b, "KV compression", () -> KvCompressionBench.run(b, c, contexts));
-    if (endToEnd) section(b, "end to end", () -> endToEnd(b, c, Arrays.stream(contexts).max().orElse(32768), chunk, decodeSteps));
-  }
-
-  /** Runs one section; a failure is logged and the next section still runs (one run measures as much as it can). */
-  private static void section(Bench b, String name, Runnable body) {
-    b.log().println("== sparse bench: " + name);
-    long t0 = System.nanoTime();
-    try {
-      body.run();
-    } catch (RuntimeException e) {
-      b.log().println("sparse bench section '" + name + "' failed: " + e);
-      e.printStackTrace(b.log());
-      b.kernels().stream().synchronize();
-    }
-    b.log().printf(Locale.ROOT, "== %s took %.1f s%n", name, (System.nanoTime() - t0) / 1e9);
+    b.section("launch cost", () -> launchCost(b));
+    b.section("list attention", () -> ListAttentionBench.run(b, c, contexts));
+    b.section("TokenSelect", () -> TokenSelectBench.run(b, c, contexts));
+    b.section("Quest and StreamingLLM", () -> BaselinesBench.run(b, c, contexts));
+    b.section("Token Sparse Attention", () -> TsaBench.run(b, c, contexts));
+    b.section("KV compression", () -> KvCompressionBench.run(b, c, contexts));
+    if (endToEnd) b.section("end to end", () -> endToEnd(b, c, Arrays.stream(contexts).max().orElse(32768), chunk, decodeSteps));
   }
 
   /**

@@ -65,9 +65,7 @@ public final class TokenSelectBench {
          DeviceBuffer fpSin = ctx.alloc((long) (d / 2) * 4, "bench fingerprint sin")) {
       Kernels.KvView v = kv.layer(0);
       long cacheElems = (long) kv.pages * nKv * kv.pageSize * d;
-      k.fillRandomBf16(v.kPre(), cacheElems, 11, 1f);
-      k.fillRandomBf16(v.kRope(), cacheElems, 12, 1f);
-      k.fillRandomBf16(v.v(), cacheElems, 13, 1f);
+      k.fillRandomKv(v, cacheElems, 11);
       k.fillRandomBf16(q.ptr(), qDim, 14, 0.1f);
       k.bf16ToF32(qPre.ptr(), q.ptr(), qDim);
       invFreq.upload(new Rope(one).inverseFrequencies());
