@@ -21,3 +21,5 @@
 #include "ts_score.cu"
 #include "ts_score_int4.cu"
 #include "ts_votes.cu"
+#include "hopper/gemm_sm90.cu"
+#include "hopper/prefill_sm90.cu"

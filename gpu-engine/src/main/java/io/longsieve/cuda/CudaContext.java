@@ -25,6 +25,7 @@ public final class CudaContext implements AutoCloseable {
   private final String name;
   private final int smCount;
   private final int maxSharedPerBlockOptin;
+  private final int computeCapability;  // major * 10 + minor: 90 on H100/H200
   private final long budget;
   private long used;
   private boolean closed;
@@ -52,6 +53,8 @@ public final class CudaContext implements AutoCloseable {
     this.name = new String(buf, 0, len, java.nio.charset.StandardCharsets.US_ASCII);
     this.smCount = attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
     this.maxSharedPerBlockOptin = attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    this.computeCapability = 10 * attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+        + attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
     long[] free = new long[1], total = new long[1];
     cuMemGetInfo(free, total);
     this.budget = (long) (free[0] * memoryFraction);
@@ -83,6 +86,11 @@ public final class CudaContext implements AutoCloseable {
 
   public int maxSharedPerBlockOptin() {
     return maxSharedPerBlockOptin;
+  }
+
+  /** Compute capability as major * 10 + minor (90: Hopper, where the sm_90a kernels run). */
+  public int computeCapability() {
+    return computeCapability;
   }
 
   /** "cuda:0 NVIDIA H200", as the stats report it. */

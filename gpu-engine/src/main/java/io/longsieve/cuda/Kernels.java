@@ -22,10 +22,31 @@ public final class Kernels {
 
   private final Launcher l;
   private final int smCount;
+  private final boolean hopper;        // the sm_90a kernels (hopper/*.cu): wgmma, TMA
+  private final TensorMaps maps = new TensorMaps();
 
   public Kernels(KernelModule module, CudaStream stream) {
+    this(module, stream, Hopper.usable(module.context()));
+  }
+
+  /** hopper false keeps the sm_80 kernels on any GPU (parity tests run both paths on an H200). */
+  Kernels(KernelModule module, CudaStream stream, boolean hopper) {
+    if (hopper && !Hopper.usable(module.context())) {
+      throw new IllegalArgumentException("the sm_90a kernels need " + Hopper.requirement() + "; "
+          + module.context().describe() + " has compute capability " + module.context().computeCapability());
+    }
     this.l = new Launcher(module, stream);
     this.smCount = module.context().smCount();
+    this.hopper = hopper;
+  }
+
+  /** Whether prefill GEMMs and attention run the sm_90a (wgmma + TMA) kernels. */
+  public boolean hopper() {
+    return hopper;
+  }
+
+  TensorMaps maps() {
+    return maps;
   }
 
   public CudaStream stream() {
@@ -87,9 +108,24 @@ public final class Kernels {
 
   public void gemm(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k) {
     checkK(k);
+    if (hopper) {
+      gemmSm90(out, mode, a, w, bias, m, n, k);
+      return;
+    }
     boolean three = l.context().maxSharedPerBlockOptin() >= GEMM_SMEM;
     l.launch(three ? "gemm_bf16" : "gemm_bf16_s2", ((n + 127) / 128) * ((m + 127) / 128), 1, 1, 256,
         three ? GEMM_SMEM : GEMM_SMEM_2, out, a, w, bias, m, n, k, mode);
+  }
+
+  /**
+   * gemm_sm90 (hopper/gemm_sm90.cu): a persistent grid of at most one block per multiprocessor over
+   * 128 x 256 tiles, A and W read by TMA through tensor maps (boxes of 128 and 256 rows by 64).
+   */
+  private void gemmSm90(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k) {
+    TensorMaps.TensorMap ma = maps.matrix(a, m, k, 2L * k, 128), mw = maps.matrix(w, n, k, 2L * k, 256);
+    long tiles = (long) ((m + 127) / 128) * ((n + 255) / 256);
+    l.launch("gemm_sm90", (int) Math.min(tiles, smCount), 1, 1, Hopper.THREADS, Hopper.GEMM_SMEM, ma, mw, out, bias, m,
+        n, k, mode, Hopper.gemmRowGroup(m));
   }
 
   public void gemv(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k) {
@@ -164,9 +200,28 @@ public final class Kernels {
     if ((d != 64 && d != 128) || kv.pageSize() != PAGE_SIZE) {
       throw new IllegalArgumentException("flash prefill takes headDim 64/128 and page size 64, not " + d + "/" + kv.pageSize());
     }
+    int g = nHeads / kv.nKv();
+    if (hopper && Hopper.packs(g)) {
+      TensorMaps.TensorMap mq = maps.tensor3(q, d, nHeads, n, 2L * d, 2L * nHeads * d, g, Hopper.ATTN_ROWS / g);
+      TensorMaps.TensorMap mk = cacheMap(kv.kRope(), d), mv = cacheMap(kv.v(), d);
+      int posPerBlock = Hopper.ATTN_ROWS / g;
+      l.launch(d == 64 ? "attn_prefill_sm90_d64" : "attn_prefill_sm90_d128", (n + posPerBlock - 1) / posPerBlock,
+          kv.nKv(), 1, Hopper.THREADS, Hopper.attnSmem(d), mq, mk, mv, out, kv.pageTable(), n, nHeads, kv.nKv(),
+          Integer.numberOfTrailingZeros(g), before, window, scale);
+      return;
+    }
     int smem = (64 + 4 * 64) * (d + 8) * 2;
     l.launch(d == 64 ? "flash_prefill_d64" : "flash_prefill_d128", (n + 63) / 64, nHeads, 1, 128, smem, out, q, kv.kRope(),
         kv.v(), kv.pageTable(), n, nHeads, kv.nKv(), before, window, scale);
+  }
+
+  /**
+   * A tensor map over one layer's K or V pages (page, nKv, 64, d) as rows of d: boxes of one page's
+   * 64 rows by 64 dims. The row count is an upper bound (the kernels read only pages the page
+   * table names); the map is the same for every call on the layer, so it is cached.
+   */
+  TensorMaps.TensorMap cacheMap(CUdeviceptr layer, int d) {
+    return maps.matrix(layer, Integer.MAX_VALUE, d, 2L * d, PAGE_SIZE);
   }
 
   /** Flash decoding: split the key range over blocks, then merge (any row count); adds kv's logit bias if any. */

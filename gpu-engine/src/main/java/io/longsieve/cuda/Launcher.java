@@ -15,7 +15,7 @@ import jcuda.driver.CUfunction_attribute;
 /**
  * Launches kernels of one module on one stream. Arguments are boxed Java values mapped to kernel
  * parameters by type: {@link CUdeviceptr} (or null for a null pointer), Integer, Long, Float,
- * Double. Launches are asynchronous; a bad launch configuration throws at once with its CUresult.
+ * Double, and {@link TensorMaps.TensorMap} (a 128-byte CUtensorMap passed by value, 64-byte aligned). Launches are asynchronous; a bad launch configuration throws at once with its CUresult.
  */
 final class Launcher {
 
@@ -94,6 +94,7 @@ final class Launcher {
       else if (a instanceof Float x) b.position(align(b.position(), 4)).putFloat(x);
       else if (a instanceof Long l) b.position(align(b.position(), 8)).putLong(l);
       else if (a instanceof Double d) b.position(align(b.position(), 8)).putDouble(d);
+      else if (a instanceof TensorMaps.TensorMap m) b.position(align(b.position(), 64)).put(m.bytes());
       else throw new IllegalArgumentException("unsupported kernel argument " + a.getClass());
     }
     argSize.putLong(0, b.position());
@@ -110,6 +111,7 @@ final class Launcher {
     if (a instanceof Long l) return Pointer.to(new long[] {l});
     if (a instanceof Float f) return Pointer.to(new float[] {f});
     if (a instanceof Double d) return Pointer.to(new double[] {d});
+    if (a instanceof TensorMaps.TensorMap m) return Pointer.to(m.bytes());
     throw new IllegalArgumentException("unsupported kernel argument " + a.getClass());
   }
 }

@@ -16,10 +16,12 @@ final class TsaKernels {
   static final int SELECT_THREADS = 1024;
   static final int PAGE = Kernels.PAGE_SIZE;
 
+  private final Kernels k;
   private final Launcher l;
   private final int sms;
 
   TsaKernels(Kernels k) {
+    this.k = k;
     this.l = k.launcher();
     this.sms = k.smCount();
   }
@@ -141,6 +143,13 @@ final class TsaKernels {
                   CUdeviceptr headFirst, int len, int nHeads, int d, int maxRows, float scale) {
     checkD(d);
     if (maxRows < 1) return;
+    if (k.hopper()) {  // the sm_90a core: one query head per KV head (G = 1) of the gathered cache
+      TensorMaps.TensorMap mq = k.maps().tensor3(qc, d, nHeads, maxRows, 2L * d, 2L * nHeads * d, 1, Hopper.ATTN_ROWS);
+      l.launch(d == 64 ? "attn_prefill_heads_sm90_d64" : "attn_prefill_heads_sm90_d128",
+          (maxRows + Hopper.ATTN_ROWS - 1) / Hopper.ATTN_ROWS, nHeads, 1, Hopper.THREADS, Hopper.attnSmem(d), mq,
+          k.cacheMap(kc, d), k.cacheMap(vc, d), oc, pageTable, headFirst, len, nHeads, 0, scale);
+      return;
+    }
     int smem = (64 + 4 * 64) * (d + 8) * 2;
     l.launch(d == 64 ? "flash_prefill_heads_d64" : "flash_prefill_heads_d128", (maxRows + 63) / 64, nHeads, 1, 128,
         smem, oc, qc, kc, vc, pageTable, headFirst, len, nHeads, 0, scale);

@@ -16,7 +16,10 @@ import org.junit.jupiter.params.provider.CsvSource;
  * Flash prefill and flash decoding (tensor cores) and the split-K CUDA-core kernel (any head size)
  * against DenseAttention on the CPU:
  * causal, GQA, a chunk that starts after earlier cached tokens, sliding windows, and a shuffled
- * page table so every access goes through the indirection.
+ * page table so every access goes through the indirection. On an H100/H200 "flash" is the sm_90a
+ * kernel (wgmma, TMA, GQA packing for 1, 2, 4 or 8 query heads per KV head; other groups fall back
+ * to the sm_80 kernel), "flash80" the sm_80 one. The cache's spare slots are poisoned with NaN, so
+ * a key past the end that leaks into P V fails the check.
  */
 @Tag("gpu")
 class AttentionParityTest extends GpuPoolTest {
@@ -28,6 +31,10 @@ class AttentionParityTest extends GpuPoolTest {
   @CsvSource({
       "flash, 128, 8, 2, 0, 200, 0", "flash, 128, 4, 4, 130, 77, 0", "flash, 64, 8, 1, 0, 129, 0",
       "flash, 64, 6, 2, 300, 64, 100", "flash, 128, 32, 8, 1000, 300, 0",
+      "flash, 128, 32, 8, 0, 1000, 0", "flash, 128, 32, 8, 4000, 333, 0", "flash, 128, 16, 2, 77, 500, 0",
+      "flash, 64, 12, 6, 100, 333, 0", "flash, 128, 32, 8, 1000, 700, 256", "flash, 128, 12, 4, 50, 200, 0",
+      "flash, 128, 32, 8, 63, 1, 0", "flash, 64, 8, 8, 0, 128, 0",
+      "flash80, 128, 8, 2, 0, 200, 0", "flash80, 64, 6, 2, 300, 64, 100", "flash80, 128, 32, 8, 1000, 300, 0",
       "split, 16, 4, 2, 0, 40, 0", "split, 8, 8, 2, 13, 20, 0", "split, 128, 32, 8, 0, 3, 0",
       "split, 16, 4, 2, 50, 30, 16",
       "decode, 128, 32, 8, 5000, 1, 0", "decode, 128, 8, 1, 20000, 1, 0", "decode, 64, 28, 4, 3000, 1, 0",
@@ -59,7 +66,8 @@ class AttentionParityTest extends GpuPoolTest {
     DeviceBuffer out = gpu.poisoned((long) n * qDim * 2, true);
     float scale = (float) (1.0 / Math.sqrt(d));
     try (Kernels.Workspace ws = new Kernels.Workspace(gpu.ctx)) {
-      if (path.equals("flash")) gpu.k.flashPrefill(out.ptr(), qDev.ptr(), view, n, heads, before, window, scale);
+      if (path.equals("flash80")) gpu.k80.flashPrefill(out.ptr(), qDev.ptr(), view, n, heads, before, window, scale);
+      else if (path.equals("flash")) gpu.k.flashPrefill(out.ptr(), qDev.ptr(), view, n, heads, before, window, scale);
       else if (path.equals("fdecode")) gpu.k.flashDecode(out.ptr(), qDev.ptr(), view, n, heads, before, window, scale, ws);
       else gpu.k.splitAttention(out.ptr(), qDev.ptr(), view, n, heads, before, window, scale, ws);
       assertClose(gpu.readBf16(out, n * qDim), ref, TOL, path + " attention");

@@ -1,0 +1,137 @@
+package io.longsieve.cuda;
+
+import com.sun.jna.Library;
+import com.sun.jna.Memory;
+import com.sun.jna.Native;
+import com.sun.jna.Pointer;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import jcuda.driver.CUdeviceptr;
+
+/**
+ * TMA tensor maps (CUtensorMap, 128 opaque bytes) for the sm_90a kernels, encoded by the driver's
+ * {@code cuTensorMapEncodeTiled}. JCuda 12.6 does not bind that call, so it is reached through JNA
+ * in the same libcuda.so.1 that JCuda loaded; encoding is host-only work (no context, no launch).
+ *
+ * <p>Every map here is bf16 with the 128-byte swizzle and a box whose inner dimension is 64
+ * elements (128 bytes): the shared-memory layout the kernels' wgmma descriptors read
+ * (hopper/sm90.cuh). Maps are cached by address and shape, since the forward pass hands the same
+ * buffers to the same kernels layer after layer.
+ *
+ * <p>Failure semantics: {@link #available()} is false (and says why in {@link #unavailableReason()})
+ * when libcuda cannot be bound through JNA; the engine then keeps the sm_80 kernels. An encoding the
+ * driver refuses throws IllegalStateException with the CUresult and the shape.
+ */
+public final class TensorMaps {
+
+  /** The 128 bytes of one encoded map, passed to a kernel by value (a __grid_constant__ parameter). */
+  public record TensorMap(byte[] bytes) {
+    public TensorMap {
+      if (bytes.length != 128) throw new IllegalArgumentException("a CUtensorMap is 128 bytes, not " + bytes.length);
+    }
+  }
+
+  private static final int BF16 = 9;           // CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+  private static final int SWIZZLE_128B = 3;   // CU_TENSOR_MAP_SWIZZLE_128B
+  private static final int L2_256B = 3;        // CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+  private static final int CACHE_LIMIT = 4096;
+
+  /** The one driver entry point bound through JNA. */
+  interface Driver extends Library {
+    int cuTensorMapEncodeTiled(Pointer map, int dtype, int rank, Pointer globalAddress, long[] globalDim,
+                               long[] globalStrides, int[] boxDim, int[] elementStrides, int interleave, int swizzle,
+                               int l2Promotion, int oobFill);
+  }
+
+  private static final Driver DRIVER;
+  private static final String UNAVAILABLE;
+
+  static {
+    Driver d = null;
+    String why = null;
+    for (String name : new String[] {"cuda", "libcuda.so.1"}) {
+      try {
+        d = Native.load(name, Driver.class);
+        why = null;
+        break;
+      } catch (LinkageError | RuntimeException e) {
+        why = "libcuda through JNA: " + e.getMessage();
+      }
+    }
+    DRIVER = d;
+    UNAVAILABLE = why;
+  }
+
+  public static boolean available() {
+    return DRIVER != null;
+  }
+
+  public static String unavailableReason() {
+    return UNAVAILABLE;
+  }
+
+  private record Key(long address, long[] dims, long[] strides, int[] box) {
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof Key k && k.address == address && java.util.Arrays.equals(k.dims, dims)
+          && java.util.Arrays.equals(k.strides, strides) && java.util.Arrays.equals(k.box, box);
+    }
+
+    @Override
+    public int hashCode() {
+      return Long.hashCode(address) * 31 + java.util.Arrays.hashCode(dims) * 7 + java.util.Arrays.hashCode(box);
+    }
+  }
+
+  private final Map<Key, TensorMap> cache = new LinkedHashMap<>(64, 0.75f, true) {
+    @Override
+    protected boolean removeEldestEntry(Map.Entry<Key, TensorMap> e) {
+      return size() > CACHE_LIMIT;
+    }
+  };
+  private final Memory scratch = new Memory(128 + 64);
+  private final Pointer aligned = scratch.align(64);  // the driver wants a 64-byte aligned CUtensorMap
+
+  /**
+   * A row-major (rows, cols) bf16 matrix at base, rowBytes apart (a multiple of 16), read in boxes
+   * of boxRows rows by 64 columns: GEMM operands (rows = M or N, cols = K) and KV cache layers
+   * (rows = page x nKv x pageSize, cols = headDim).
+   */
+  public synchronized TensorMap matrix(CUdeviceptr base, long rows, long cols, long rowBytes, int boxRows) {
+    return encode(DeviceAddress.of(base), new long[] {cols, rows}, new long[] {rowBytes}, new int[] {64, boxRows});
+  }
+
+  /**
+   * A (d2, d1, d0) bf16 tensor at base, d0 contiguous, dims 1 and 2 stride1 and stride2 bytes
+   * apart, read in boxes of (box2, box1, 64): the query tile of the attention kernels, whose box
+   * packs the query heads that share a KV head (box1 heads by box2 positions).
+   */
+  public synchronized TensorMap tensor3(CUdeviceptr base, long d0, long d1, long d2, long stride1, long stride2,
+                                        int box1, int box2) {
+    return encode(DeviceAddress.of(base), new long[] {d0, d1, d2}, new long[] {stride1, stride2},
+        new int[] {64, box1, box2});
+  }
+
+  private TensorMap encode(long address, long[] dims, long[] strides, int[] box) {
+    if (DRIVER == null) throw new IllegalStateException("TMA tensor maps are unavailable: " + UNAVAILABLE);
+    Key key = new Key(address, dims, strides, box);
+    TensorMap hit = cache.get(key);
+    if (hit != null) return hit;
+    if (address % 16 != 0) throw new IllegalArgumentException("a tensor map's base must be 16-byte aligned: " + address);
+    for (long s : strides) {
+      if (s % 16 != 0) throw new IllegalArgumentException("tensor map strides must be multiples of 16 bytes: " + s);
+    }
+    int[] elementStrides = new int[dims.length];
+    java.util.Arrays.fill(elementStrides, 1);
+    int r = DRIVER.cuTensorMapEncodeTiled(aligned, BF16, dims.length, new Pointer(address), dims, strides, box,
+        elementStrides, 0, SWIZZLE_128B, L2_256B, 0);
+    if (r != 0) {
+      throw new IllegalStateException("cuTensorMapEncodeTiled failed with CUresult " + r + " for dims "
+          + java.util.Arrays.toString(dims) + ", strides " + java.util.Arrays.toString(strides) + ", box "
+          + java.util.Arrays.toString(box));
+    }
+    TensorMap map = new TensorMap(aligned.getByteArray(0, 128));
+    cache.put(key, map);
+    return map;
+  }
+}
