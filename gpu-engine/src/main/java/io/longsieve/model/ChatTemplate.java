@@ -92,6 +92,7 @@ public final class ChatTemplate {
     } catch (IOException e) {
       throw new CheckpointException(file + ": not valid JSON: " + e.getMessage(), e);
     }
+    if (root == null || !root.isObject()) throw new CheckpointException(file + ": is not a JSON object");
     String template = null;
     Path source = file;
     JsonNode t = root.path("chat_template");
@@ -127,7 +128,7 @@ public final class ChatTemplate {
     for (String system : new String[] {PROBE_SYSTEM, null}) {
       Rendered r = renderChecked(system, PROBE_USER);
       if (r.overLimit != null) {
-        throw new CheckpointException(source + ": chat_template goes past its bounds on a two-line conversation: " + r.overLimit);
+        throw new CheckpointException(source + ": chat_template goes past its bounds on a short probe conversation: " + r.overLimit);
       }
       if (r.error == null) return;
       if (r.raised == null) throw new CheckpointException(source + ": chat_template cannot be rendered: " + r.error);
@@ -137,10 +138,45 @@ public final class ChatTemplate {
 
   /**
    * Jinja's "-" markers ({@code {{-}, {@code -%}}, ...) strip the whitespace next to a tag; Jinjava
-   * does not honour them on expressions, so they are applied here before rendering.
+   * does not honour them on expressions, so they are applied here before rendering. One pass each
+   * way, in linear time: the regex form ({@code \\s*(\\{[{%#])-}) rescans a run of whitespace from
+   * every position in it, so a template of a million spaces took minutes to load.
    */
   static String applyWhitespaceControl(String t) {
-    return t.replaceAll("\\s*(\\{[{%#])-", "$1").replaceAll("-([}%#]\\})\\s*", "$1");
+    StringBuilder left = new StringBuilder(t.length());
+    for (int i = 0; i < t.length(); i++) {
+      if (i + 2 < t.length() && t.charAt(i) == '{' && isTagChar(t.charAt(i + 1), '{') && t.charAt(i + 2) == '-') {
+        int end = left.length();
+        while (end > 0 && isSpace(left.charAt(end - 1))) end--;
+        left.setLength(end);
+        left.append('{').append(t.charAt(i + 1));
+        i += 2;
+      } else {
+        left.append(t.charAt(i));
+      }
+    }
+    StringBuilder out = new StringBuilder(left.length());
+    for (int i = 0; i < left.length(); i++) {
+      if (i + 2 < left.length() && left.charAt(i) == '-' && isTagChar(left.charAt(i + 1), '}') && left.charAt(i + 2) == '}') {
+        out.append(left.charAt(i + 1)).append('}');
+        i += 3;
+        while (i < left.length() && isSpace(left.charAt(i))) i++;
+        i--;
+      } else {
+        out.append(left.charAt(i));
+      }
+    }
+    return out.toString();
+  }
+
+  /** The second character of a tag opener ({@code {{ {% {#}) or closer ({@code }} %} #}}). */
+  private static boolean isTagChar(char c, char brace) {
+    return c == brace || c == '%' || c == '#';
+  }
+
+  /** Java regex's \\s: space, tab, newline, vertical tab, form feed, carriage return. */
+  private static boolean isSpace(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == 0x0B || c == '\f' || c == '\r';
   }
 
   private static String tokenText(JsonNode n) {

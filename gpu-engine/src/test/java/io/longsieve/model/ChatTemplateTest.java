@@ -114,4 +114,29 @@ class ChatTemplateTest {
   void halfOpenAndRawTagsInUserTextAreKept() throws IOException {
     assertVerbatim("{% raw %}{{ x }}{% endraw %} and an unclosed {{ and {% and {#");
   }
+
+  // ---- whitespace control ----
+
+  /** The regex form applyWhitespaceControl replaced: same result, but quadratic in whitespace runs. */
+  private static String byRegex(String t) {
+    return t.replaceAll("\\s*(\\{[{%#])-", "$1").replaceAll("-([}%#]\\})\\s*", "$1");
+  }
+
+  @Test
+  void whitespaceControlMatchesTheRegexForm() {
+    String[] parts = {"{{-", "-}}", "{%-", "-%}", "{#-", "-#}", "{{", "}}", "-", "{", "}", " ", "\n", "\t", "x", "%", "#"};
+    java.util.Random r = new java.util.Random(16);
+    for (int c = 0; c < 2000; c++) {
+      StringBuilder b = new StringBuilder();
+      for (int i = 0, n = r.nextInt(12); i < n; i++) b.append(parts[r.nextInt(parts.length)]);
+      assertEquals(byRegex(b.toString()), ChatTemplate.applyWhitespaceControl(b.toString()), b.toString());
+    }
+  }
+
+  @Test
+  void aLongRunOfWhitespaceLoadsInLinearTime() {
+    String t = " ".repeat(2_000_000) + "{{- 'x' -}}" + " ".repeat(2_000_000);
+    String out = assertTimeoutPreemptively(Duration.ofSeconds(5), () -> ChatTemplate.applyWhitespaceControl(t));
+    assertEquals("{{ 'x' }}", out);
+  }
 }
