@@ -28,22 +28,32 @@ public final class LayerList {
 
   private static final ObjectMapper JSON = new ObjectMapper();
 
+  /** The highest layer number a list may name; no model comes near, and 15-99999999 stays a small list. */
+  static final int MAX_LAYER = 9999;
+
   /** Validates a layers value; returns the explicit list, or null for auto/all/none. */
   static List<Integer> parse(String value, String where) {
     if (value.equals("auto") || value.equals("all") || value.equals("none")) return null;
     List<Integer> out = new ArrayList<>();
-    for (String part : value.split("/")) {
-      try {
-        int dash = part.indexOf('-');
-        int a = Integer.parseInt(dash < 0 ? part : part.substring(0, dash));
-        int b = dash < 0 ? a : Integer.parseInt(part.substring(dash + 1));
-        if (a < 0 || b < a) throw new NumberFormatException();
-        for (int l = a; l <= b; l++) out.add(l);
-      } catch (NumberFormatException e) {
-        throw new IllegalArgumentException(where + ": layers must be auto, all, none or e.g. 15-30 or 2/4-6");
-      }
+    for (String part : value.split("/", -1)) {
+      int dash = part.indexOf('-');
+      int a = layer(dash < 0 ? part : part.substring(0, dash), where);
+      int b = dash < 0 ? a : layer(part.substring(dash + 1), where);
+      if (b < a) throw new IllegalArgumentException(where + ": layers must be auto, all, none or e.g. 15-30 or 2/4-6");
+      for (int l = a; l <= b; l++) out.add(l);
     }
     return out;
+  }
+
+  private static int layer(String text, String where) {
+    if (!text.matches("\\d+")) {
+      throw new IllegalArgumentException(where + ": layers must be auto, all, none or e.g. 15-30 or 2/4-6");
+    }
+    // compared as text first: a number of many digits overflows any integer type
+    if (text.replaceFirst("^0+(?=\\d)", "").length() > 4 || Integer.parseInt(text) > MAX_LAYER) {
+      throw new IllegalArgumentException(where + ": layer " + text + " is too large (at most " + MAX_LAYER + ")");
+    }
+    return Integer.parseInt(text);
   }
 
   /** The sparse-layer mask for a model of {@code numLayers}; modelDir may be null (no profile file). */

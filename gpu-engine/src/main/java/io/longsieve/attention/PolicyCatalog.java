@@ -9,9 +9,17 @@ import java.util.Set;
 
 /**
  * Every attention policy the engine knows: its name, the slots it may fill (prefill, KV
- * compression, decode) and its parameters with their official defaults. The parser validates
- * against this table and the canonical form lists every parameter in the order given here, so two
- * runs with the same canonical string ran the same algorithm.
+ * compression, decode) and its parameters with their official defaults and valid ranges. The
+ * parser validates against this table and the canonical form lists every parameter in the order
+ * given here, so two runs with the same canonical string ran the same algorithm.
+ *
+ * <p>Ranges follow from what each number means: a budget of tokens to keep or attend ({@code k},
+ * {@code budget}, {@code capacity}, {@code recent}) is at least 1, since attending nothing is no
+ * algorithm; a count that may be switched off ({@code sinks}, {@code pool}, {@code min}) is at
+ * least 0; a share of the cache kept is in (0, 1]; a share dropped ({@code tau}) is in [0, 1);
+ * a cosine threshold may be any number (above 1 never met, -1 always). Counts stop at {@link ParamRange#MAX_COUNT}. A few rules join
+ * two parameters ({@link PolicyTerm#parse}); layer numbers are checked against the model by
+ * {@link PolicySpec#checkAgainst}.
  */
 final class PolicyCatalog {
   private PolicyCatalog() {}
@@ -29,9 +37,9 @@ final class PolicyCatalog {
     }
   }
 
-  /** One parameter: a default and a rule for its values. */
-  record Param(String key, String dflt, Kind kind, String choices) {
-    enum Kind { INT, FRACTION, DOUBLE, CHOICE, LAYERS }
+  /** One parameter: a default and a rule for its values (a range for numbers, choices for words). */
+  record Param(String key, String dflt, Kind kind, String choices, ParamRange range) {
+    enum Kind { INT, NUMBER, CHOICE, LAYERS }
   }
 
   record Entry(String name, Set<Slot> slots, List<Param> params) {
@@ -55,18 +63,19 @@ final class PolicyCatalog {
     // TokenSelect (pzs19/TokenSelect config/*.yaml and patch()): n_init 128, top_k 2048, n_local 512,
     // 512-token prefill sub-chunks, no 1/sqrt(d) in the vote, compact list-index positions.
     add("tokenselect", EnumSet.of(Slot.PREFILL, Slot.DECODE),
-        p("sinks", "128", Param.Kind.INT),
-        p("k", "2048", Param.Kind.INT),
-        p("k_frac", "0.0", Param.Kind.FRACTION),        // > 0: top-k = round(k_frac × cached tokens) instead of k
-        p("window", "512", Param.Kind.INT),
-        p("chunk", "512", Param.Kind.INT),              // prefill sub-chunk sharing one selection
+        i("sinks", "128", 0),
+        i("k", "2048", 1),                              // tokens selected per step: at least one
+        n("k_frac", "0.0", ParamRange.closed(0, 1)),   // > 0: top-k = round(k_frac × cached tokens) instead of k
+        i("window", "512", 0),                          // 0 still attends the block's own rows
+        i("chunk", "512", 1),                           // prefill sub-chunk sharing one selection
         c("heads", "layer", "layer|kvhead"),            // one token set per layer (official) or per KV head
         c("gqa", "div", "div|mod"),                     // query head h votes with KV head h/group, or h%nKv (official quirk)
-        p("pool", "0", Param.Kind.INT),                 // max-pool kernel over votes; 0 = off
+        i("pool", "0", 0),                              // max-pool kernel over votes; 0 = off
         c("positions", "compact", "compact|original"),  // RoPE by list index (official) or original position
         c("scale", "none", "none|sqrt"),                // vote logits unscaled (official) or / sqrt(d)
         c("cache", "on", "on|off"),                     // Selection Cache
-        p("threshold", "0.9", Param.Kind.DOUBLE),       // Selection Cache cosine threshold
+        // Selection Cache cosine threshold: above 1 never hits, -1 and below always hit (bench's quirk)
+        n("threshold", "0.9", ParamRange.any()),
         c("index", "full", "full|int4"),                // score with the keys, or a symmetric int4 copy (issue 5 §3)
         // Not the paper's algorithm (CPU and GPU): rope scores every candidate with its key rotated at its
         // original position against the mean of the call's queries rotated at their real positions, i.e.
@@ -78,50 +87,54 @@ final class PolicyCatalog {
     // Token Sparse Attention (dongwonjo/Token-Sparse-Attention main.py): coverage 0.005, min_tokens 1024,
     // window 128, avg-pool 7; sparse layers from the drift profile.
     add("tsa", EnumSet.of(Slot.PREFILL),
-        p("tau", "0.005", Param.Kind.FRACTION),
-        p("min", "1024", Param.Kind.INT),
-        p("window", "128", Param.Kind.INT),
-        p("pool", "7", Param.Kind.INT),
-        new Param("layers", "auto", Param.Kind.LAYERS, "auto|all|none|<a-b/c/...>"));
+        n("tau", "0.005", ParamRange.openAbove(0, 1)),  // attention mass dropped; 0 = dense, 1 would drop all
+        i("min", "1024", 0),
+        i("window", "128", 1),                          // proxy queries: at least one
+        i("pool", "7", 0),                              // 0 and 1: no pooling
+        new Param("layers", "auto", Param.Kind.LAYERS, "auto|all|none|<a-b/c/...>", null));
     // SelKV (reconstructed spec, issue #3 §3): keep 25 % by attention × |v|₁, merge the rest with a cosine gate.
     add("selkv", EnumSet.of(Slot.KV),
-        p("ratio", "0.25", Param.Kind.FRACTION),
-        p("sinks", "4", Param.Kind.INT),
-        p("window", "32", Param.Kind.INT),              // observation queries, also always kept
-        p("alpha", "1.0", Param.Kind.DOUBLE),
+        n("ratio", "0.25", ParamRange.openBelow(0, 1)), // share kept: 0 would keep nothing
+        i("sinks", "4", 0),
+        i("window", "32", 1),                           // observation queries, also always kept
+        n("alpha", "1.0", ParamRange.atLeast(0)),       // logit bias α·log(R) of merged slots; 0 = none
         c("merge", "values", "values|kv|off"),
-        p("pool", "1", Param.Kind.INT),                 // > 1: avg-pool the score first (SnapKV-style); 1: the spec
+        i("pool", "1", 1),                              // > 1: avg-pool the score first (SnapKV-style); 1: the spec
         // DIAGNOSTIC, CPU only (GpuPolicy refuses it): > 0 merges a dropped token only when its best
         // cosine is >= gate (the others are evicted: no value, no mass in the bias); 0 = the spec
-        p("gate", "0.0", Param.Kind.DOUBLE));
+        n("gate", "0.0", ParamRange.closed(0, 1)));
     // SnapKV (FasterDecoding/SnapKV init_snapkv defaults): window 32, avg-pool 5, capacity 2048.
     add("snapkv", EnumSet.of(Slot.KV),
-        p("window", "32", Param.Kind.INT),
-        p("pool", "5", Param.Kind.INT),
-        p("capacity", "2048", Param.Kind.INT),
-        p("ratio", "0.0", Param.Kind.FRACTION));        // > 0: capacity = ratio × prompt instead
-    // H2O (FMInference/H2O scripts): 10 % heavy hitters + 10 % recent.
+        i("window", "32", 1),
+        i("pool", "5", 0),                              // 0 and 1: no pooling
+        i("capacity", "2048", 1),
+        n("ratio", "0.0", ParamRange.closed(0, 1)));   // > 0: capacity = ratio × prompt instead
+    // H2O (FMInference/H2O scripts): 10 % heavy hitters + 10 % recent; heavy + recent > 0.
     add("h2o", EnumSet.of(Slot.KV),
-        p("heavy", "0.1", Param.Kind.FRACTION),
-        p("recent", "0.1", Param.Kind.FRACTION));
+        n("heavy", "0.1", ParamRange.closed(0, 1)),
+        n("recent", "0.1", ParamRange.closed(0, 1)));
     // StreamingLLM (mit-han-lab/streaming-llm run_streaming_llama.py): 4 sinks + 2000 recent, pos_shift.
     add("streaming", EnumSet.of(Slot.KV, Slot.DECODE),
-        p("sinks", "4", Param.Kind.INT),
-        p("recent", "2000", Param.Kind.INT),
+        i("sinks", "4", 0),
+        i("recent", "2000", 1),                         // the window holds at least the newest token
         c("positions", "compact", "compact|original"));
     // Quest (mit-han-lab/Quest): pages of 16, token budget, layers 0-1 dense.
     add("quest", EnumSet.of(Slot.DECODE),
-        p("page", "16", Param.Kind.INT),
-        p("budget", "2048", Param.Kind.INT),
-        p("dense_layers", "2", Param.Kind.INT));
+        i("page", "16", 1),
+        i("budget", "2048", 1),
+        i("dense_layers", "2", 0));                     // at most the model's layers (PolicySpec.checkAgainst)
   }
 
-  private static Param p(String key, String dflt, Param.Kind kind) {
-    return new Param(key, dflt, kind, null);
+  private static Param i(String key, String dflt, int min) {
+    return new Param(key, dflt, Param.Kind.INT, null, ParamRange.count(min));
+  }
+
+  private static Param n(String key, String dflt, ParamRange range) {
+    return new Param(key, dflt, Param.Kind.NUMBER, null, range);
   }
 
   private static Param c(String key, String dflt, String choices) {
-    return new Param(key, dflt, Param.Kind.CHOICE, choices);
+    return new Param(key, dflt, Param.Kind.CHOICE, choices, null);
   }
 
   private static void add(String name, Set<Slot> slots, Param... params) {

@@ -1,6 +1,7 @@
 package io.longsieve.attention;
 
 import io.longsieve.attention.PolicyCatalog.Slot;
+import io.longsieve.model.ModelConfig;
 import java.io.Serializable;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -129,6 +130,24 @@ public record PolicySpec(PolicyTerm prefill, PolicyTerm kv, PolicyTerm decode) i
           + " policies: " + String.join(", ", PolicyCatalog.namesFor(slot)));
     }
     return t;
+  }
+
+  /**
+   * Checks this policy against the model it will run on, so that a run fails before Spark starts,
+   * in one line, instead of on every row: an explicit {@code tsa:layers} list must name layers the
+   * model has ({@code tsa:layers=99} on a 6-layer model is refused, naming layer 99 and numLayers
+   * 6), and {@code quest:dense_layers} must not exceed the model's layers. Each parameter's own range
+   * was already checked by {@link #parse}; {@code layers=auto} is resolved from the model folder
+   * when the policy is created.
+   *
+   * @param model the checkpoint's config.json
+   * @throws IllegalArgumentException with a one-line message naming the policy, the parameter and
+   *     the model's size
+   */
+  public void checkAgainst(ModelConfig model) {
+    prefill.checkAgainst(model);
+    kv.checkAgainst(model);
+    decode.checkAgainst(model);
   }
 
   /** True when every slot is neutral (dense prefill, no compression, dense decode). */

@@ -2,10 +2,13 @@ package io.longsieve.attention;
 
 import io.longsieve.attention.PolicyCatalog.Entry;
 import io.longsieve.attention.PolicyCatalog.Param;
+import io.longsieve.model.ModelConfig;
 import java.io.Serializable;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.regex.Pattern;
 
 /**
  * One validated policy with every parameter filled in (given values normalised, the rest
@@ -45,36 +48,78 @@ public record PolicyTerm(String name, Map<String, String> params) implements Ser
     }
     Map<String, String> all = new LinkedHashMap<>();
     for (Param p : e.params()) all.put(p.key(), given.getOrDefault(p.key(), normalise(name, p, p.dflt())));
-    return new PolicyTerm(name, all);
+    PolicyTerm term = new PolicyTerm(name, all);
+    checkCombination(term);
+    return term;
+  }
+
+  /** Rules that join two parameters; each parameter alone was checked by {@link #normalise}. */
+  private static void checkCombination(PolicyTerm t) {
+    switch (t.name()) {
+      case "h2o":
+        if (t.doubleParam("heavy") + t.doubleParam("recent") <= 0) {
+          throw new IllegalArgumentException("policy 'h2o': heavy + recent must be > 0 (heavy=0, recent=0 keeps no tokens)");
+        }
+        break;
+      case "tokenselect":
+        TokenSelectParams.of(t); // refuses score=rope with index=int4
+        break;
+      default:
+        break;
+    }
+  }
+
+  /**
+   * What this term means for a model of {@code model}'s size; see {@link PolicySpec#checkAgainst}.
+   * Only explicit numbers are checked: {@code layers=auto} reads the model folder when it runs.
+   */
+  void checkAgainst(ModelConfig model) {
+    int layers = model.numLayers();
+    if (name.equals("tsa")) {
+      List<Integer> listed = LayerList.parse(text("layers"), "policy 'tsa': layers=" + text("layers"));
+      if (listed != null) {
+        for (int l : listed) {
+          if (l >= layers) {
+            throw new IllegalArgumentException("policy 'tsa': layers=" + text("layers") + " names layer " + l
+                + ", but the model has numLayers " + layers + " (layers 0-" + (layers - 1) + ")");
+          }
+        }
+      }
+    } else if (name.equals("quest") && intParam("dense_layers") > layers) {
+      throw new IllegalArgumentException("policy 'quest': dense_layers=" + intParam("dense_layers")
+          + " is more than the model's numLayers " + layers);
+    }
   }
 
   private static String known(Entry e) {
     return e.params().isEmpty() ? "; it takes no parameters" : "; known: " + String.join(", ", e.keys());
   }
 
+  // Plain decimal numbers only: Java's parsers also take "1f", "0x1p3" and "Infinity"
+  private static final Pattern INTEGER = Pattern.compile("[+-]?\\d+");
+  private static final Pattern DECIMAL = Pattern.compile("[+-]?(\\d+\\.?\\d*|\\.\\d+)(e[+-]?\\d+)?");
+
   private static String normalise(String name, Param p, String value) {
     String where = "policy '" + name + "': " + p.key() + "=" + value;
+    ParamRange range = p.range();
     switch (p.kind()) {
       case INT: {
-        int v;
+        if (!INTEGER.matcher(value).matches()) throw new IllegalArgumentException(where + " is not an integer");
+        long v;
         try {
-          v = Integer.parseInt(value);
-        } catch (NumberFormatException ex) {
-          throw new IllegalArgumentException(where + " is not an integer");
+          v = Long.parseLong(value);
+        } catch (NumberFormatException overflow) { // digits only, so it is beyond a long
+          v = value.startsWith("-") ? Long.MIN_VALUE : Long.MAX_VALUE;
         }
-        if (v < 0) throw new IllegalArgumentException(where + " must be >= 0");
-        return Integer.toString(v);
+        if (range.above(v)) throw new IllegalArgumentException(where + " is too large (at most " + (long) range.max() + ")");
+        if (!range.contains(v)) throw new IllegalArgumentException(where + " must be >= " + (long) range.min());
+        return Long.toString(v);
       }
-      case FRACTION:
-      case DOUBLE: {
-        double v;
-        try {
-          v = Double.parseDouble(value);
-        } catch (NumberFormatException ex) {
-          throw new IllegalArgumentException(where + " is not a number");
-        }
-        if (!Double.isFinite(v)) throw new IllegalArgumentException(where + " must be finite");
-        if (p.kind() == Param.Kind.FRACTION && (v < 0 || v > 1)) throw new IllegalArgumentException(where + " must be in [0, 1]");
+      case NUMBER: {
+        if (!DECIMAL.matcher(value).matches()) throw new IllegalArgumentException(where + " is not a number");
+        double v = Double.parseDouble(value);
+        if (Double.isInfinite(v) && v > 0) throw new IllegalArgumentException(where + " is too large (must be in " + range.text() + ")");
+        if (Double.isInfinite(v) || !range.contains(v)) throw new IllegalArgumentException(where + " must be in " + range.text());
         return Double.toString(v);
       }
       case CHOICE:

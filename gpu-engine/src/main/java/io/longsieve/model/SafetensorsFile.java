@@ -29,6 +29,7 @@ public final class SafetensorsFile implements AutoCloseable {
 
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final long MAP_WINDOW = 1L << 30;
+  private static final long MAX_HEADER = 100_000_000; // the safetensors format's own limit
 
   private final Path path;
   private final FileChannel channel;
@@ -60,13 +61,21 @@ public final class SafetensorsFile implements AutoCloseable {
       long size = ch.size();
       if (size < 8) throw new CheckpointException(path + ": file of " + size + " bytes is too short for a safetensors header");
       ByteBuffer lenBuf = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
-      ch.read(lenBuf, 0);
+      while (lenBuf.hasRemaining()) {
+        if (ch.read(lenBuf, lenBuf.position()) < 0) throw new CheckpointException(path + ": file ends inside the header length");
+      }
       long headerLen = lenBuf.flip().getLong();
-      if (headerLen <= 0 || headerLen > size - 8 || headerLen > 100_000_000) {
+      if (headerLen <= 0 || headerLen > size - 8) {
         throw new CheckpointException(path + ": header length " + headerLen + " is beyond the file (" + size + " bytes)");
       }
+      if (headerLen > MAX_HEADER) {
+        throw new CheckpointException(path + ": header length " + headerLen + " is above the " + MAX_HEADER + "-byte limit");
+      }
       ByteBuffer header = ByteBuffer.allocate((int) headerLen);
-      ch.read(header, 8);
+      // a positional read may return less than asked for; the length was checked against the size
+      while (header.hasRemaining()) {
+        if (ch.read(header, 8 + header.position()) < 0) throw new CheckpointException(path + ": file ends inside the header");
+      }
       JsonNode root;
       try {
         root = JSON.readTree(new String(header.array(), StandardCharsets.UTF_8));
@@ -82,13 +91,16 @@ public final class SafetensorsFile implements AutoCloseable {
 
   private static Map<String, TensorInfo> parseTensors(Path path, JsonNode root, long dataStart, long fileSize) {
     Map<String, TensorInfo> out = new LinkedHashMap<>();
+    long dataBytes = fileSize - dataStart;
     for (Iterator<Map.Entry<String, JsonNode>> it = root.fields(); it.hasNext(); ) {
       Map.Entry<String, JsonNode> e = it.next();
       String name = e.getKey();
       if (name.equals("__metadata__")) continue;
       JsonNode t = e.getValue();
       String where = path + ": tensor '" + name + "'";
-      String dtypeName = t.path("dtype").asText("");
+      if (!t.isObject()) throw new CheckpointException(where + ": is not an object of dtype, shape and data_offsets");
+      JsonNode dtypeNode = t.path("dtype");
+      String dtypeName = dtypeNode.isTextual() ? dtypeNode.asText() : String.valueOf(dtypeNode);
       DType dtype = DType.ofSafetensors(dtypeName);
       if (dtype == null) throw new CheckpointException(where + ": dtype '" + dtypeName + "' is not supported (BF16, F16, F32)");
       JsonNode shapeNode = t.path("shape");
@@ -97,21 +109,27 @@ public final class SafetensorsFile implements AutoCloseable {
         throw new CheckpointException(where + ": needs 'shape' and a two-element 'data_offsets'");
       }
       long[] shape = new long[shapeNode.size()];
+      // elements and bytes with exact arithmetic: a shape whose product wraps around 64 bits
+      // (e.g. [256, 36028797018963969]) must not pass for a small tensor
+      long numel = 1;
       for (int i = 0; i < shape.length; i++) {
-        shape[i] = shapeNode.get(i).asLong(-1);
+        shape[i] = wholeNumber(shapeNode.get(i), where + ": shape " + shapeNode);
         if (shape[i] < 0) throw new CheckpointException(where + ": shape " + shapeNode + " has a negative dimension");
+        numel = multiply(numel, shape[i], where + ": shape " + shapeNode);
       }
-      long begin = offs.get(0).asLong(-1), end = offs.get(1).asLong(-1);
-      if (begin < 0 || end < begin || dataStart + end > fileSize) {
+      long needed = multiply(numel, dtype.bytes, where + ": shape " + shapeNode + " of " + dtypeName);
+      long begin = wholeNumber(offs.get(0), where + ": data_offsets " + offs);
+      long end = wholeNumber(offs.get(1), where + ": data_offsets " + offs);
+      // compared against the data section's size, so no sum here can overflow either
+      if (begin < 0 || end < begin || end > dataBytes) {
         throw new CheckpointException(where + ": data_offsets " + offs + " are out of range (data section is "
-            + (fileSize - dataStart) + " bytes)");
+            + dataBytes + " bytes)");
       }
-      TensorInfo info = new TensorInfo(path, name, dtype, shape, dataStart + begin, dataStart + end);
-      if (end - begin != info.numel() * dtype.bytes) {
+      if (end - begin != needed) {
         throw new CheckpointException(where + ": data_offsets " + offs + " span " + (end - begin) + " bytes but shape "
-            + shapeNode + " of " + dtypeName + " needs " + info.numel() * dtype.bytes);
+            + shapeNode + " of " + dtypeName + " needs " + needed);
       }
-      out.put(name, info);
+      out.put(name, new TensorInfo(path, name, dtype, shape, dataStart + begin, dataStart + end));
     }
     List<TensorInfo> byStart = new ArrayList<>(out.values());
     byStart.sort(Comparator.comparingLong(TensorInfo::start));
@@ -122,6 +140,22 @@ public final class SafetensorsFile implements AutoCloseable {
       }
     }
     return out;
+  }
+
+  /** A JSON integer that fits a long; anything else (1.5, "12", 2^64 + 1) is refused, not rounded. */
+  private static long wholeNumber(JsonNode n, String where) {
+    if (n == null || !n.isIntegralNumber() || !n.canConvertToLong()) {
+      throw new CheckpointException(where + ": " + n + " is not a whole number that fits 64 bits");
+    }
+    return n.longValue();
+  }
+
+  private static long multiply(long a, long b, String where) {
+    try {
+      return Math.multiplyExact(a, b);
+    } catch (ArithmeticException overflow) {
+      throw new CheckpointException(where + ": has more elements than any file can hold (the size overflows 64 bits)");
+    }
   }
 
   public Path path() {

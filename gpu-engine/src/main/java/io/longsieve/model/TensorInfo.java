@@ -15,9 +15,10 @@ import java.util.Arrays;
  */
 public record TensorInfo(Path file, String name, DType dtype, long[] shape, long start, long end) {
 
+  /** Elements; exact, since {@link SafetensorsFile} refuses shapes whose product overflows. */
   public long numel() {
     long n = 1;
-    for (long d : shape) n *= d;
+    for (long d : shape) n = Math.multiplyExact(n, d);
     return n;
   }
 

@@ -74,7 +74,7 @@ class PolicySpecTest {
     assertTrue(e.getMessage().contains("no parameter 'topk'") && e.getMessage().contains("known: sinks, k, k_frac"),
         e.getMessage());
     e = assertThrows(IllegalArgumentException.class, () -> PolicySpec.parse("selkv:ratio=2"));
-    assertTrue(e.getMessage().contains("[0, 1]"), e.getMessage());
+    assertTrue(e.getMessage().contains("(0, 1]"), e.getMessage());
     e = assertThrows(IllegalArgumentException.class, () -> PolicySpec.parse("tokenselect:gqa=xor"));
     assertTrue(e.getMessage().contains("div, mod"), e.getMessage());
     e = assertThrows(IllegalArgumentException.class, () -> PolicySpec.parse("tokenselect:k=many"));

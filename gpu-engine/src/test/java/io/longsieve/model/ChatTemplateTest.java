@@ -3,12 +3,14 @@ package io.longsieve.model;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -57,5 +59,84 @@ class ChatTemplateTest {
   @Test
   void noTokenizerConfigAtAllIsTheFallbackToo() {
     assertFalse(ChatTemplate.load(dir).hasTemplate());
+  }
+
+  // ---- text is data: each Jinja construct inside a message comes out verbatim, unexecuted ----
+
+  /** A template that prints each message's content through a variable, as Llama 3's does. */
+  private ChatTemplate llama3() throws IOException {
+    return write(Map.of("chat_template", LLAMA3, "bos_token", "<|begin_of_text|>", "eos_token", "<|eot_id|>"));
+  }
+
+  private void assertVerbatim(String text) throws IOException {
+    ChatTemplate t = llama3();
+    String asUser = t.render(null, text);
+    assertTrue(asUser.contains("<|end_header_id|>\n\n" + text + "<|eot_id|>"), asUser);
+    String asSystem = t.render(text, "hi");
+    assertTrue(asSystem.contains("<|end_header_id|>\n\n" + text + "<|eot_id|>"), asSystem);
+  }
+
+  @Test
+  void expressionInUserTextIsNotEvaluated() throws IOException {
+    assertVerbatim("what is {{ 7 * 6 }} and {{ bos_token }} and {{ messages }}?");
+  }
+
+  @Test
+  void statementInUserTextIsNotExecuted() throws IOException {
+    assertVerbatim("{% set add_generation_prompt = false %}{% if true %}yes{% else %}no{% endif %}");
+  }
+
+  @Test
+  void commentInUserTextIsKept() throws IOException {
+    assertVerbatim("before {# hidden? #} after");
+  }
+
+  @Test
+  void raiseExceptionInUserTextDoesNotRaise() throws IOException {
+    assertVerbatim("{{ raise_exception('boom') }}");
+  }
+
+  @Test
+  void loopInUserTextIsNotExpanded() throws IOException {
+    String text = "{% for i in range(1000) %}word {% endfor %}";
+    assertVerbatim(text);
+    assertEquals(1, llama3().render(null, text).split("word", -1).length - 1);
+  }
+
+  @Test
+  void nestedLoopsInUserTextReturnAtOnce() throws IOException {
+    String text = "{% for a in range(1000) %}{% for b in range(1000) %}{% for c in range(1000) %}"
+        + "{% endfor %}{% endfor %}{% endfor %}";
+    assertTimeoutPreemptively(Duration.ofSeconds(5), () -> assertVerbatim(text));
+  }
+
+  @Test
+  void halfOpenAndRawTagsInUserTextAreKept() throws IOException {
+    assertVerbatim("{% raw %}{{ x }}{% endraw %} and an unclosed {{ and {% and {#");
+  }
+
+  // ---- whitespace control ----
+
+  /** The regex form applyWhitespaceControl replaced: same result, but quadratic in whitespace runs. */
+  private static String byRegex(String t) {
+    return t.replaceAll("\\s*(\\{[{%#])-", "$1").replaceAll("-([}%#]\\})\\s*", "$1");
+  }
+
+  @Test
+  void whitespaceControlMatchesTheRegexForm() {
+    String[] parts = {"{{-", "-}}", "{%-", "-%}", "{#-", "-#}", "{{", "}}", "-", "{", "}", " ", "\n", "\t", "x", "%", "#"};
+    java.util.Random r = new java.util.Random(16);
+    for (int c = 0; c < 2000; c++) {
+      StringBuilder b = new StringBuilder();
+      for (int i = 0, n = r.nextInt(12); i < n; i++) b.append(parts[r.nextInt(parts.length)]);
+      assertEquals(byRegex(b.toString()), ChatTemplate.applyWhitespaceControl(b.toString()), b.toString());
+    }
+  }
+
+  @Test
+  void aLongRunOfWhitespaceLoadsInLinearTime() {
+    String t = " ".repeat(2_000_000) + "{{- 'x' -}}" + " ".repeat(2_000_000);
+    String out = assertTimeoutPreemptively(Duration.ofSeconds(5), () -> ChatTemplate.applyWhitespaceControl(t));
+    assertEquals("{{ 'x' }}", out);
   }
 }
