@@ -82,7 +82,8 @@ final class PolicyCatalog {
         p("min", "1024", Param.Kind.INT),
         p("window", "128", Param.Kind.INT),
         p("pool", "7", Param.Kind.INT),
-        new Param("layers", "auto", Param.Kind.LAYERS, "auto|all|none|<a-b/c/...>"));
+        new Param("layers", "auto", Param.Kind.LAYERS, "auto|all|none|<a-b/c/...>"),
+        p("keep", "0.0", Param.Kind.FRACTION));         // BENCHMARK KNOB: > 0 keeps ceil(keep × prefix) (>= min) per sparse layer instead of tau's cut-off
     // SelKV (reconstructed spec, issue #3 §3): keep 25 % by attention × |v|₁, merge the rest with a cosine gate.
     add("selkv", EnumSet.of(Slot.KV),
         p("ratio", "0.25", Param.Kind.FRACTION),
