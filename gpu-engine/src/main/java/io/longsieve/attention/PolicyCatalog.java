@@ -91,7 +91,9 @@ final class PolicyCatalog {
         i("min", "1024", 0),
         i("window", "128", 1),                          // proxy queries: at least one
         i("pool", "7", 0),                              // 0 and 1: no pooling
-        new Param("layers", "auto", Param.Kind.LAYERS, "auto|all|none|<a-b/c/...>", null));
+        new Param("layers", "auto", Param.Kind.LAYERS, "auto|all|none|<a-b/c/...>", null),
+        // BENCHMARK KNOB: > 0 keeps ceil(keep x prefix) (>= min) per sparse layer instead of tau's cut-off
+        n("keep", "0.0", ParamRange.closed(0, 1)));
     // SelKV (reconstructed spec, issue #3 §3): keep 25 % by attention × |v|₁, merge the rest with a cosine gate.
     add("selkv", EnumSet.of(Slot.KV),
         n("ratio", "0.25", ParamRange.openBelow(0, 1)), // share kept: 0 would keep nothing

@@ -15,14 +15,15 @@ import java.util.Arrays;
  *   <li>avg-pool (kernel {@code pool}, padding pool/2, zero padding counted); per-head normalisation
  *       p_h = a_h / (Σ a_h + 1e-8); head mean g = mean_h a_h, normalised the same way;</li>
  *   <li>sort g ascending, fp32 cumulative sum; n_drop = #{cumsum &lt; τ}; none → dense; else
- *       n_drop + 1 tokens go; keep = max(min, P − n_drop), the same count for every head;</li>
+ *       n_drop + 1 tokens go; keep = max(min, P − n_drop), the same count for every head (with the
+ *       benchmark knob {@code keep=F} &gt; 0 instead keep = max(min, ⌈F·P⌉), see {@link TsaKeep});</li>
  *   <li>per head: top-keep of p_h (ties to the lower slot) ++ the window, ascending;</li>
  *   <li>each chunk query that is in its head's list attends to the list entries up to itself at
  *       original positions; the other queries get zero output from that head (their hidden state
  *       goes on through the residual stream); the KV cache keeps every token for decode.</li>
  * </ol>
- * Active only when the chunk has more than one query, τ &gt; 0 and N &gt; min + W (official
- * condition). With one chunk covering the prompt this is the official algorithm; with smaller
+ * Active only when the chunk has more than one query, τ &gt; 0 (or a fixed keep) and N &gt; min + W
+ * (official condition). With one chunk covering the prompt this is the official algorithm; with smaller
  * prefill chunks each chunk's queries are the query subset and its last W rows the proxy window,
  * so the proxy costs W / chunk of dense attention per chunk (25 % at W 128, chunk 512) instead of
  * W / L once. Sparse layers: {@link LayerList}.
@@ -32,6 +33,7 @@ final class TokenSparseAttention implements ComposedPolicy.Prefill {
   private final SelectionStats stats;
   private final ModelConfig c;
   private final double tau;
+  private final double keepFraction; // > 0: keep this share of the prefix instead of tau's cut-off
   private final int min, window, pool;
   private final boolean[] sparse;   // (layer) this layer may be made sparse
   private final int heads, d, group;
@@ -47,6 +49,7 @@ final class TokenSparseAttention implements ComposedPolicy.Prefill {
     this.stats = stats;
     this.c = ctx.config();
     tau = t.doubleParam("tau");
+    keepFraction = t.doubleParam("keep");
     min = t.intParam("min");
     window = t.intParam("window");
     pool = t.intParam("pool");
@@ -65,7 +68,7 @@ final class TokenSparseAttention implements ComposedPolicy.Prefill {
   public void prefill(int layer, float[] q, int n, int pos0, KvCache kv, float[] out, AttentionContext ctx) {
     int end = kv.length(layer), before = end - n;
     int w = Math.min(window, n);
-    if (!sparse[layer] || n <= 1 || w < 1 || tau <= 0 || end <= min + window) {
+    if (!sparse[layer] || n <= 1 || w < 1 || (tau <= 0 && !TsaKeep.fixed(keepFraction)) || end <= min + window) {
       dense(layer, q, n, pos0, before, kv, out, ctx);
       return;
     }
@@ -140,8 +143,12 @@ final class TokenSparseAttention implements ComposedPolicy.Prefill {
     for (int o = len; o < n; o++) dst[o] = 0f; // even kernels: torch's output is one short; the last token scores 0
   }
 
-  /** −1: nothing to drop (dense); else tokens per head to keep from the prefix. */
+  /** −1: nothing to drop (dense); else tokens per head to keep from the prefix (&gt;= prefix: dense too). */
   int keepCount(int prefix) {
+    if (TsaKeep.fixed(keepFraction)) {
+      if (work.length < prefix) work = new long[prefix];  // selectPerHead's top-k scratch
+      return TsaKeep.count(prefix, keepFraction, min);
+    }
     if (global.length < prefix) global = new float[prefix];
     double total = 0;
     for (int j = 0; j < prefix; j++) {

@@ -83,6 +83,9 @@ public final class BenchCommand implements Callable<Integer> {
       if (!skipDense) {
         b.matmuls(c, chunk);
         b.attention(c, contexts, true);
+        // head_dim 64 (32/8 heads of 64): the issue-15 target reports it beside 128
+        b.section("attention d=64", () -> b.attention(Bench.withHeadDim(c, 64), contexts, true));
+        b.peerAttentionRows(c.numHeads(), new int[] {128, 64}, contexts);
         if (!skipModel) b.model(c, contexts, chunk, decodeSteps);
       }
       if (sparse) SparseBench.run(b, c, contexts, chunk, decodeSteps, !skipModel);

@@ -1,5 +1,7 @@
 package io.longsieve.cli;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.longsieve.attention.PolicySpec;
 import io.longsieve.engine.Engine;
 import io.longsieve.engine.EngineSpec;
@@ -7,13 +9,23 @@ import io.longsieve.engine.GenerationRequest;
 import io.longsieve.engine.GenerationResult;
 import io.longsieve.engine.GenerationStats;
 import io.longsieve.engine.SamplingParams;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
-/** {@code longsieve generate}: one prompt through the engine, for trying a model by hand. */
+/**
+ * {@code longsieve generate}: one prompt through the engine, for trying a model by hand; with
+ * {@code --prompt-ids} also the engine side of an end-to-end benchmark (tools/gpu_host/bench_e2e.py):
+ * exact token ids in, exactly N tokens out ({@code --ignore-eos}), timings as JSON lines.
+ */
 @Command(name = "generate", mixinStandardHelpOptions = true,
     description = "Generate text for one prompt with the engine alone (no Spark).")
 public final class GenerateCommand implements Callable<Integer> {
@@ -21,8 +33,12 @@ public final class GenerateCommand implements Callable<Integer> {
   @Option(names = "--model", required = true, description = "Hugging Face checkpoint folder.")
   Path model;
 
-  @Option(names = "--prompt", required = true, description = "Prompt text (the user message unless --raw).")
+  @Option(names = "--prompt", description = "Prompt text (the user message unless --raw). Required unless --prompt-ids.")
   String prompt;
+
+  @Option(names = "--prompt-ids", description = "File of whitespace-separated token ids used as the prompt as is (no "
+      + "chat template, no BOS added). Repeatable: the prompts run one after another on the same engine.")
+  List<Path> promptIds;
 
   @Option(names = "--system", description = "System message for the chat template.")
   String system;
@@ -30,8 +46,16 @@ public final class GenerateCommand implements Callable<Integer> {
   @Option(names = "--raw", description = "No chat template: tokenize the prompt as is (the tokenizer's own special tokens only).")
   boolean raw;
 
-  @Option(names = "--max-new-tokens", defaultValue = "64", description = "Most tokens to generate (default: ${DEFAULT-VALUE}).")
-  int maxNewTokens;
+  @Option(names = "--max-new-tokens", split = ",", defaultValue = "64",
+      description = "Most tokens to generate (default: ${DEFAULT-VALUE}); a list (64,256) runs each prompt once per value.")
+  int[] maxNewTokens;
+
+  @Option(names = "--min-new-tokens", defaultValue = "0",
+      description = "End-of-sequence ids do not end generation before this many tokens (default: ${DEFAULT-VALUE}).")
+  int minNewTokens;
+
+  @Option(names = "--ignore-eos", description = "Generate exactly --max-new-tokens tokens: --min-new-tokens = --max-new-tokens.")
+  boolean ignoreEos;
 
   @Option(names = "--temperature", defaultValue = "0", description = "0 is greedy (default); > 0 samples.")
   double temperature;
@@ -64,31 +88,127 @@ public final class GenerateCommand implements Callable<Integer> {
   @Option(names = "--threads", defaultValue = "0", description = "CPU threads; 0 = all cores.")
   int threads;
 
-  @Option(names = "--stats", description = "Print timing and token statistics to stderr.")
+  @Option(names = "--prefill-chunk", defaultValue = "512",
+      description = "Prefill chunk in tokens (default: ${DEFAULT-VALUE}; the CUDA backend takes at least 2048).")
+  int prefillChunk;
+
+  @Option(names = "--warmup-tokens", defaultValue = "0", description = "Before the timed prompts, one untimed request "
+      + "on the first N ids of the first prompt with 2 new tokens (module load, first launches); 0 = none.")
+  int warmupTokens;
+
+  @Option(names = "--stats", description = "Print timing and token statistics to stderr (and one 'stats_json {...}' line per run).")
   boolean stats;
 
+  @Option(names = "--stats-json", description = "Append one JSON line of timings per run to this file.")
+  Path statsJson;
+
   @Override
-  public Integer call() {
+  public Integer call() throws IOException {
+    if ((prompt == null) == (promptIds == null || promptIds.isEmpty())) {
+      System.err.println("generate: give exactly one of --prompt and --prompt-ids");
+      return 2;
+    }
+    for (int n : maxNewTokens) {
+      if (n < 0) {
+        System.err.println("generate: --max-new-tokens must be >= 0, not " + n);
+        return 2;
+      }
+    }
+    List<int[]> idPrompts = new ArrayList<>();
+    if (promptIds != null) for (Path p : promptIds) idPrompts.add(readIds(p));
     policy = PolicySpec.compose(policy, prefill, kv, decode);
-    EngineSpec spec = EngineSpec.of(model).withDevice(device).withThreads(threads).withDefaultPolicy(policy);
+    EngineSpec spec = EngineSpec.of(model).withDevice(device).withThreads(threads).withDefaultPolicy(policy)
+        .withPrefillChunk(prefillChunk);
     try (Engine engine = Engine.open(spec)) {
-      GenerationRequest r = new GenerationRequest("cli", prompt, system, raw, maxNewTokens,
-          new SamplingParams(temperature, topP, seed), stop, policy);
-      GenerationResult res = engine.generate(r);
-      System.out.println(res.text());
-      if (stats) {
-        GenerationStats s = res.stats();
-        System.err.printf("finish=%s input_tokens=%d output_tokens=%d ttft_ms=%.1f prefill_ms=%.1f decode_ms=%.1f "
-                + "decode_tok_s=%.1f backend=%s device=%s policy=%s%n",
-            res.finishReason().label(), s.inputTokens(), s.outputTokens(), s.ttftMs(), s.prefillMs(), s.decodeMs(),
-            s.outputTokens() > 1 ? (s.outputTokens() - 1) / (s.decodeMs() / 1000) : 0.0, s.backend(), s.device(),
-            s.policy());
-        System.err.printf("attended_tokens_mean=%.1f selected_fraction_by_layer=%s selection_cache_hit_rate=%.3f "
-                + "kv_bytes_before=%d kv_bytes_after=%d sparse_layers=%d selection_ms=%.1f attention_ms=%.1f%n",
-            s.attendedTokensMean(), java.util.Arrays.toString(s.selectedFractionByLayer()), s.selectionCacheHitRate(),
-            s.kvBytesBefore(), s.kvBytesAfter(), s.sparseLayers(), s.selectionMs(), s.attentionMs());
+      if (warmupTokens > 0 && !idPrompts.isEmpty()) {
+        int[] first = idPrompts.get(0);
+        engine.generate(request(2).withPromptIds(Arrays.copyOf(first, Math.min(warmupTokens, first.length)))
+            .withMinNewTokens(2));
+      }
+      int runs = Math.max(1, idPrompts.size());
+      for (int i = 0; i < runs; i++) {
+        for (int n : maxNewTokens) {
+          GenerationRequest r = request(n);
+          if (!idPrompts.isEmpty()) r = r.withPromptIds(idPrompts.get(i));
+          GenerationResult res = engine.generate(r);
+          System.out.println(res.text());
+          String json = statsJson(res, n, promptIds == null ? null : promptIds.get(i));
+          if (stats) printStats(res, json);
+          if (statsJson != null) {
+            if (statsJson.getParent() != null) Files.createDirectories(statsJson.getParent());
+            Files.writeString(statsJson, json + "\n", StandardCharsets.UTF_8, StandardOpenOption.CREATE,
+                StandardOpenOption.APPEND);
+          }
+        }
       }
     }
     return 0;
+  }
+
+  private GenerationRequest request(int maxNew) {
+    return new GenerationRequest("cli", prompt == null ? "" : prompt, system, raw, maxNew,
+        new SamplingParams(temperature, topP, seed), stop, policy).withMinNewTokens(ignoreEos ? maxNew : minNewTokens);
+  }
+
+  /** Whitespace-separated ints; anything else fails with the file and the offending word. */
+  static int[] readIds(Path file) throws IOException {
+    String text = Files.readString(file, StandardCharsets.US_ASCII).strip();
+    if (text.isEmpty()) throw new IllegalArgumentException(file + ": no token ids");
+    String[] words = text.split("\\s+");
+    int[] ids = new int[words.length];
+    for (int i = 0; i < words.length; i++) {
+      try {
+        ids[i] = Integer.parseInt(words[i]);
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException(file + ": word " + i + " '" + words[i] + "' is not a token id");
+      }
+    }
+    return ids;
+  }
+
+  /**
+   * One run's timings as a JSON object: prefill_ms (request start to the first token, tokenizing
+   * included), decode_ms_per_token (the steps after the first token), total_ms, tokens_per_s
+   * (generated tokens / total), and the policy's statistics.
+   */
+  static String statsJson(GenerationResult res, int maxNew, Path promptFile) {
+    GenerationStats s = res.stats();
+    ObjectNode o = new ObjectMapper().createObjectNode();
+    if (promptFile != null) o.put("prompt_ids", promptFile.toString());
+    o.put("input_tokens", s.inputTokens());
+    o.put("output_tokens", s.outputTokens());
+    o.put("max_new_tokens", maxNew);
+    o.put("finish", res.finishReason().label());
+    o.put("prefill_ms", s.prefillMs());
+    o.put("ttft_ms", s.ttftMs());
+    o.put("decode_ms", s.decodeMs());
+    o.put("decode_ms_per_token", s.outputTokens() > 1 ? s.decodeMs() / (s.outputTokens() - 1) : Double.NaN);
+    o.put("total_ms", s.totalMs());
+    o.put("tokens_per_s", s.totalMs() > 0 ? s.outputTokens() / (s.totalMs() / 1000) : Double.NaN);
+    o.put("backend", s.backend());
+    o.put("device", s.device());
+    o.put("policy", s.policy());
+    o.put("sparse_layers", s.sparseLayers());
+    float[] f = s.selectedFractionByLayer();
+    double mean = 0;
+    for (float v : f) mean += v;
+    o.put("selected_fraction_mean", f.length > 0 ? mean / f.length : Double.NaN);
+    o.put("selection_ms", s.selectionMs());
+    o.put("attention_ms", s.attentionMs());
+    return o.toString();
+  }
+
+  private static void printStats(GenerationResult res, String json) {
+    GenerationStats s = res.stats();
+    System.err.printf("finish=%s input_tokens=%d output_tokens=%d ttft_ms=%.1f prefill_ms=%.1f decode_ms=%.1f "
+            + "decode_tok_s=%.1f backend=%s device=%s policy=%s%n",
+        res.finishReason().label(), s.inputTokens(), s.outputTokens(), s.ttftMs(), s.prefillMs(), s.decodeMs(),
+        s.outputTokens() > 1 ? (s.outputTokens() - 1) / (s.decodeMs() / 1000) : 0.0, s.backend(), s.device(),
+        s.policy());
+    System.err.printf("attended_tokens_mean=%.1f selected_fraction_by_layer=%s selection_cache_hit_rate=%.3f "
+            + "kv_bytes_before=%d kv_bytes_after=%d sparse_layers=%d selection_ms=%.1f attention_ms=%.1f%n",
+        s.attendedTokensMean(), Arrays.toString(s.selectedFractionByLayer()), s.selectionCacheHitRate(),
+        s.kvBytesBefore(), s.kvBytesAfter(), s.sparseLayers(), s.selectionMs(), s.attentionMs());
+    System.err.println("stats_json " + json);
   }
 }

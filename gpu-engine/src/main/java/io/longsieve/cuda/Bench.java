@@ -52,6 +52,13 @@ public final class Bench implements AutoCloseable {
         List.of());
   }
 
+  /** c's shapes with another head size (same head counts): the attention benchmarks at head_dim 64. */
+  public static ModelConfig withHeadDim(ModelConfig c, int headDim) {
+    return new ModelConfig("llama", c.hiddenSize(), c.intermediateSize(), c.numLayers(), c.numHeads(), c.numKvHeads(),
+        headDim, c.vocabSize(), c.rmsNormEps(), c.ropeTheta(), c.ropeScaling(), c.maxPositions(), false, false, 0, 0,
+        List.of());
+  }
+
   /** One result line. NaN where a column does not apply. */
   public record Row(String section, String name, String shape, double ms, double tflops, double gbps, double fraction,
                     double peerMs) {}
@@ -128,6 +135,47 @@ public final class Bench implements AutoCloseable {
 
   private double peerMs(String group, String key) {
     return peer == null ? Double.NaN : peer.path(group).path(key).asDouble(Double.NaN);
+  }
+
+  /**
+   * PyTorch's causal prefill SDPA at L tokens for this head size: the faster of its default backend
+   * choice ({@code sdpa_prefill}, cuDNN on an H200) and flash-only ({@code sdpa_prefill_flash}), so a
+   * "vs PyTorch" ratio is against the fastest of what PyTorch gives by default. A peer file from before
+   * issue 15 holds flash-only under {@code sdpa_prefill} and no flash row: then that one.
+   */
+  double peerPrefillMs(int headDim, int L) {
+    return peerPrefillMs(peer, headDim, L);
+  }
+
+  static double peerPrefillMs(JsonNode peer, int headDim, int L) {
+    if (peer == null) return Double.NaN;
+    String sfx = headDim == 128 ? "" : "_d" + headDim, key = String.valueOf(L);
+    double def = peer.path("sdpa_prefill" + sfx).path(key).asDouble(Double.NaN);
+    double flash = peer.path("sdpa_prefill_flash" + sfx).path(key).asDouble(Double.NaN);
+    return Double.isNaN(def) ? flash : Double.isNaN(flash) ? def : Math.min(def, flash);
+  }
+
+  /** The backend PyTorch's default SDPA choice ran at this head size (peer's profiler), or "?". */
+  String peerBackend(int headDim) {
+    return peer == null ? "?" : peer.path("sdpa_backend").path(String.valueOf(headDim)).path("backend").asText("?");
+  }
+
+  /** The peer's SDPA prefill rows as rows of their own (section "peer"), so the CSV shows both backends. */
+  public void peerAttentionRows(int heads, int[] headDims, int[] contexts) {
+    if (peer == null) return;
+    for (int d : headDims) {
+      String sfx = d == 128 ? "" : "_d" + d;
+      for (int L : contexts) {
+        double flops = 4.0 * heads * d * ((double) L * (L + 1) / 2);
+        for (String[] g : new String[][] {{"sdpa_prefill" + sfx, "default (" + peerBackend(d) + ")"},
+            {"sdpa_prefill_flash" + sfx, "flash-only"}}) {
+          double ms = peerMs(g[0], String.valueOf(L));
+          if (Double.isNaN(ms)) continue;
+          add(new Row("peer", "PyTorch SDPA prefill " + g[1] + " d=" + d + " L=" + L, "1x" + heads + "x" + L + "x" + d,
+              ms, flops / ms / 1e9, Double.NaN, flops / ms / 1e9 / matmulTflops, Double.NaN));
+        }
+      }
+    }
   }
 
   /** Median of reps timings of body, after warm-up runs, with events on the stream. */
@@ -247,24 +295,30 @@ public final class Bench implements AutoCloseable {
       k.fillRandomBf16(v.kRope(), cacheElems, 4, 1f);
       k.fillRandomBf16(v.v(), cacheElems, 5, 1f);
       k.fillRandomBf16(q.ptr(), (long) maxL * c.qDim(), 6, 1f);
+      if (prefill && peer != null) {
+        log.println("  peer ms of prefill attention: the faster of PyTorch SDPA's default backend ("
+            + peerBackend(c.headDim()) + ") and flash-only, d=" + c.headDim());
+      }
+      String decodePeer = c.headDim() == 128 ? "sdpa_decode" : "sdpa_decode_d" + c.headDim();
       for (int L : contexts) {
         if (prefill) {
           double ms = medianMs(() -> k.attention(out.ptr(), q.ptr(), v, L, c.numHeads(), 0, 0, scale, ws), 1,
               L >= 65536 ? 3 : 5);
           double flops = 4.0 * c.numHeads() * c.headDim() * ((double) L * (L + 1) / 2);
           double tf = flops / ms / 1e9;
-          add(new Row("attention", "prefill flash L=" + L, "1x" + c.numHeads() + "x" + L + "x" + c.headDim(), ms, tf,
-              Double.NaN, tf / matmulTflops, peerMs("sdpa_prefill", String.valueOf(L))));
+          String dn = c.headDim() == 128 ? "" : " d=" + c.headDim();
+          add(new Row("attention", "prefill flash" + dn + " L=" + L, "1x" + c.numHeads() + "x" + L + "x" + c.headDim(), ms,
+              tf, Double.NaN, tf / matmulTflops, peerPrefillMs(c.headDim(), L)));
         }
         k.attention(out.ptr(), q.ptr(), v, 1, c.numHeads(), L - 1, 0, scale, ws);  // sizes the workspace
         double ms = medianMs(() -> k.attention(out.ptr(), q.ptr(), v, 1, c.numHeads(), L - 1, 0, scale, ws), 3, 15, 20);
         double bytes = 2.0 * L * c.kvDim() * 2;
         double gbps = bytes / ms / 1e6;
         add(new Row("attention", "decode flash (tensor cores) L=" + L, "1x" + c.numHeads() + "x1x" + c.headDim() + " kv " + L,
-            ms, Double.NaN, gbps, gbps / copyGbps, peerMs("sdpa_decode", String.valueOf(L))));
+            ms, Double.NaN, gbps, gbps / copyGbps, peerMs(decodePeer, String.valueOf(L))));
         double msSplit = medianMs(() -> k.splitAttention(out.ptr(), q.ptr(), v, 1, c.numHeads(), L - 1, 0, scale, ws), 3, 15, 20);
         add(new Row("attention", "decode split-K (CUDA cores) L=" + L, "same", msSplit, Double.NaN, bytes / msSplit / 1e6,
-            bytes / msSplit / 1e6 / copyGbps, peerMs("sdpa_decode", String.valueOf(L))));
+            bytes / msSplit / 1e6 / copyGbps, peerMs(decodePeer, String.valueOf(L))));
       }
     }
   }

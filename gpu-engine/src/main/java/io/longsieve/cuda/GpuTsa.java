@@ -3,13 +3,15 @@ package io.longsieve.cuda;
 import io.longsieve.attention.LayerList;
 import io.longsieve.attention.PolicyTerm;
 import io.longsieve.attention.SelectionStats;
+import io.longsieve.attention.TsaKeep;
 import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
 
 /**
  * Token Sparse Attention for prefill on the GPU: what attention/TokenSparseAttention computes on
  * the CPU (research/algorithms.md §2.3), with the same parameters (tau, min, window, pool, layers),
- * activation condition and statistics. On a sparse layer and chunk (N cached slots, W' = min(window,
+ * activation condition and statistics; {@code keep=F} (a benchmark knob, {@link TsaKeep}) fixes the
+ * keep count on both. On a sparse layer and chunk (N cached slots, W' = min(window,
  * n) window rows, prefix = N − W'): two-pass proxy attention of the window rows on tensor cores,
  * avg-pooling, head mean, the cumulative-mass cut-off by radix select, per-head top-keep ++ window,
  * then per query head a gather of its list into a dense cache, flash prefill over it for the head's
@@ -30,6 +32,7 @@ final class GpuTsa implements GpuParts.Prefill {
   private final GpuEnv env;
   private final TsaKernels tk;
   private final double tau;
+  private final double keepFraction; // > 0: keep this share of the prefix instead of tau's cut-off
   private final int min, window, pool;
   private final boolean[] sparse;  // (layer) this layer may be made sparse
   private final int heads, d;
@@ -55,6 +58,7 @@ final class GpuTsa implements GpuParts.Prefill {
     this.env = env;
     this.tk = new TsaKernels(env.k());
     tau = t.doubleParam("tau");
+    keepFraction = t.doubleParam("keep");
     min = t.intParam("min");
     window = t.intParam("window");
     pool = t.intParam("pool");
@@ -69,23 +73,23 @@ final class GpuTsa implements GpuParts.Prefill {
     return LayerList.format(sparse);
   }
 
-  /** The CPU's activation condition: a sparse layer, more than one query, tau > 0, N > min + window. */
-  static boolean active(boolean sparseLayer, int n, int end, double tau, int min, int window) {
+  /** The CPU's activation condition: a sparse layer, more than one query, tau > 0 or a fixed keep, N > min + window. */
+  static boolean active(boolean sparseLayer, int n, int end, double tau, double keep, int min, int window) {
     int w = Math.min(window, n);
-    return sparseLayer && n > 1 && w >= 1 && tau > 0 && end > min + window;
+    return sparseLayer && n > 1 && w >= 1 && (tau > 0 || TsaKeep.fixed(keep)) && end > min + window;
   }
 
   @Override
   public void prefill(LayerCall c) {
     int n = c.n(), end = c.before() + n, w = Math.min(window, n);
-    if (!active(sparse[c.layer()], n, end, tau, min, window)) {
+    if (!active(sparse[c.layer()], n, end, tau, keepFraction, min, window)) {
       dense(c);
       return;
     }
     long t0 = System.nanoTime();
     int prefix = end - w;
     proxy(c, w, prefix);
-    int keep = select(c, w, prefix, -1);
+    int keep = select(c, w, prefix, TsaKeep.fixed(keepFraction) ? TsaKeep.count(prefix, keepFraction, min) : -1);
     if (keep < 0 || keep >= prefix) {
       stats.selectionNanos += System.nanoTime() - t0;
       dense(c);

@@ -16,6 +16,11 @@ import java.util.List;
  * @param stopStrings  generation stops when the decoded text contains one of them (not included)
  * @param policy       attention policy, e.g. "dense" or "tsa + selkv:ratio=0.25 + tokenselect:k=2048";
  *                     null takes the engine's default
+ * @param promptIds    null: tokenize {@code prompt}; else these token ids are the prompt as is (no chat
+ *                     template, no BOS added; {@code prompt} and {@code raw} are ignored), for benchmarks
+ *                     that feed the same ids to another implementation
+ * @param minNewTokens end-of-sequence ids do not end the request before this many tokens (the EOS id is
+ *                     kept in the output and decoding goes on; stop strings still apply); 0: EOS ends it
  */
 public record GenerationRequest(
     String id,
@@ -25,13 +30,30 @@ public record GenerationRequest(
     int maxNewTokens,
     SamplingParams sampling,
     List<String> stopStrings,
-    String policy) implements Serializable {
+    String policy,
+    int[] promptIds,
+    int minNewTokens) implements Serializable {
 
   public GenerationRequest {
-    if (prompt == null) throw new IllegalArgumentException("prompt is required");
+    if (prompt == null && promptIds == null) throw new IllegalArgumentException("prompt is required");
+    if (prompt == null) prompt = "";
+    if (promptIds != null) promptIds = promptIds.clone();
     if (maxNewTokens < 0) throw new IllegalArgumentException("maxNewTokens must be >= 0");
+    if (minNewTokens < 0) throw new IllegalArgumentException("minNewTokens must be >= 0");
     if (sampling == null) sampling = SamplingParams.GREEDY;
     stopStrings = stopStrings == null ? List.of() : List.copyOf(stopStrings);
+  }
+
+  /** A request on prompt text (tokenized by the engine), EOS ending it. */
+  public GenerationRequest(String id, String prompt, String system, boolean raw, int maxNewTokens,
+                           SamplingParams sampling, List<String> stopStrings, String policy) {
+    this(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, policy, null, 0);
+  }
+
+  /** The prompt ids as given (a copy), or null when the engine tokenizes {@code prompt}. */
+  @Override
+  public int[] promptIds() {
+    return promptIds == null ? null : promptIds.clone();
   }
 
   /** A greedy chat request with no system message and the engine's default policy. */
@@ -45,18 +67,32 @@ public record GenerationRequest(
   }
 
   public GenerationRequest withPolicy(String p) {
-    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, p);
+    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, p, promptIds, minNewTokens);
   }
 
   public GenerationRequest withSampling(SamplingParams s) {
-    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, s, stopStrings, policy);
+    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, s, stopStrings, policy, promptIds, minNewTokens);
   }
 
   public GenerationRequest withStopStrings(List<String> s) {
-    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, s, policy);
+    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, s, policy, promptIds, minNewTokens);
   }
 
   public GenerationRequest withSystem(String s) {
-    return new GenerationRequest(id, prompt, s, raw, maxNewTokens, sampling, stopStrings, policy);
+    return new GenerationRequest(id, prompt, s, raw, maxNewTokens, sampling, stopStrings, policy, promptIds, minNewTokens);
+  }
+
+  public GenerationRequest withMaxNewTokens(int n) {
+    return new GenerationRequest(id, prompt, system, raw, n, sampling, stopStrings, policy, promptIds, minNewTokens);
+  }
+
+  /** The same request on these token ids as the prompt (see {@link #promptIds}). */
+  public GenerationRequest withPromptIds(int[] ids) {
+    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, policy, ids, minNewTokens);
+  }
+
+  /** The same request with EOS ignored before n tokens (see {@link #minNewTokens}). */
+  public GenerationRequest withMinNewTokens(int n) {
+    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, policy, promptIds, n);
   }
 }

@@ -143,14 +143,14 @@ public final class GenerationTask implements AutoCloseable {
     });
   }
 
-  /** Takes a picked token: records it, then ends on EOS, a stop string, maxNewTokens or a full context. */
+  /** Takes a picked token: records it, then ends on EOS (from minNewTokens on), a stop string, maxNewTokens or a full context. */
   public void accept(int token) {
     out[produced++] = token;
     if (produced == 1) {
       ttftMs = ms(System.nanoTime() - t0);
       td = System.nanoTime();
     }
-    if (model.eosIds().contains(token)) {
+    if (model.eosIds().contains(token) && produced >= request.minNewTokens()) {
       finish(FinishReason.EOS, null);
       return;
     }

@@ -44,8 +44,18 @@ public record LoadedModel(Path dir, ModelConfig config, Tokenizer tokenizer, Cha
     return new LoadedModel(dir, config, tokenizer, template, Set.copyOf(eos));
   }
 
-  /** Prompt token ids for a request: chat-templated unless raw. */
+  /** Prompt token ids for a request: its own ids when it has them, else chat-templated unless raw. */
   public int[] promptTokens(GenerationRequest r) {
+    int[] given = r.promptIds();
+    if (given != null) {
+      int vocab = config.vocabSize();
+      for (int i = 0; i < given.length; i++) {
+        if (given[i] < 0 || given[i] >= vocab) {
+          throw new IllegalArgumentException("prompt id " + given[i] + " at " + i + " is outside the vocabulary [0, " + vocab + ")");
+        }
+      }
+      return given;
+    }
     if (r.raw()) return tokenizer.encode(r.prompt(), true);
     String text = chatTemplate.render(r.system(), r.prompt());
     // a real template writes the BOS text itself; the plain fallback relies on the tokenizer's own

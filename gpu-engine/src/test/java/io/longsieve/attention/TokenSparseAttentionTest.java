@@ -17,6 +17,12 @@ class TokenSparseAttentionTest {
   /** Reference for a chunk of n rows whose keys are slots [0, end), positions = slots. */
   static float[] reference(Fixture f, KvCache kv, int layer, float[] q, int n, int end, double tau, int min,
                            int window, int pool) {
+    return reference(f, kv, layer, q, n, end, tau, min, window, pool, -1);
+  }
+
+  /** As above; forcedKeep &gt;= 0 replaces tau's cut-off (tsa:keep). */
+  static float[] reference(Fixture f, KvCache kv, int layer, float[] q, int n, int end, double tau, int min,
+                           int window, int pool, int forcedKeep) {
     var c = f.c;
     int heads = c.numHeads(), d = c.headDim(), group = c.group(), before = end - n, w = Math.min(window, n);
     int prefix = end - w;
@@ -62,7 +68,7 @@ class TokenSparseAttentionTest {
       else break;
     }
     float[] out = new float[n * c.qDim()];
-    int keep = drop == 0 ? prefix : Math.max(min, prefix - drop - 1);
+    int keep = forcedKeep >= 0 ? forcedKeep : drop == 0 ? prefix : Math.max(min, prefix - drop - 1);
     for (int h = 0; h < heads; h++) {
       int[] list;
       if (keep >= prefix) {
@@ -145,6 +151,56 @@ class TokenSparseAttentionTest {
         assertTrue(Fixture.relErr(out, dense) <= 1e-5, p);
         assertEquals(0, stats.snapshot().sparseLayers(), p);
       }
+    }
+  }
+
+  @Test
+  void fixedKeepOfOneIsDenseAttention() {
+    try (Fixture f = new Fixture(24)) {
+      KvCache kv = f.cache(128, 100);
+      int n = 60;
+      float[] q = f.rand(n * f.c.qDim()), dense = new float[n * f.c.qDim()];
+      new DenseAttention().prefill(0, q, n, 40, kv, dense, f.ctx);
+      for (String p : new String[] {"keep=1.0,min=4,window=8,layers=all", "tau=0.5,keep=1,min=4,window=8,layers=all",
+          "tau=0,keep=1.0,min=4,window=8,pool=1,layers=all"}) {
+        float[] out = new float[n * f.c.qDim()];
+        SelectionStats stats = new SelectionStats(2);
+        policy(f, p, stats).prefill(0, q, n, 40, kv, out, f.ctx);
+        assertTrue(Fixture.relErr(out, dense) <= 1e-5, p + ": " + Fixture.relErr(out, dense));
+        assertEquals(0, stats.snapshot().sparseLayers(), p);
+      }
+    }
+  }
+
+  @Test
+  void fixedKeepKeepsTheCeilingOfTheShareByTheSameScore() {
+    try (Fixture f = new Fixture(25)) {
+      for (int[] shape : new int[][] {{96, 96}, {97, 40}}) { // one chunk, then a later chunk with an odd prefix
+        int end = shape[0], n = shape[1], w = 8, prefix = end - w;
+        // tau 0 and tau 0.9 both give way to keep: the count is ceil(0.25 * prefix), min 4 does not bind
+        for (String p : new String[] {"tau=0,keep=0.25,min=4,window=8,pool=7,layers=all",
+            "tau=0.9,keep=0.25,min=4,window=8,pool=0,layers=all"}) {
+          KvCache kv = f.cache(128, end);
+          float[] q = f.rand(n * f.c.qDim()), out = new float[n * f.c.qDim()];
+          SelectionStats stats = new SelectionStats(2);
+          TokenSparseAttention tsa = policy(f, p, stats);
+          tsa.prefill(1, q, n, end - n, kv, out, f.ctx);
+          int expected = (int) Math.ceil(0.25 * prefix);
+          assertEquals(expected, tsa.keepCount(prefix), p);
+          PolicyTerm t = PolicySpec.parse("tsa:" + p).prefill();
+          float[] ref = reference(f, kv, 1, q, n, end, t.doubleParam("tau"), t.intParam("min"), t.intParam("window"),
+              t.intParam("pool"), expected);
+          assertTrue(Fixture.relErr(out, ref) < 1e-4, p + " " + end + "/" + n + ": " + Fixture.relErr(out, ref));
+          assertEquals(1, stats.snapshot().sparseLayers(), p);
+          assertTrue(stats.snapshot().selectedFractionByLayer()[1] < 0.5, p);
+        }
+      }
+      // min binds: keep = max(min, ceil(F * prefix))
+      KvCache kv = f.cache(128, 96);
+      TokenSparseAttention tsa = policy(f, "keep=0.1,min=30,window=8,layers=all", new SelectionStats(2));
+      float[] q = f.rand(96 * f.c.qDim()), out = new float[96 * f.c.qDim()];
+      tsa.prefill(1, q, 96, 0, kv, out, f.ctx);
+      assertEquals(30, tsa.keepCount(88));
     }
   }
 

@@ -49,7 +49,7 @@ class ProfileCommandTest {
       String expected = layers.get(0) + (layers.get(1) == layers.get(0) + 1 ? "-" : "/") + layers.get(1);
       assertTrue(r.stats().policy().contains("layers=auto(" + expected + ")"), r.stats().policy());
     }
-    assertEquals("tsa:tau=0.005,min=1024,window=128,pool=7,layers=auto + none + dense",
+    assertEquals("tsa:tau=0.005,min=1024,window=128,pool=7,layers=auto,keep=0.0 + none + dense",
         PolicySpec.parse("tsa").canonical());
   }
 }

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.longsieve.attention.TsaKeep;
 import java.util.Arrays;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
@@ -19,14 +20,29 @@ class TsaHostLogicTest {
   @Test
   void activationIsTheCpuCondition() {
     // TokenSparseAttention: dense when !sparse || n <= 1 || min(window, n) < 1 || tau <= 0 || end <= min + window
-    assertTrue(GpuTsa.active(true, 300, 1300, 0.005, 1024, 128) == (1300 > 1152));
-    assertTrue(GpuTsa.active(true, 2, 2000, 0.005, 1024, 128));
-    assertTrue(!GpuTsa.active(true, 1, 2000, 0.005, 1024, 128));
-    assertTrue(!GpuTsa.active(false, 300, 5000, 0.005, 1024, 128));
-    assertTrue(!GpuTsa.active(true, 300, 5000, 0, 1024, 128));
-    assertTrue(!GpuTsa.active(true, 300, 1152, 0.005, 1024, 128));
-    assertTrue(GpuTsa.active(true, 300, 1153, 0.005, 1024, 128));
-    assertTrue(!GpuTsa.active(true, 300, 5000, 0.005, 1024, 0));
+    assertTrue(GpuTsa.active(true, 300, 1300, 0.005, 0, 1024, 128) == (1300 > 1152));
+    assertTrue(GpuTsa.active(true, 2, 2000, 0.005, 0, 1024, 128));
+    assertTrue(!GpuTsa.active(true, 1, 2000, 0.005, 0, 1024, 128));
+    assertTrue(!GpuTsa.active(false, 300, 5000, 0.005, 0, 1024, 128));
+    assertTrue(!GpuTsa.active(true, 300, 5000, 0, 0, 1024, 128));
+    assertTrue(!GpuTsa.active(true, 300, 1152, 0.005, 0, 1024, 128));
+    assertTrue(GpuTsa.active(true, 300, 1153, 0.005, 0, 1024, 128));
+    assertTrue(!GpuTsa.active(true, 300, 5000, 0.005, 0, 1024, 0));
+    // keep=F > 0 activates without tau, under the same other conditions
+    assertTrue(GpuTsa.active(true, 300, 5000, 0, 0.25, 1024, 128));
+    assertTrue(!GpuTsa.active(true, 300, 1152, 0, 0.25, 1024, 128));
+    assertTrue(!GpuTsa.active(false, 300, 5000, 0, 0.25, 1024, 128));
+  }
+
+  @Test
+  void fixedKeepIsTheCeilingOfTheShareAtLeastMin() {
+    assertEquals(1250, TsaKeep.count(5000, 0.25, 1024));
+    assertEquals(1251, TsaKeep.count(5001, 0.25, 1024));
+    assertEquals(1024, TsaKeep.count(3000, 0.25, 1024));  // min binds
+    assertEquals(7, TsaKeep.count(100, 0.07, 0));         // 0.07 * 100 is 7.000000000000001
+    assertEquals(5000, TsaKeep.count(5000, 1.0, 1024));   // >= prefix: the caller runs dense
+    assertEquals(32640, TsaKeep.count(131072 - 128 - 386, 0.25, 1024));
+    assertTrue(TsaKeep.fixed(0.25) && !TsaKeep.fixed(0));
   }
 
   @Test

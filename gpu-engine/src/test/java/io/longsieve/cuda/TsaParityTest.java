@@ -62,7 +62,11 @@ class TsaParityTest extends GpuPoolTest {
       "even pool; 64; 8; 2; 900; 257; tau=0.25,min=100,window=128,pool=4,layers=0; 3; false",
       "min binds; 128; 8; 2; 1200; 300; tau=0.6,min=1100,window=128,pool=7,layers=all; 3; false",
       "tied masses; 128; 8; 2; 1000; 300; tau=0.3004,min=64,window=128,pool=1,layers=all; 1; true",
-      "tied masses pooled; 64; 4; 1; 1500; 129; tau=0.2502,min=64,window=64,pool=7,layers=all; 1; true"})
+      "tied masses pooled; 64; 4; 1; 1500; 129; tau=0.2502,min=64,window=64,pool=7,layers=all; 1; true",
+      "dense keep 1; 128; 8; 2; 1000; 300; tau=0.3,keep=1.0,min=64,window=128,pool=7,layers=all; 3; false",
+      "sparse keep 0.25; 128; 32; 8; 3000; 512; tau=0,keep=0.25,min=256,window=128,pool=7,layers=all; 4; false",
+      "sparse keep 0.25 d64; 64; 8; 2; 1500; 257; tau=0.005,keep=0.25,min=64,window=128,pool=7,layers=all; 3; false",
+      "keep min binds; 128; 8; 2; 1200; 300; keep=0.1,min=1100,window=128,pool=7,layers=all; 3; false"})
   void matchesCpu(String name, int d, int heads, int kvHeads, int before, int n, String params, double qScale,
                   boolean constantKeys) throws Exception {
     Inputs in = Inputs.of(name, d, heads, kvHeads, before, n, params, qScale, constantKeys);
