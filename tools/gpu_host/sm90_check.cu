@@ -27,34 +27,33 @@
     }                                                                                  \
   } while (0)
 
-static CUtensorMap map2d(const void* base, uint64_t inner, uint64_t rows, uint64_t rowBytes, uint32_t box0,
-                         uint32_t box1) {
+// bf16, 128-byte swizzle, inner box of 64 elements: what TensorMaps (Java) encodes for the engine.
+static CUtensorMap encode(int rank, const void* base, const cuuint64_t* dims, const cuuint64_t* strides,
+                          const cuuint32_t* box) {
   CUtensorMap m;
-  cuuint64_t dims[2] = {inner, rows}, strides[1] = {rowBytes};
-  cuuint32_t box[2] = {box0, box1}, es[2] = {1, 1};
-  CUresult r = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides,
-                                      box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+  cuuint32_t es[3] = {1, 1, 1};
+  CUresult r = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void*>(base), dims,
+                                      strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
-    fprintf(stderr, "cuTensorMapEncodeTiled 2d failed: %d\n", (int)r);
+    fprintf(stderr, "cuTensorMapEncodeTiled (rank %d) failed: %d\n", rank, (int)r);
     exit(1);
   }
   return m;
 }
 
+static CUtensorMap map2d(const void* base, uint64_t inner, uint64_t rows, uint64_t rowBytes, uint32_t box0,
+                         uint32_t box1) {
+  cuuint64_t dims[2] = {inner, rows}, strides[1] = {rowBytes};
+  cuuint32_t box[2] = {box0, box1};
+  return encode(2, base, dims, strides, box);
+}
+
 static CUtensorMap map3d(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, uint64_t s1, uint64_t s2, uint32_t b0,
                          uint32_t b1, uint32_t b2) {
-  CUtensorMap m;
   cuuint64_t dims[3] = {d0, d1, d2}, strides[2] = {s1, s2};
-  cuuint32_t box[3] = {b0, b1, b2}, es[3] = {1, 1, 1};
-  CUresult r = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides,
-                                      box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    fprintf(stderr, "cuTensorMapEncodeTiled 3d failed: %d\n", (int)r);
-    exit(1);
-  }
-  return m;
+  cuuint32_t box[3] = {b0, b1, b2};
+  return encode(3, base, dims, strides, box);
 }
 
 __global__ void fill_random(bf16* p, size_t n, uint32_t seed, float amp) {
@@ -183,6 +182,14 @@ static bool check_gemm(int M, int N, int K, int mode, bool withBias, uint32_t se
   return ok;
 }
 
+// The same kernel with the consumers not taking turns (no ping-pong), for the timing comparison.
+extern "C" __global__ void __launch_bounds__(AH_THREADS, 1)
+    attn_nopp_d128(AH_ARGS, int n, int nHeads, int nKv, int gShift, int before, int window, float scale) {
+  attn_prefill_sm90<128, false, false>(&mapQ, &mapK, &mapV, out, pageTable, n, nHeads, nKv, gShift, before, window,
+                                       scale, nullptr, 0);
+}
+static bool g_nopp = false;
+
 struct Cache {
   bf16 *k, *v;
   int* pageTable;
@@ -232,7 +239,10 @@ static void launch_attn(bf16* out, const bf16* q, const Cache& c, int n, int nHe
   uint64_t rows = (uint64_t)c.pages * nKv * 64;
   CUtensorMap mk = map2d(c.k, D, rows, (uint64_t)D * 2, 64, 64), mv = map2d(c.v, D, rows, (uint64_t)D * 2, 64, 64);
   dim3 grid((n + 128 / G - 1) / (128 / G), nKv);
-  if (D == 128)
+  if (D == 128 && g_nopp)
+    attn_nopp_d128<<<grid, AH_THREADS, AhLayout<128>::SMEM, st>>>(mq, mk, mv, out, c.pageTable, n, nHeads, nKv, gShift,
+                                                                   before, window, scale);
+  else if (D == 128)
     attn_prefill_sm90_d128<<<grid, AH_THREADS, AhLayout<128>::SMEM, st>>>(mq, mk, mv, out, c.pageTable, n, nHeads, nKv,
                                                                            gShift, before, window, scale);
   else
@@ -263,6 +273,7 @@ static bool check_attn(int n, int before, int nHeads, int nKv, int D, int window
   cudaFree(q), cudaFree(out), cudaFree(ref), cudaFree(c.k), cudaFree(c.v), cudaFree(c.pageTable);
   return ok;
 }
+
 
 template <class F>
 static float median_ms(F fn, int reps) {
@@ -318,8 +329,8 @@ static void time_attn(int L, int nHeads, int nKv, int D, int chunk) {
       },
       reps);
   double flops = 2.0 * (double)L * L * nHeads * D;  // causal: half of 4 L^2 H D
-  printf("time attn L=%d heads=%d/%d D=%d chunk=%d: %.3f ms %.0f TFLOP/s\n", L, nHeads, nKv, D, chunk, ms,
-         flops / ms / 1e9);
+  printf("time attn%s L=%d heads=%d/%d D=%d chunk=%d: %.3f ms %.0f TFLOP/s\n", g_nopp ? " (no ping-pong)" : "", L,
+         nHeads, nKv, D, chunk, ms, flops / ms / 1e9);
   cudaFree(q), cudaFree(out), cudaFree(c.k), cudaFree(c.v), cudaFree(c.pageTable);
 }
 
@@ -332,6 +343,7 @@ int main(int argc, char** argv) {
   CK(cudaFuncSetAttribute(gemm_sm90, cudaFuncAttributeMaxDynamicSharedMemorySize, GH_SMEM));
   CK(cudaFuncSetAttribute(attn_prefill_sm90_d128, cudaFuncAttributeMaxDynamicSharedMemorySize, AhLayout<128>::SMEM));
   CK(cudaFuncSetAttribute(attn_prefill_sm90_d64, cudaFuncAttributeMaxDynamicSharedMemorySize, AhLayout<64>::SMEM));
+  CK(cudaFuncSetAttribute(attn_nopp_d128, cudaFuncAttributeMaxDynamicSharedMemorySize, AhLayout<128>::SMEM));
   bool all = true;
   if (!strcmp(what, "check") || !strcmp(what, "all")) {
     all &= check_gemm(256, 256, 64, OUT_F32, false, 1);
@@ -349,6 +361,10 @@ int main(int argc, char** argv) {
     all &= check_attn(700, 300, 32, 8, 128, 256, 7);
     all &= check_attn(64, 4000, 16, 2, 128, 0, 8);
     all &= check_attn(1, 77, 32, 8, 128, 0, 9);
+    g_nopp = true;
+    all &= check_attn(1000, 300, 32, 8, 128, 0, 10);
+    all &= check_attn(700, 300, 32, 8, 128, 256, 11);
+    g_nopp = false;
     printf("checks: %s\n", all ? "all ok" : "SOME FAILED");
   }
   if (!strcmp(what, "time") || !strcmp(what, "all")) {
@@ -369,6 +385,10 @@ int main(int argc, char** argv) {
     time_attn(131072, 32, 8, 128, 131072);
     time_attn(131072, 32, 8, 128, 4096);
     time_attn(32768, 32, 8, 64, 32768);
+    g_nopp = true;
+    time_attn(32768, 32, 8, 128, 32768);
+    time_attn(32768, 32, 8, 128, 4096);
+    g_nopp = false;
   }
   return all ? 0 : 1;
 }

@@ -27,6 +27,9 @@
 #define AH_THREADS 384
 #define AH_STAGES 2
 #define AH_HALF (AH_BK * 128)  // one 64-column half of a 128-row tile: 16 KB
+#ifndef AH_PINGPONG
+#define AH_PINGPONG 1  // the consumers take turns on the tensor cores (sm90_check times both)
+#endif
 
 template <int D>
 struct AhLayout {
@@ -48,7 +51,7 @@ __device__ __forceinline__ void pv_tile(float* o, uint32_t (*p)[4], const unsign
   }
 }
 
-template <int D, bool HEADS>
+template <int D, bool HEADS, bool PP = AH_PINGPONG>
 __device__ __forceinline__ void attn_prefill_sm90(const CUtensorMap* mapQ, const CUtensorMap* mapK,
                                                   const CUtensorMap* mapV, bf16* __restrict__ out,
                                                   const int* __restrict__ pageTable, int n, int nHeads, int nKv,
@@ -135,20 +138,20 @@ __device__ __forceinline__ void attn_prefill_sm90(const CUtensorMap* mapQ, const
 
   mbar_wait(fullQ, 0);
   const unsigned char* sQ = sm + L::Q + c * 64 * 128;
-  // Ping-pong: the consumers take turns issuing their matrix products (named barriers 2 and 3),
+  // Ping-pong (PP): the consumers take turns issuing their matrix products (named barriers 2 and 3),
   // so one's softmax runs while the other's products keep the tensor cores busy. Consumer 1 opens
-  // consumer 0's first turn; neither arrives after its last turn, which balances the counts.
+  // consumer 0's first turn; neither passes the turn on after its last tile, which balances counts.
   const int nTiles = t1 - t0;
-  if (c == 1 && nTiles > 0) named_arrive(2, 256);
-  for (int i = 0; i < nTiles; i++) {
-    const int t = t0 + i, st = i % AH_STAGES;
+  if (PP && c == 1 && nTiles > 0) named_arrive(2, 256);
+
+  // tile i's K and V have landed; the tile past the end gets its key rows beyond kvEnd zeroed in V
+  // (both consumers, then a barrier, before either takes its turn: a poisoned slot times p = 0
+  // must not give NaN)
+  auto landed = [&](int i) {
+    const int st = i % AH_STAGES, key0 = (t0 + i) * AH_BK;
     mbar_wait(&full[st], (i / AH_STAGES) & 1);
-    const unsigned char* sK = sm + L::K + st * L::TILE;
-    unsigned char* sV = sm + L::V + st * L::TILE;
-    const int key0 = t * AH_BK;
-    // the tile past the end: zero its key rows beyond kvEnd in V (both consumers, then a barrier,
-    // before either takes its turn: a poisoned slot times p = 0 must not give NaN)
     if (key0 + AH_BK > kvEnd) {
+      unsigned char* sV = sm + L::V + st * L::TILE;
       const int from = kvEnd - key0, chunks = (AH_BK - from) * 8;
       for (int e = tid + 128 * c; e < chunks * L::HALVES; e += 256) {
         const int h = e / chunks, rest = e % chunks;
@@ -157,27 +160,23 @@ __device__ __forceinline__ void attn_prefill_sm90(const CUtensorMap* mapQ, const
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       named_sync(1, 256);
     }
-
-    // my turn: S = Q K^T of this tile, then O += P V of the previous one
-    named_sync(2 + c, 256);
-    fence_regs<D / 2>(o);
-    fence_regs<AH_BK / 4>(&p[0][0]);
-    wgmma_fence();
+    if (PP) named_sync(2 + c, 256);  // my turn
+  };
+  auto qk = [&](int i) {  // S = Q K^T of tile i
+    const unsigned char* sK = sm + L::K + (i % AH_STAGES) * L::TILE;
 #pragma unroll
     for (int ks = 0; ks < D / 16; ks++) {
       const int h = ks / 4, k16 = 32 * (ks % 4);
       wgmma_ss_n128(s, sm90_desc(sQ + h * AH_HALF + k16, 16, 1024), sm90_desc(sK + h * AH_HALF + k16, 16, 1024), ks > 0);
     }
-    if (i > 0) pv_tile<D>(o, p, sm + L::V + ((i - 1) % AH_STAGES) * L::TILE);
-    wgmma_commit();
-    if (c == 0 || i + 1 < nTiles) named_arrive(2 + (1 - c), 256);
-    wgmma_wait<0>();
-    fence_regs<AH_BK / 2>(s);
-    fence_regs<D / 2>(o);
-    fence_regs<AH_BK / 4>(&p[0][0]);
-    if (i > 0 && tid == 0) mbar_arrive(&empty[(i - 1) % AH_STAGES]);
-
-    // mask where the tile crosses a row's diagonal or window edge, then the online softmax
+  };
+  auto passTurn = [&](int i) {
+    if (PP && (c == 0 || i + 1 < nTiles)) named_arrive(2 + (1 - c), 256);
+  };
+  // mask where the tile crosses a row's diagonal or window edge, then the online softmax: P of tile
+  // i into p (bf16, the A fragments of P V), O rescaled to the new row maxima
+  auto softmax = [&](int i) {
+    const int key0 = (t0 + i) * AH_BK;
     const bool edge = key0 + AH_BK > before + p0 + 1 || (window > 0 && key0 < kvEnd - window);
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
@@ -226,6 +225,35 @@ __device__ __forceinline__ void attn_prefill_sm90(const CUtensorMap* mapQ, const
       o[4 * j + 2] *= r1;
       o[4 * j + 3] *= r1;
     }
+  };
+
+  // tile 0 alone (no P V before it), then each tile's Q K^T with the previous tile's P V in one
+  // wgmma group, so the loop body has no branch around the matrix products
+  if (nTiles > 0) {
+    landed(0);
+    wgmma_fence();
+    qk(0);
+    wgmma_commit();
+    passTurn(0);
+    wgmma_wait<0>();
+    fence_regs<AH_BK / 2>(s);
+    softmax(0);
+  }
+  for (int i = 1; i < nTiles; i++) {
+    landed(i);
+    fence_regs<D / 2>(o);
+    fence_regs<AH_BK / 4>(&p[0][0]);
+    wgmma_fence();
+    qk(i);
+    pv_tile<D>(o, p, sm + L::V + ((i - 1) % AH_STAGES) * L::TILE);
+    wgmma_commit();
+    passTurn(i);
+    wgmma_wait<0>();
+    fence_regs<AH_BK / 2>(s);
+    fence_regs<D / 2>(o);
+    fence_regs<AH_BK / 4>(&p[0][0]);
+    if (tid == 0) mbar_arrive(&empty[(i - 1) % AH_STAGES]);
+    softmax(i);
   }
   if (nTiles > 0) {  // the last tile's P V
     fence_regs<D / 2>(o);

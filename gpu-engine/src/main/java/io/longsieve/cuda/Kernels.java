@@ -23,7 +23,7 @@ public final class Kernels {
   private final Launcher l;
   private final int smCount;
   private final boolean hopper;        // the sm_90a kernels (hopper/*.cu): wgmma, TMA
-  private final TensorMaps maps = new TensorMaps();
+  private final TensorMaps maps;       // null unless hopper: other GPUs never bind libcuda through JNA
 
   public Kernels(KernelModule module, CudaStream stream) {
     this(module, stream, Hopper.usable(module.context()));
@@ -38,6 +38,7 @@ public final class Kernels {
     this.l = new Launcher(module, stream);
     this.smCount = module.context().smCount();
     this.hopper = hopper;
+    this.maps = hopper ? new TensorMaps() : null;
   }
 
   /** Whether prefill GEMMs and attention run the sm_90a (wgmma + TMA) kernels. */

@@ -11,7 +11,10 @@ import jcuda.driver.CUdeviceptr;
 /**
  * TMA tensor maps (CUtensorMap, 128 opaque bytes) for the sm_90a kernels, encoded by the driver's
  * {@code cuTensorMapEncodeTiled}. JCuda 12.6 does not bind that call, so it is reached through JNA
- * in the same libcuda.so.1 that JCuda loaded; encoding is host-only work (no context, no launch).
+ * in the same libcuda.so.1 that JCuda loaded: loading it by that soname returns the instance the
+ * process already holds (a plain "cuda" could find another file, such as a toolkit's forward-
+ * compatibility libcuda.so, and two driver libraries in one process corrupt each other). Encoding
+ * is host-only work (no context, no launch).
  *
  * <p>Every map here is bf16 with the 128-byte swizzle and a box whose inner dimension is 64
  * elements (128 bytes): the shared-memory layout the kernels' wgmma descriptors read
@@ -45,13 +48,15 @@ public final class TensorMaps {
 
   private static final Driver DRIVER;
   private static final String UNAVAILABLE;
+  private static String library = "";
 
   static {
     Driver d = null;
     String why = null;
-    for (String name : new String[] {"cuda", "libcuda.so.1"}) {
+    for (String name : new String[] {"libcuda.so.1"}) {
       try {
         d = Native.load(name, Driver.class);
+        library = com.sun.jna.NativeLibrary.getInstance(name).getFile().getPath();
         why = null;
         break;
       } catch (LinkageError | RuntimeException e) {
@@ -68,6 +73,11 @@ public final class TensorMaps {
 
   public static String unavailableReason() {
     return UNAVAILABLE;
+  }
+
+  /** The file JNA bound (for the engine's start-up log line), or "" when none. */
+  public static String library() {
+    return library;
   }
 
   private record Key(long address, long[] dims, long[] strides, int[] box) {
