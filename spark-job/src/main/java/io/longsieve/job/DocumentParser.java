@@ -1,40 +1,60 @@
 package io.longsieve.job;
 
+import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Locale;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
 
 /**
- * Turns one input line (a JSON object) into a {@link JobSchemas#PARSED} row, checking every field.
- * Never throws for bad data: a bad line becomes a row with status {@code bad_input} and a message
- * that names the field, so one bad row never fails the job.
+ * Turns one input line (a JSON object, or an array of them) into {@link JobSchemas#PARSED} rows,
+ * checking every field. Never throws for bad data: a bad line becomes a row with status
+ * {@code bad_input} and a message that names the field, so one bad row never fails the job.
  *
  * <p>Rules (documented for users in the README):
  * <ul>
- *   <li>{@code doc_id}: a string or an integer. A row without one gets {@code <file name>:<line>}
- *       (1-based line of a JSONL file, 1-based row of a Parquet file), stable across runs of the same
- *       input, and is processed normally. A malformed line gets that id too.</li>
+ *   <li>A line holds one JSON object. A line that is a JSON array gives one row per element (each
+ *       element checked as a line; its source is {@code <file>:<line>[<index>]}); an empty array is
+ *       one bad_input row.</li>
+ *   <li>A line longer than {@link #MAX_LINE_MB} MB (UTF-8) is bad_input "line too long": no model
+ *       context holds that much text, and the limit bounds an executor's memory per row.</li>
+ *   <li>{@code doc_id}: a string or an integer. A row without one gets an id from its content
+ *       ({@link ContentId}: {@code auto-} and 16 hex digits), stable across reorders and runs, and is
+ *       processed normally. A line that is not a JSON object gets {@code <file name>:<line>}.</li>
  *   <li>{@code task}: summary, qa or multi_doc_qa.</li>
  *   <li>summary and qa need a non-empty {@code text} or {@code documents}; multi_doc_qa needs a
  *       non-empty {@code documents} array of {title, text} objects (title optional, text required).
  *       Giving both text and documents is refused, so no input is silently ignored.</li>
  *   <li>qa and multi_doc_qa need a non-empty {@code question}; {@code reference} is optional.</li>
+ *   <li>A string holding a NUL character or a lone surrogate (e.g. the escape {@code \ud800}, which
+ *       is not Unicode text) is bad_input: tokenizers would drop or mangle it silently.</li>
  *   <li>Other fields are ignored, so rows may carry their own metadata.</li>
  * </ul>
  */
 final class DocumentParser {
   private DocumentParser() {}
 
-  /** Strict: text after the object and a field given twice are errors, not silently dropped. */
-  private static final ObjectMapper JSON = new ObjectMapper()
+  /** Longest line read, in MB of UTF-8. */
+  static final int MAX_LINE_MB = 32;
+  private static final long MB = 1024L * 1024;
+
+  /**
+   * Strict: text after the object and a field given twice are errors, not silently dropped. Jackson
+   * refuses strings over 20M characters by default, which made a valid 20 MB line "malformed";
+   * strings are bounded by the line limit instead.
+   */
+  private static final ObjectMapper JSON = new ObjectMapper(JsonFactory.builder()
+      .streamReadConstraints(StreamReadConstraints.builder().maxStringLength((int) (MAX_LINE_MB * MB)).build())
+      .build())
       .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
       .enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
 
@@ -45,16 +65,33 @@ final class DocumentParser {
     }
   }
 
-  /** Parses one line; {@code validUtf8} false means the raw bytes were not UTF-8. */
-  static Row parse(String value, boolean validUtf8, String fileName, String filePath, long line) {
+  /** Parses one line; {@code validUtf8} false means the raw bytes were not UTF-8. One row per object. */
+  static List<Row> parse(String value, boolean validUtf8, String fileName, String filePath, long line) {
     String source = fileName + ":" + line;
-    if (!validUtf8) return bad(source, filePath, line, source, true, "invalid UTF-8 in " + source);
+    if (!validUtf8) return List.of(bad(source, filePath, line, source, true, "invalid UTF-8 in " + source));
+    long bytes = utf8Length(value);
+    if (bytes > MAX_LINE_MB * MB) {
+      return List.of(bad(source, filePath, line, source, true, String.format(Locale.ROOT,
+          "line too long (%.1f MB; limit %d MB) at %s", bytes / (double) MB, MAX_LINE_MB, source)));
+    }
     JsonNode root;
     try {
       root = JSON.readTree(value);
     } catch (JsonProcessingException e) {
-      return bad(source, filePath, line, source, true, "malformed JSON at " + source + ": " + e.getOriginalMessage());
+      return List.of(bad(source, filePath, line, source, true, "malformed JSON at " + source + ": " + message(e)));
     }
+    if (root == null || !root.isArray()) return List.of(parse(root, source, filePath, line));
+    if (root.isEmpty()) {
+      return List.of(bad(source, filePath, line, source, true, "an empty JSON array at " + source
+          + " (one JSON object per line, or an array of objects)"));
+    }
+    List<Row> rows = new ArrayList<>();
+    for (int i = 0; i < root.size(); i++) rows.add(parse(root.get(i), source + "[" + i + "]", filePath, line));
+    return rows;
+  }
+
+  /** One JSON value that should be a document object. */
+  private static Row parse(JsonNode root, String source, String filePath, long line) {
     if (root == null || !root.isObject()) {
       return bad(source, filePath, line, source, true, "not a JSON object at " + source);
     }
@@ -66,7 +103,7 @@ final class DocumentParser {
       return bad(source, filePath, line, source, true, e.getMessage());
     }
     generated = docId == null;
-    if (generated) docId = source;
+    if (generated) docId = ContentId.of(root);
     try {
       String task = requiredString(root, "task");
       if (!JobSchemas.TASKS.contains(task)) {
@@ -91,6 +128,56 @@ final class DocumentParser {
     }
   }
 
+  /**
+   * Jackson's message without its internals: the "[Source: REDACTED (`StreamReadFeature...` disabled);
+   * line: 1, column: 9]" of a start marker becomes "column 9", and hints that name Jackson features
+   * (which a user cannot turn on) are dropped. The column where parsing stopped is added.
+   */
+  static String message(JsonProcessingException e) {
+    String m = String.valueOf(e.getOriginalMessage())
+        .replaceAll("\\[Source: [^\\]]*?line: \\d+, column: (\\d+)\\]", "column $1")
+        .replaceAll(", from `[^`]*`", "")
+        .replaceAll("\\s*\\(bound as `[^`]*`\\)", "")
+        .replaceAll(":? *(not allowed as per|enable) `[^`]*`( to allow)?", "")
+        .replaceAll("\\s*\\((or )?`[^`]*`[^)]*\\)", "")
+        .replaceAll("\\s+", " ").trim();
+    if (e.getLocation() != null && e.getLocation().getColumnNr() > 0) m += " (column " + e.getLocation().getColumnNr() + ")";
+    return m;
+  }
+
+  /** Bytes of {@code s} in UTF-8, counted without encoding; a line well under the limit is not counted. */
+  private static long utf8Length(String s) {
+    if ((long) s.length() * 3 <= MAX_LINE_MB * MB) return s.length(); // at most 3 bytes per char: cannot be over
+    long n = 0;
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c < 0x80) n += 1;
+      else if (c < 0x800) n += 2;
+      else if (Character.isHighSurrogate(c) && i + 1 < s.length() && Character.isLowSurrogate(s.charAt(i + 1))) {
+        n += 4;
+        i++;
+      } else {
+        n += 3;
+      }
+    }
+    return n;
+  }
+
+  /** A string field's text, refused when it holds a NUL or a lone surrogate (not Unicode text). */
+  private static String checkedText(String field, String s) throws BadInput {
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c == 0) throw new BadInput("field '" + field + "' holds a NUL character (\\u0000) at character " + i);
+      if (Character.isHighSurrogate(c) && i + 1 < s.length() && Character.isLowSurrogate(s.charAt(i + 1))) {
+        i++;
+      } else if (Character.isSurrogate(c)) {
+        throw new BadInput(String.format(Locale.ROOT,
+            "field '%s' holds a lone surrogate \\u%04x at character %d (not valid Unicode text)", field, (int) c, i));
+      }
+    }
+    return s;
+  }
+
   private static Row bad(String docId, String filePath, long line, String source, boolean generated, String error) {
     return row(docId, generated, source, filePath, line, null, null, null, null, null,
         JobSchemas.BAD_INPUT, error, 0L);
@@ -107,7 +194,7 @@ final class DocumentParser {
     if (n.isTextual()) {
       String s = n.asText();
       if (s.isBlank()) throw new BadInput("field 'doc_id' is empty");
-      return s;
+      return checkedText("doc_id", s);
     }
     if (n.isIntegralNumber()) return n.asText();
     throw new BadInput("field 'doc_id' must be a string or an integer, not " + kind(n));
@@ -126,7 +213,7 @@ final class DocumentParser {
     if (!n.isTextual()) throw new BadInput("field '" + field + "' must be a string, not " + kind(n));
     String s = n.asText();
     if (s.isBlank()) throw new BadInput("field '" + field + "' is empty");
-    return s;
+    return checkedText(field, s);
   }
 
   /** documents as rows of {@link JobSchemas#DOCUMENT}; null when absent. */

@@ -12,21 +12,13 @@ import static org.apache.spark.sql.functions.to_json;
 import static org.apache.spark.sql.functions.trim;
 import static org.apache.spark.sql.functions.when;
 
-import java.io.IOException;
-import java.io.InputStream;
-import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Locale;
-import org.apache.hadoop.fs.FileSystem;
-import org.apache.hadoop.fs.LocatedFileStatus;
-import org.apache.hadoop.fs.RemoteIterator;
-import org.apache.hadoop.fs.Path;
-import org.apache.spark.api.java.function.MapFunction;
+import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
@@ -52,52 +44,21 @@ public final class InputReader {
 
   /** The input's rows, parsed, validated and checked for repeated ids. */
   public static Dataset<Row> read(SparkSession spark, String input) {
-    Dataset<Row> lines = format(spark, input) == Format.PARQUET ? parquetRows(spark, input) : jsonlLines(spark, input);
-    Dataset<Row> parsed = lines.map((MapFunction<Row, Row>) r -> DocumentParser.parse(
-        r.getString(0), r.isNullAt(1) || r.getBoolean(1), r.getString(2), r.getString(3), r.getLong(4)),
+    return read(spark, InputFiles.list(spark.sparkContext().hadoopConfiguration(), input));
+  }
+
+  /** The rows of the listed files (checked on the driver by {@link InputFiles#list}). */
+  static Dataset<Row> read(SparkSession spark, InputFiles.Listing files) {
+    Dataset<Row> lines = files.format() == Format.PARQUET ? parquetRows(spark, files) : jsonlLines(spark, files);
+    Dataset<Row> parsed = lines.flatMap((FlatMapFunction<Row, Row>) r -> DocumentParser.parse(
+        r.getString(0), r.isNullAt(1) || r.getBoolean(1), r.getString(2), r.getString(3), r.getLong(4)).iterator(),
         Encoders.row(JobSchemas.PARSED));
     return markDuplicates(parsed);
   }
 
-  /**
-   * JSONL or Parquet: by extension (.parquet; .jsonl, .json, .ndjson, also compressed), else by the
-   * first file's magic bytes ("PAR1"). A folder is judged by its first data file.
-   */
+  /** JSONL or Parquet, see {@link InputFiles#format}; a folder must hold one format. */
   public static Format format(SparkSession spark, String input) {
-    try {
-      Path p = new Path(input);
-      FileSystem fs = p.getFileSystem(spark.sparkContext().hadoopConfiguration());
-      if (!fs.exists(p)) throw new IllegalArgumentException("input " + input + " does not exist");
-      Path file = p;
-      if (fs.getFileStatus(p).isDirectory()) {
-        file = null;
-        Path root = fs.makeQualified(p);
-        RemoteIterator<LocatedFileStatus> files = fs.listFiles(root, true); // partitioned tables nest their files
-        while (files.hasNext()) {
-          Path f = files.next().getPath();
-          if (!hidden(root, f) && (file == null || f.compareTo(file) < 0)) file = f;
-        }
-        if (file == null) throw new IllegalArgumentException("input folder " + input + " holds no data files");
-      }
-      String name = file.getName().toLowerCase(Locale.ROOT);
-      if (name.endsWith(".parquet")) return Format.PARQUET;
-      if (name.matches(".*\\.(jsonl|json|ndjson)(\\.(gz|bz2|zst|lz4|snappy|deflate))?")) return Format.JSONL;
-      try (InputStream in = fs.open(file)) {
-        byte[] magic = in.readNBytes(4);
-        return Arrays.equals(magic, "PAR1".getBytes(java.nio.charset.StandardCharsets.US_ASCII))
-            ? Format.PARQUET : Format.JSONL;
-      }
-    } catch (IOException e) {
-      throw new UncheckedIOException("cannot read input " + input + ": " + e.getMessage(), e);
-    }
-  }
-
-  /** Spark skips files and folders whose names start with "_" or "." (_SUCCESS, .crc files). */
-  private static boolean hidden(Path root, Path file) {
-    for (Path f = file; f != null && !f.equals(root); f = f.getParent()) {
-      if (f.getName().startsWith("_") || f.getName().startsWith(".")) return true;
-    }
-    return false;
+    return InputFiles.list(spark.sparkContext().hadoopConfiguration(), input).format();
   }
 
   /**
@@ -106,14 +67,14 @@ public final class InputReader {
    * the lines of the file's earlier blocks. Those counts take one extra pass over the input, needed
    * only when some file is large enough to be split.
    */
-  static Dataset<Row> jsonlLines(SparkSession spark, String input) {
-    Dataset<Row> raw = spark.read().format("text").load(input).select(
+  static Dataset<Row> jsonlLines(SparkSession spark, InputFiles.Listing files) {
+    Dataset<Row> raw = spark.read().format("text").load(files.data().toArray(String[]::new)).select(
         col("value"),
         expr("is_valid_utf8(value)").as("valid_utf8"),
         col("_metadata.file_name").as("file_name"),
         col("_metadata.file_path").as("file_path"),
         col("_metadata.file_block_start").as("block_start"));
-    Map<String, Long> linesBefore = mayBeSplit(spark, input) ? linesBeforeEachBlock(raw) : Map.of();
+    Map<String, Long> linesBefore = mayBeSplit(spark, files.largest()) ? linesBeforeEachBlock(raw) : Map.of();
     return raw.mapPartitions(new LineNumberer(linesBefore), Encoders.row(JobSchemas.LINE))
         .filter(trim(col("value")).notEqual(""));
   }
@@ -141,26 +102,19 @@ public final class InputReader {
    * Whether Spark may split some input file into several blocks: a file no larger than both
    * spark.sql.files.maxPartitionBytes and openCostInBytes is always read whole.
    */
-  private static boolean mayBeSplit(SparkSession spark, String input) {
+  private static boolean mayBeSplit(SparkSession spark, long largestFile) {
     long whole = Math.min(spark.sessionState().conf().filesMaxPartitionBytes(),
         spark.sessionState().conf().filesOpenCostInBytes());
-    try {
-      Path p = new Path(input);
-      FileSystem fs = p.getFileSystem(spark.sparkContext().hadoopConfiguration());
-      RemoteIterator<LocatedFileStatus> files = fs.listFiles(p, true);
-      while (files.hasNext()) if (files.next().getLen() > whole) return true;
-      return false;
-    } catch (IOException e) {
-      return true; // counting is always correct, only slower
-    }
+    return largestFile > whole;
   }
 
   /**
    * {@link JobSchemas#LINE} rows of a Parquet file or folder: each row as a JSON object (null fields
    * left out), so Parquet rows go through the same checks as JSONL lines.
    */
-  static Dataset<Row> parquetRows(SparkSession spark, String input) {
-    Dataset<Row> df = spark.read().parquet(input);
+  static Dataset<Row> parquetRows(SparkSession spark, InputFiles.Listing files) {
+    // files may differ in which columns they have (not in their types: InputFiles checked that)
+    Dataset<Row> df = spark.read().option("mergeSchema", "true").parquet(files.data().toArray(String[]::new));
     Column[] fields = Arrays.stream(df.columns()).map(c -> col("`" + c + "`")).toArray(Column[]::new);
     return df.select(
         to_json(struct(fields)).as("value"),
@@ -172,7 +126,7 @@ public final class InputReader {
 
   /** The first row (by file, then line) of each doc_id keeps it; the later ones are duplicate_id. */
   static Dataset<Row> markDuplicates(Dataset<Row> parsed) {
-    WindowSpec byId = Window.partitionBy("doc_id").orderBy("file_path", "line");
+    WindowSpec byId = Window.partitionBy("doc_id").orderBy("file_path", "line", "source"); // source: the elements of an array line
     Column later = col("occurrence").gt(1);
     return parsed
         .withColumn("occurrence", row_number().over(byId))

@@ -49,7 +49,7 @@ public final class JobSchemas {
   /** A parsed input row; status null means "valid so far". */
   public static final StructType PARSED = new StructType()
       .add("doc_id", StringType, false)
-      .add("id_generated", BooleanType, false)  // true: doc_id is <file name>:<line>, the row had none
+      .add("id_generated", BooleanType, false)  // true: the row had no doc_id (see DocumentParser)
       .add("source", StringType, false)         // <file name>:<line>, for messages
       .add("file_path", StringType, false)
       .add("line", LongType, false)

@@ -9,6 +9,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Column;
@@ -38,19 +39,50 @@ public final class LongSieveJob {
   private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(LongSieveJob.class);
 
   /**
-   * Runs the job in {@code spark}.
+   * What is checked and taken before Spark starts ({@link #check}): the input's files and the
+   * output's lock, held until the run ends.
+   */
+  record Checked(InputFiles.Listing input, OutputLock lock) implements AutoCloseable {
+    @Override
+    public void close() {
+      lock.close();
+    }
+  }
+
+  /**
+   * Every check that needs no Spark, in the order a user would fix them: the model and the policy
+   * against it, the input's files, then the output (writable, not in use by another run, run id
+   * unused), whose lock is taken last so a refused run leaves nothing behind.
    *
-   * @throws IllegalArgumentException when the input does not exist or the run id was already used
-   *     under this output root (appending would mix two runs in one partition)
+   * @throws IllegalArgumentException one line for the user
+   */
+  static Checked check(RunOptions o, Configuration conf) {
+    ModelCheck.check(o);
+    InputFiles.Listing input = InputFiles.list(conf, o.input());
+    return new Checked(input, OutputLock.acquire(o, conf));
+  }
+
+  /**
+   * Runs the job in {@code spark}: {@link #check}, then the run.
+   *
+   * @throws IllegalArgumentException when a check fails (the input, the model, the output in use by
+   *     another run, the run id already used under this output root)
    */
   public static RunSummary run(SparkSession spark, RunOptions o) {
+    try (Checked checked = check(o, spark.sparkContext().hadoopConfiguration())) {
+      return run(spark, o, checked);
+    }
+  }
+
+  /** The run, after {@link #check}; the caller holds {@code checked}'s lock for the whole call. */
+  static RunSummary run(SparkSession spark, RunOptions o, Checked checked) {
     Instant start = Instant.now();
     FileSystem fs = fileSystem(spark, o.output());
-    refuseUsedRunId(fs, o);
-    Resume.cleanStale(fs, o.output(), o.runId());
-    InputReader.Format format = InputReader.format(spark, o.input());
-    LOG.info("run {}: reading {} ({})", o.runId(), o.input(), format);
-    Dataset<Row> parsed = InputReader.read(spark, o.input());
+    Resume.cleanStale(spark, fs, o.output(), o.runId()); // safe: the lock says no other run is live here
+    InputFiles.Listing files = checked.input();
+    InputReader.Format format = files.format();
+    LOG.info("run {}: reading {} ({}, {} files)", o.runId(), o.input(), format, files.data().size());
+    Dataset<Row> parsed = InputReader.read(spark, files);
     Resume.Todo todo = Resume.apply(spark, fs, o, parsed);
 
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": plan partitions by cost");
@@ -88,6 +120,7 @@ public final class LongSieveJob {
     extra.put("partitions", stage.plan().numPartitions());
     extra.put("slices", stage.slices());
     extra.put("estimated_cost", stage.plan().totalCost());
+    extra.put("skipped_input_files", files.skipped());
     RunManifest.write(spark, o, format, summary, extra);
     writeReport(spark, o);
     return summary;
@@ -107,19 +140,6 @@ public final class LongSieveJob {
 
   private static Column[] columns(java.util.List<String> names) {
     return names.stream().map(n -> col(n)).toArray(Column[]::new);
-  }
-
-  private static void refuseUsedRunId(FileSystem fs, RunOptions o) {
-    try {
-      Path manifest = RunManifest.path(o.output(), o.runId());
-      Path outputs = new Path(new Path(o.output(), "outputs"), "run_id=" + o.runId());
-      if (fs.exists(manifest) || fs.exists(outputs)) {
-        throw new IllegalArgumentException("run id '" + o.runId() + "' was already used under " + o.output()
-            + " (" + (fs.exists(manifest) ? manifest : outputs) + " exists); choose another --run-id");
-      }
-    } catch (IOException e) {
-      throw new UncheckedIOException("cannot read output root " + o.output() + ": " + e.getMessage(), e);
-    }
   }
 
   private static FileSystem fileSystem(SparkSession spark, String path) {

@@ -67,9 +67,11 @@ final class Resume {
   /**
    * Removes what a killed run leaves behind: the commit protocol's {@code _temporary} folders under
    * outputs/ and stats/ (a later job's commit would otherwise publish the dead job's committed task
-   * files) and {@code _staging} folders of other runs. One run at a time per output root.
+   * files), {@code _staging} folders of other runs, and stats rows that never reached outputs
+   * ({@link UnfinishedRuns}). Called only under the output's lock ({@link OutputLock}): no other run
+   * is live on this output, so nothing deleted here belongs to a running job.
    */
-  static void cleanStale(FileSystem fs, String output, String runId) {
+  static void cleanStale(SparkSession spark, FileSystem fs, String output, String runId) {
     try {
       for (String table : new String[] {"outputs", "stats"}) {
         Path tmp = new Path(new Path(output, table), "_temporary");
@@ -87,6 +89,7 @@ final class Resume {
           }
         }
       }
+      UnfinishedRuns.repair(spark, fs, output, runId);
     } catch (IOException e) {
       throw new UncheckedIOException("cannot clean " + output + ": " + e.getMessage(), e);
     }

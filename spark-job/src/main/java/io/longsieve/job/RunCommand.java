@@ -28,6 +28,8 @@ import scala.Tuple2;
     description = "Run a model over a JSONL or Parquet file of documents; write outputs, stats and a manifest.")
 public final class RunCommand implements Callable<Integer> {
 
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(RunCommand.class);
+
   /** Exit code for a refused configuration (picocli uses 2 for usage errors too). */
   public static final int CONFIG_ERROR = 2;
 
@@ -79,29 +81,54 @@ public final class RunCommand implements Callable<Integer> {
   @Option(names = "--conf-file", paramLabel = "FILE", description = "Properties file of spark.longsieve.* options and Spark settings.")
   Path confFile;
 
+  @Option(names = "--debug", description = "Print the stack trace of an error, not only its one line.")
+  boolean debug;
+
+  /**
+   * Checks everything it can before Spark starts ({@link LongSieveJob#check}), then runs. A user
+   * error (bad option, input, model, policy; output not writable or in use) prints one line and
+   * exits 2; anything else prints one line and exits 1. The stack trace goes to the log at DEBUG
+   * (error for the unexpected), or to stderr with --debug.
+   */
   @Override
   public Integer call() {
     PrintWriter err = spec.commandLine().getErr();
     RunOptions options;
+    LongSieveJob.Checked checked;
     try {
       options = RunOptions.fromSettings(settings());
-      checkModel(options);
+      checked = LongSieveJob.check(options, options.hadoopConfiguration());
     } catch (IllegalArgumentException e) {
-      err.println("longsieve run: " + e.getMessage());
-      return CONFIG_ERROR;
+      return fail(err, e, CONFIG_ERROR);
     }
-    boolean ownSession = SparkSession.getActiveSession().isEmpty() && SparkSession.getDefaultSession().isEmpty();
-    SparkSession spark = session(options);
-    try {
-      RunSummary s = LongSieveJob.run(spark, options);
-      spec.commandLine().getOut().println(s.line());
-      return 0;
+    try (checked) {
+      boolean ownSession = SparkSession.getActiveSession().isEmpty() && SparkSession.getDefaultSession().isEmpty();
+      SparkSession spark = session(options);
+      try {
+        RunSummary s = LongSieveJob.run(spark, options, checked);
+        spec.commandLine().getOut().println(s.line());
+        return 0;
+      } finally {
+        if (ownSession) spark.stop();
+      }
     } catch (IllegalArgumentException e) {
-      err.println("longsieve run: " + e.getMessage());
-      return CONFIG_ERROR;
-    } finally {
-      if (ownSession) spark.stop();
+      return fail(err, e, CONFIG_ERROR);
+    } catch (RuntimeException e) {
+      return fail(err, e, 1);
     }
+  }
+
+  private int fail(PrintWriter err, RuntimeException e, int code) {
+    if (code == CONFIG_ERROR) {
+      err.println("longsieve run: " + e.getMessage());
+      LOG.debug("longsieve run refused", e);
+    } else {
+      err.println("longsieve run failed: " + e + (debug ? "" : " (stack trace in the log; --debug prints it here)"));
+      LOG.error("longsieve run failed", e);
+    }
+    if (debug) e.printStackTrace(err);
+    err.flush();
+    return code;
   }
 
   /** Lists every spark.longsieve.* key under the usage text, so --help documents the config too. */
@@ -154,15 +181,6 @@ public final class RunCommand implements Callable<Integer> {
 
   private static void put(Map<String, String> m, RunOptions.Key k, Object flag) {
     if (flag != null) m.put(k.conf(), flag.toString());
-  }
-
-  /** In local mode the driver sees the executors' files: refuse a missing model before Spark starts. */
-  private static void checkModel(RunOptions o) {
-    if (!o.master().startsWith("local")) return;
-    Path dir = Path.of(o.model());
-    if (!Files.isRegularFile(dir.resolve("config.json"))) {
-      throw new IllegalArgumentException("model folder " + dir + " has no config.json (give --model DIR)");
-    }
   }
 
   private static SparkSession session(RunOptions o) {

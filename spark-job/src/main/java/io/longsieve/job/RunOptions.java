@@ -176,6 +176,18 @@ public record RunOptions(
         .withMaxBatch(production.maxBatch());
   }
 
+  /**
+   * Hadoop settings for the checks made before Spark starts: the defaults (core-site.xml on the
+   * class path) and every spark.hadoop.* key, which Spark would copy in the same way.
+   */
+  public org.apache.hadoop.conf.Configuration hadoopConfiguration() {
+    org.apache.hadoop.conf.Configuration conf = new org.apache.hadoop.conf.Configuration();
+    for (Map.Entry<String, String> e : sparkConf.entrySet()) {
+      if (e.getKey().startsWith("spark.hadoop.")) conf.set(e.getKey().substring("spark.hadoop.".length()), e.getValue());
+    }
+    return conf;
+  }
+
   /** These options as settings (spark.longsieve.* keys and spark.master), for the run manifest. */
   public Map<String, String> asSettings() {
     Map<String, String> m = new LinkedHashMap<>();

@@ -86,8 +86,11 @@ final class ReportPage {
       fields.forEach((k, v) -> row(k, Html.truncate(v, 200)));
       h.append("</table></details>");
     } else {
-      h.append("<p class=\"muted\">No run manifest found (runs/").append(Html.escape(a.runId()))
-          .append(".json); throughput needs its wall time.</p>");
+      // the manifest is written last: without it the run was killed (or is still running)
+      h.append("<p class=\"unfinished\">No run manifest (runs/").append(Html.escape(a.runId()))
+          .append(".json): this run did not finish, or is still running. Its tables hold the ")
+          .append(Html.num(s.documents())).append(" documents it committed; a run with --resume on the same output "
+          + "runs the rest. Throughput needs the manifest's wall time.</p>");
     }
     h.append("</div></div></section>");
   }
@@ -292,6 +295,7 @@ final class ReportPage {
       h1{font-size:22px;margin:8px 0 2px}h2{font-size:18px;margin:0 0 8px}h3{font-size:14px;margin:10px 0 4px}
       section{background:#fff;border:1px solid #e2e2e2;border-radius:8px;padding:14px 18px;margin:14px 0}
       .muted{color:#666;font-size:13px;margin:4px 0}
+      .unfinished{border-left:4px solid #c60;padding:4px 8px;margin:6px 0;font-size:13px}
       .cards{display:flex;flex-wrap:wrap;gap:10px;margin-bottom:8px}
       .card{border:1px solid #e2e2e2;border-radius:6px;padding:8px 12px;min-width:120px;background:#f7f9fc}
       .card .v{font-size:18px;font-weight:600}.card .l{color:#666;font-size:12px}

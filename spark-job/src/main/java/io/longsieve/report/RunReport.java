@@ -72,8 +72,12 @@ public final class RunReport {
   public static String write(SparkSession spark, String outputUri, String runId) throws IOException {
     Configuration conf = spark.sparkContext().hadoopConfiguration();
     Path out = new Path(outputUri);
-    Dataset<Row> stats = readRun(spark, new Path(out, "stats"), runId, STATS_COLUMNS).cache();
+    requireRun(conf, out, runId);
     Dataset<Row> outputs = readRun(spark, new Path(out, "outputs"), runId, OUTPUTS_COLUMNS).cache();
+    // stats rows of documents that never reached outputs (a run killed between the two commits) are not the run's
+    Dataset<Row> all = readRun(spark, new Path(out, "stats"), runId, STATS_COLUMNS);
+    Dataset<Row> stats = all.join(outputs.select("doc_id"), all.col("doc_id").equalTo(outputs.col("doc_id")), "left_semi")
+        .cache();
     try {
       RunAggregates aggregates = new RunAggregator(stats, outputs).aggregate(runId, EvalResults.read(spark, out, runId));
       String html = ReportPage.render(aggregates, ManifestFields.read(conf, out, runId), Instant.now());
@@ -116,12 +120,31 @@ public final class RunReport {
         .map(s -> s.getPath().getName().substring("run_id=".length()));
   }
 
-  /** Reads one run's partition only, so other runs (perhaps with older schemas) are never opened. */
+  /**
+   * A run is known by its manifest, its start record (runs/<id>.started) or a partition of its own;
+   * anything else is a typo, said as such rather than drawn as an empty page.
+   */
+  static void requireRun(Configuration conf, Path out, String runId) throws IOException {
+    FileSystem fs = out.getFileSystem(conf);
+    Path runs = new Path(out, "runs");
+    for (Path p : new Path[] {new Path(runs, runId + ".json"), new Path(runs, runId + ".started"),
+        new Path(new Path(out, "stats"), "run_id=" + runId), new Path(new Path(out, "outputs"), "run_id=" + runId)}) {
+      if (fs.exists(p)) return;
+    }
+    throw new IOException("no run " + runId + " under " + out + " (no runs/" + runId + ".json, no stats or outputs of it)");
+  }
+
+  /**
+   * Reads one run's partition only, so other runs (perhaps with older schemas) are never opened. A
+   * run with no partition (an empty input, or killed before its first commit) reads as no rows.
+   */
   static Dataset<Row> readRun(SparkSession spark, Path table, String runId, Map<String, DataType> columns)
       throws IOException {
     Path partition = new Path(table, "run_id=" + runId);
     if (!partition.getFileSystem(spark.sparkContext().hadoopConfiguration()).exists(partition)) {
-      throw new IOException("no data for run " + runId + " at " + partition);
+      org.apache.spark.sql.types.StructType schema = new org.apache.spark.sql.types.StructType();
+      for (Map.Entry<String, DataType> c : columns.entrySet()) schema = schema.add(c.getKey(), c.getValue(), true);
+      return spark.createDataFrame(List.<Row>of(), schema);
     }
     Dataset<Row> df = spark.read().option("basePath", table.toString()).parquet(partition.toString());
     List<String> have = Arrays.asList(df.columns());

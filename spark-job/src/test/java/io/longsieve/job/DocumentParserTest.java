@@ -2,6 +2,7 @@ package io.longsieve.job;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -11,7 +12,14 @@ import org.junit.jupiter.api.Test;
 /** Each kind of bad input line becomes a bad_input row whose message names the problem. */
 class DocumentParserTest {
 
+  /** The line's one row. */
   private static Row parse(String line) {
+    java.util.List<Row> rows = parseAll(line);
+    assertEquals(1, rows.size(), rows.toString());
+    return rows.get(0);
+  }
+
+  private static java.util.List<Row> parseAll(String line) {
     return DocumentParser.parse(line, true, "docs.jsonl", "file:/data/docs.jsonl", 7);
   }
 
@@ -58,7 +66,7 @@ class DocumentParserTest {
 
   @Test
   void aJsonValueThatIsNotAnObjectIsBadInput() {
-    Row r = parse("[1, 2, 3]");
+    Row r = parse("\"just a string\"");
     assertEquals(JobSchemas.BAD_INPUT, status(r));
     assertEquals("not a JSON object at docs.jsonl:7", error(r));
   }
@@ -159,17 +167,24 @@ class DocumentParserTest {
   @Test
   void invalidUtf8IsBadInput() {
     Row r = DocumentParser.parse("{\"doc_id\":\"d1\",\"task\":\"summary\",\"text\":\"\uFFFD\"}", false,
-        "docs.jsonl", "file:/data/docs.jsonl", 3);
+        "docs.jsonl", "file:/data/docs.jsonl", 3).get(0);
     assertEquals(JobSchemas.BAD_INPUT, status(r));
     assertEquals("invalid UTF-8 in docs.jsonl:3", error(r));
   }
 
   @Test
-  void aRowWithoutDocIdGetsItsPositionAndIsProcessed() {
+  void aRowWithoutDocIdGetsAnIdFromItsContentThatDoesNotDependOnWhereItIs() {
     Row r = parse("{\"task\":\"summary\",\"text\":\"Some text.\"}");
     assertNull(status(r), "valid apart from the id, so it runs");
-    assertEquals("docs.jsonl:7", r.getAs("doc_id"));
     assertEquals(true, r.getAs("id_generated"));
+    String id = r.getAs("doc_id");
+    assertTrue(id.matches("auto-[0-9a-f]{16}"), id);
+    assertEquals("docs.jsonl:7", r.getAs("source"), "messages still say where it was");
+    Row moved = DocumentParser.parse("{ \"text\": \"Some text.\", \"task\": \"summary\" }", true, "renamed.jsonl",
+        "file:/data/renamed.jsonl", 99).get(0);
+    assertEquals(id, moved.getAs("doc_id"), "same content on another line, in another file, keys reordered");
+    Row other = parse("{\"task\":\"summary\",\"text\":\"Other text.\"}");
+    assertNotEquals(id, other.getAs("doc_id"));
   }
 
   @Test
@@ -184,5 +199,66 @@ class DocumentParserTest {
     assertEquals("two", docs.get(1).getString(1));
     assertEquals(6L, (long) r.getAs("size"));
     assertFalse((boolean) r.getAs("id_generated"));
+  }
+
+  @Test
+  void aJsonArrayOnOneLineGivesOneRowPerElement() {
+    java.util.List<Row> rows = parseAll("[{\"doc_id\":\"a\",\"task\":\"summary\",\"text\":\"One.\"},"
+        + "{\"task\":\"summary\",\"text\":\"Two.\"}, 3]");
+    assertEquals(3, rows.size());
+    assertEquals("a", rows.get(0).getAs("doc_id"));
+    assertNull(status(rows.get(0)));
+    assertEquals("docs.jsonl:7[0]", rows.get(0).getAs("source"));
+    assertNull(status(rows.get(1)));
+    assertTrue(((String) rows.get(1).getAs("doc_id")).startsWith(ContentId.PREFIX));
+    assertEquals(JobSchemas.BAD_INPUT, status(rows.get(2)));
+    assertEquals("not a JSON object at docs.jsonl:7[2]", error(rows.get(2)));
+    Row empty = parse("[]");
+    assertEquals(JobSchemas.BAD_INPUT, status(empty));
+    assertEquals("an empty JSON array at docs.jsonl:7 (one JSON object per line, or an array of objects)", error(empty));
+  }
+
+  @Test
+  void aLineOverTheLimitIsTooLongAndAValid20MbLineIsRead() {
+    String twentyMb = "x".repeat(20 * 1024 * 1024 + 10);
+    Row big = parse("{\"doc_id\":\"big\",\"task\":\"summary\",\"text\":\"" + twentyMb + "\"}");
+    assertNull(status(big), "a valid 20 MB line is a row (Jackson's default string limit is 20M chars)");
+    assertEquals(twentyMb.length(), ((String) big.getAs("text")).length());
+    String over = "é".repeat(17 * 1024 * 1024); // 2 bytes each in UTF-8: 34 MB
+    Row tooLong = parse("{\"doc_id\":\"huge\",\"task\":\"summary\",\"text\":\"" + over + "\"}");
+    assertEquals(JobSchemas.BAD_INPUT, status(tooLong));
+    assertEquals("line too long (34.0 MB; limit " + DocumentParser.MAX_LINE_MB + " MB) at docs.jsonl:7", error(tooLong));
+  }
+
+  @Test
+  void loneSurrogatesAndNulCharactersAreBadInput() {
+    Row lone = parse("{\"doc_id\":\"d1\",\"task\":\"summary\",\"text\":\"ab\\ud800cd\"}");
+    assertEquals(JobSchemas.BAD_INPUT, status(lone));
+    assertEquals("field 'text' holds a lone surrogate \\ud800 at character 2 (not valid Unicode text)", error(lone));
+    Row nul = parse("{\"doc_id\":\"d1\",\"task\":\"qa\",\"text\":\"x\",\"question\":\"why\\u0000?\"}");
+    assertEquals(JobSchemas.BAD_INPUT, status(nul));
+    assertEquals("field 'question' holds a NUL character (\\u0000) at character 3", error(nul));
+    Row title = parse("{\"doc_id\":\"d1\",\"task\":\"multi_doc_qa\",\"documents\":[{\"title\":\"\\udc00\",\"text\":\"x\"}],"
+        + "\"question\":\"q?\"}");
+    assertEquals("documents[0]: field 'title' holds a lone surrogate \\udc00 at character 0 (not valid Unicode text)",
+        error(title));
+    Row pair = parse("{\"doc_id\":\"d1\",\"task\":\"summary\",\"text\":\"emoji \\ud83d\\ude00 ok\"}");
+    assertNull(status(pair), "a surrogate pair is one valid character");
+  }
+
+  @Test
+  void malformedJsonMessagesShowNoJacksonInternals() {
+    for (String line : new String[] {"{\"doc_id\":\"d1\",\"task\":\"summary\",\"text\":\"unterminated",
+        "{\"doc_id\":\"d1\",\"task\":\"summary\"", "{\"a\":NaN}", "{\"a\":1} x", "{'a':1}",
+        "{\"n\":" + "9".repeat(2000) + "}"}) {
+      String e = error(parse(line));
+      assertTrue(e.startsWith("malformed JSON at docs.jsonl:7: "), e);
+      for (String internal : new String[] {"Source", "REDACTED", "StreamReadFeature", "JsonReadFeature", "`",
+          "com.fasterxml", "DeserializationFeature"}) {
+        assertFalse(e.contains(internal), internal + " in: " + e);
+      }
+    }
+    assertTrue(error(parse("{\"doc_id\":\"d1\",\"task\":\"summary\"")).contains("column"),
+        "says where the object started or stopped");
   }
 }

@@ -20,7 +20,7 @@ class DocumentProcessorTest {
       .withMaxContext(96);
 
   private static Row parsed(String json) {
-    return DocumentParser.parse(json, true, "docs.jsonl", "file:/docs.jsonl", 1);
+    return DocumentParser.parse(json, true, "docs.jsonl", "file:/docs.jsonl", 1).get(0);
   }
 
   private static Row run(DocumentProcessor p, String json) {

@@ -57,7 +57,7 @@ class InputReaderTest {
     Map<String, Row> rows = read(in);
     assertEquals(2, rows.size());
     Row noId = rows.get("docs.jsonl:3");
-    assertEquals("docs.jsonl:3", noId.getAs("doc_id"));
+    assertEquals("docs.jsonl:3", noId.getAs("source"));
     assertNull(noId.getAs("status"), "a row without doc_id is processed normally");
   }
 
@@ -76,7 +76,7 @@ class InputReaderTest {
         String text = r.getAs("text");
         long line = r.getAs("line");
         assertEquals("Line number " + line + " of the file.", text);
-        assertEquals("many.jsonl:" + line, r.getAs("doc_id"));
+        assertEquals("many.jsonl:" + line, r.getAs("source"));
       }
     } finally {
       spark.conf().unset("spark.sql.files.maxPartitionBytes");
@@ -136,8 +136,8 @@ class InputReaderTest {
     Map<String, Row> byId = new TreeMap<>();
     for (Row r : InputReader.read(spark, out.toString()).collectAsList()) byId.put(r.getAs("doc_id"), r);
     assertNull(byId.get("p1").getAs("status"));
-    String generated = byId.keySet().stream().filter(k -> k.endsWith(":2")).findFirst().orElseThrow();
-    assertTrue(generated.matches("part-.*\\.parquet:2"), generated);
+    Row generated = byId.values().stream().filter(r -> r.<Boolean>getAs("id_generated")).findFirst().orElseThrow();
+    assertTrue(generated.<String>getAs("source").matches("part-.*\\.parquet:2"), generated.toString());
     assertEquals(2, byId.get("p3").getList(byId.get("p3").fieldIndex("documents")).size());
     assertEquals(JobSchemas.BAD_INPUT, byId.get("p4").getAs("status"));
     assertEquals("unknown task 'poem' (known: summary, qa, multi_doc_qa)", byId.get("p4").getAs("error"));

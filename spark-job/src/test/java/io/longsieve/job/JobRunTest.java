@@ -110,7 +110,9 @@ class JobRunTest {
     assertEquals(JobSchemas.OK, rows.get("s1").getAs("status"));
     assertEquals(JobSchemas.OK, rows.get("q1").getAs("status"));
     assertEquals(JobSchemas.OK, rows.get("m1").getAs("status"));
-    assertEquals(JobSchemas.OK, rows.get("docs.jsonl:4").getAs("status"));
+    Row noId = rows.values().stream().filter(r -> "docs.jsonl:4".equals(r.getAs("source"))).findFirst().orElseThrow();
+    assertEquals(JobSchemas.OK, noId.getAs("status"));
+    assertTrue(((String) noId.getAs("doc_id")).startsWith(ContentId.PREFIX), "an id from the row's content");
     assertEquals(JobSchemas.BAD_INPUT, rows.get("docs.jsonl:5").getAs("status"));
     assertEquals(JobSchemas.DUPLICATE_ID, rows.get("s1#dup").getAs("status"));
     assertEquals(JobSchemas.TOO_LONG, rows.get("long").getAs("status"));

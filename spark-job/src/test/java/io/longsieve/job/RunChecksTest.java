@@ -1,0 +1,102 @@
+package io.longsieve.job;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import picocli.CommandLine;
+
+/**
+ * What {@code longsieve run} refuses before Spark starts: one line on stderr, exit 2, nothing under
+ * the output root (not even _staging), the stack trace only with --debug.
+ */
+class RunChecksTest {
+
+  @TempDir
+  Path dir;
+
+  /** exit code, stdout, stderr of {@code longsieve run ARGS} with the test model unless --model is given. */
+  private String[] cli(String... args) {
+    StringWriter so = new StringWriter();
+    StringWriter se = new StringWriter();
+    CommandLine cl = JobCli.commandLine();
+    cl.setOut(new PrintWriter(so, true));
+    cl.setErr(new PrintWriter(se, true));
+    boolean model = java.util.Arrays.asList(args).contains("--model");
+    String[] common = model ? new String[] {"run", "--master", "local[2]", "--device", "cpu"}
+        : new String[] {"run", "--model", JobTestSupport.MODEL.toString(), "--master", "local[2]", "--device", "cpu"};
+    String[] all = new String[common.length + args.length];
+    System.arraycopy(common, 0, all, 0, common.length);
+    System.arraycopy(args, 0, all, common.length, args.length);
+    return new String[] {Integer.toString(cl.execute(all)), so.toString(), se.toString()};
+  }
+
+  private Path input() {
+    return JobTestSupport.jsonl(dir, "docs.jsonl", JobTestSupport.json("a", "summary", "One.", null));
+  }
+
+  private static void assertOneLineRefusal(String[] r, String start) {
+    assertEquals("2", r[0], r[2]);
+    assertTrue(r[2].startsWith("longsieve run: " + start), r[2]);
+    assertEquals(1, r[2].strip().lines().count(), "one line: " + r[2]);
+  }
+
+  @Test
+  void anOutputThatIsAFileIsRefusedInOneLine() throws Exception {
+    Path file = Files.writeString(dir.resolve("out.txt"), "not a folder");
+    assertOneLineRefusal(cli("--input", input().toString(), "--output", file.toString()),
+        "--output " + file + " is a file, not a folder");
+  }
+
+  @Test
+  void aCorruptCheckpointIsFoundOnTheDriverNamingTheFile() throws Exception {
+    Path model = Files.createDirectories(dir.resolve("model"));
+    try (var files = Files.list(JobTestSupport.MODEL)) {
+      for (Path f : files.toList()) Files.copy(f, model.resolve(f.getFileName()));
+    }
+    Path weights = model.resolve("model.safetensors");
+    byte[] bytes = Files.readAllBytes(weights);
+    ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN).putLong(0, bytes.length * 4L); // header longer than the file
+    Files.write(weights, bytes);
+    Path out = dir.resolve("out");
+    String[] r = cli("--model", model.toString(), "--input", input().toString(), "--output", out.toString());
+    assertOneLineRefusal(r, "model " + model + ": ");
+    assertTrue(r[2].contains("model.safetensors"), r[2]);
+    assertFalse(Files.exists(out), "nothing written under the output");
+  }
+
+  @Test
+  void aPolicyLayerBeyondTheModelIsRefusedBeforeSparkStarts() {
+    Path out = dir.resolve("out");
+    String[] r = cli("--input", input().toString(), "--output", out.toString(), "--policy", "tsa:layers=99");
+    assertOneLineRefusal(r, "policy tsa:");
+    assertTrue(r[2].contains("layer 99 >= numLayers 4"), r[2]);
+    assertFalse(Files.exists(out));
+  }
+
+  @Test
+  void debugPrintsTheStackTraceAfterTheLine() {
+    String[] r = cli("--input", input().toString(), "--output", dir.resolve("out").toString(), "--policy",
+        "tsa:layers=99", "--debug");
+    assertEquals("2", r[0]);
+    assertTrue(r[2].startsWith("longsieve run: policy tsa:"), r[2]);
+    assertTrue(r[2].contains("\tat io.longsieve."), "the trace follows: " + r[2]);
+  }
+
+  @Test
+  void mixedInputFormatsAreRefusedInOneLine() throws Exception {
+    Path in = Files.createDirectories(dir.resolve("in"));
+    JobTestSupport.jsonl(in, "a.jsonl", JobTestSupport.json("a", "summary", "A.", null));
+    Files.write(in.resolve("b.parquet"), "PAR1 not really".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+    assertOneLineRefusal(cli("--input", in.toString(), "--output", dir.resolve("out").toString()),
+        "input " + in + " mixes Parquet files (b.parquet) and JSONL files (a.jsonl)");
+  }
+}
