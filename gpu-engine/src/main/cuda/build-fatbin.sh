@@ -4,10 +4,10 @@
 # generate-resources (gpu-engine/pom.xml); the output lands on the classpath as
 # io/longsieve/cuda/longsieve.fatbin.
 #
-#   SASS (machine code) for sm_80 (A100), sm_86 (A10/RTX 30), sm_89 (L4/L40/RTX 40), sm_90a (H100/H200:
-#   sm_90 plus wgmma and setmaxnreg, which the hopper/ kernels need; it runs on every compute 9.0 GPU),
-#   plus PTX for compute_80 that newer GPUs JIT-compile at load. The hopper/ kernels compile to a
-#   trap on the other targets; the engine launches them only on compute capability 9.0.
+#   SASS (machine code) for sm_80 (A100), sm_86 (A10/RTX 30), sm_89 (L4/L40/RTX 40), sm_90 (H100/H200),
+#   plus PTX for compute_80 that newer GPUs JIT-compile at load.
+# and the Hopper kernels (hopper/hopper.cu: wgmma, TMA, setmaxnreg) into longsieve_sm90a.cubin, SASS for
+# sm_90a alone, which the engine loads as a second module on compute capability 9.0 GPUs.
 #
 # Drivers: nvcc 13 emits PTX ISA 9.0, which only R580+ drivers can JIT; the SASS parts load on any
 # driver that supports the GPU. For a driver older than R580, build with a CUDA 12 nvcc instead:
@@ -41,11 +41,12 @@ fi
 echo "build-fatbin: $VERSION -> $OUT" >&2
 if [[ -n "$DEV_ARCH" ]]; then
   GENCODE=(-gencode "arch=compute_$DEV_ARCH,code=sm_$DEV_ARCH")
-  [[ "$DEV_ARCH" == 90 ]] && GENCODE=(-gencode arch=compute_90a,code=sm_90a)
 else
   GENCODE=(-gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86 -gencode arch=compute_89,code=sm_89
-           -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=compute_80)
+           -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80)
 fi
 "$NVCC" -fatbin -O3 -std=c++17 --threads 0 "${GENCODE[@]}" "$SRC/longsieve.cu" -o "$OUT.tmp"
+"$NVCC" -cubin -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a "$SRC/hopper/hopper.cu" -o "$OUT_DIR/longsieve_sm90a.cubin.tmp"
+mv "$OUT_DIR/longsieve_sm90a.cubin.tmp" "$OUT_DIR/longsieve_sm90a.cubin"
 mv "$OUT.tmp" "$OUT"
 echo "$VERSION" >"$OUT.nvcc"

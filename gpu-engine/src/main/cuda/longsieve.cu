@@ -1,5 +1,6 @@
 // The one compilation unit of the fatbin (nvcc -fatbin takes a single source): every kernel file
-// of this folder, included in turn. gpu-engine/pom.xml runs build-fatbin.sh on it.
+// of this folder, included in turn. gpu-engine/pom.xml runs build-fatbin.sh on it. The sm_90a kernels
+// (hopper/) are a module of their own, hopper/hopper.cu, built as one sm_90a cubin.
 #include "elementwise.cu"
 #include "gemm.cu"
 #include "prefill_attention.cu"
@@ -21,5 +22,3 @@
 #include "ts_score.cu"
 #include "ts_score_int4.cu"
 #include "ts_votes.cu"
-#include "hopper/gemm_sm90.cu"
-#include "hopper/prefill_sm90.cu"

@@ -3,7 +3,7 @@ package io.longsieve.cuda;
 /**
  * When and how the engine runs its sm_90a kernels (src/main/cuda/hopper): the wgmma GEMM and the
  * FlashAttention-3-style prefill attention, both fed by TMA. They run on compute capability 9.0
- * (H100, H200) when the fatbin carries sm_90a code and the driver's tensor-map encoder is reachable
+ * (H100, H200) when the sm_90a module is loaded (KernelModule) and the driver's tensor-map encoder is reachable
  * ({@link TensorMaps}); {@code -Dlongsieve.hopper=false} keeps the sm_80 kernels, for comparison and
  * debugging. Launch constants mirror the kernels' #defines (HopperHostTest pins them).
  */
@@ -38,9 +38,10 @@ final class Hopper {
     return "compute capability 9.0 and the driver's tensor-map encoder";
   }
 
-  /** Whether this context runs the sm_90a kernels (and is not told otherwise). */
-  static boolean usable(CudaContext ctx) {
-    return usable(ctx.computeCapability(), TensorMaps.available(), System.getProperty("longsieve.hopper"));
+  /** Whether this module's GPU runs the sm_90a kernels (and is not told otherwise). */
+  static boolean usable(KernelModule module) {
+    return module.hasHopper()
+        && usable(module.context().computeCapability(), TensorMaps.available(), System.getProperty("longsieve.hopper"));
   }
 
   /** The rule itself: compute capability 9.0, tensor maps to be had, and longsieve.hopper not "false". */

@@ -26,12 +26,12 @@ public final class Kernels {
   private final TensorMaps maps;       // null unless hopper: other GPUs never bind libcuda through JNA
 
   public Kernels(KernelModule module, CudaStream stream) {
-    this(module, stream, Hopper.usable(module.context()));
+    this(module, stream, Hopper.usable(module));
   }
 
   /** hopper false keeps the sm_80 kernels on any GPU (parity tests run both paths on an H200). */
   Kernels(KernelModule module, CudaStream stream, boolean hopper) {
-    if (hopper && !Hopper.usable(module.context())) {
+    if (hopper && !Hopper.usable(module)) {
       throw new IllegalArgumentException("the sm_90a kernels need " + Hopper.requirement() + "; "
           + module.context().describe() + " has compute capability " + module.context().computeCapability());
     }
