@@ -182,13 +182,6 @@ static bool check_gemm(int M, int N, int K, int mode, bool withBias, uint32_t se
   return ok;
 }
 
-// The same kernel with the consumers not taking turns (no ping-pong), for the timing comparison.
-extern "C" __global__ void __launch_bounds__(AH_THREADS, 1)
-    attn_nopp_d128(AH_ARGS, int n, int nHeads, int nKv, int gShift, int before, int window, float scale) {
-  attn_prefill_sm90<128, false, false>(&mapQ, &mapK, &mapV, out, pageTable, n, nHeads, nKv, gShift, before, window,
-                                       scale, nullptr, 0);
-}
-static bool g_nopp = false;
 
 struct Cache {
   bf16 *k, *v;
@@ -239,10 +232,7 @@ static void launch_attn(bf16* out, const bf16* q, const Cache& c, int n, int nHe
   uint64_t rows = (uint64_t)c.pages * nKv * 64;
   CUtensorMap mk = map2d(c.k, D, rows, (uint64_t)D * 2, 64, 64), mv = map2d(c.v, D, rows, (uint64_t)D * 2, 64, 64);
   dim3 grid((n + 128 / G - 1) / (128 / G), nKv);
-  if (D == 128 && g_nopp)
-    attn_nopp_d128<<<grid, AH_THREADS, AhLayout<128>::SMEM, st>>>(mq, mk, mv, out, c.pageTable, n, nHeads, nKv, gShift,
-                                                                   before, window, scale);
-  else if (D == 128)
+  if (D == 128)
     attn_prefill_sm90_d128<<<grid, AH_THREADS, AhLayout<128>::SMEM, st>>>(mq, mk, mv, out, c.pageTable, n, nHeads, nKv,
                                                                            gShift, before, window, scale);
   else
@@ -329,8 +319,8 @@ static void time_attn(int L, int nHeads, int nKv, int D, int chunk) {
       },
       reps);
   double flops = 2.0 * (double)L * L * nHeads * D;  // causal: half of 4 L^2 H D
-  printf("time attn%s L=%d heads=%d/%d D=%d chunk=%d: %.3f ms %.0f TFLOP/s\n", g_nopp ? " (no ping-pong)" : "", L,
-         nHeads, nKv, D, chunk, ms, flops / ms / 1e9);
+  printf("time attn L=%d heads=%d/%d D=%d chunk=%d: %.3f ms %.0f TFLOP/s\n", L, nHeads, nKv, D, chunk, ms,
+         flops / ms / 1e9);
   cudaFree(q), cudaFree(out), cudaFree(c.k), cudaFree(c.v), cudaFree(c.pageTable);
 }
 
@@ -343,7 +333,6 @@ int main(int argc, char** argv) {
   CK(cudaFuncSetAttribute(gemm_sm90, cudaFuncAttributeMaxDynamicSharedMemorySize, GH_SMEM));
   CK(cudaFuncSetAttribute(attn_prefill_sm90_d128, cudaFuncAttributeMaxDynamicSharedMemorySize, AhLayout<128>::SMEM));
   CK(cudaFuncSetAttribute(attn_prefill_sm90_d64, cudaFuncAttributeMaxDynamicSharedMemorySize, AhLayout<64>::SMEM));
-  CK(cudaFuncSetAttribute(attn_nopp_d128, cudaFuncAttributeMaxDynamicSharedMemorySize, AhLayout<128>::SMEM));
   bool all = true;
   if (!strcmp(what, "check") || !strcmp(what, "all")) {
     all &= check_gemm(256, 256, 64, OUT_F32, false, 1);
@@ -361,10 +350,7 @@ int main(int argc, char** argv) {
     all &= check_attn(700, 300, 32, 8, 128, 256, 7);
     all &= check_attn(64, 4000, 16, 2, 128, 0, 8);
     all &= check_attn(1, 77, 32, 8, 128, 0, 9);
-    g_nopp = true;
     all &= check_attn(1000, 300, 32, 8, 128, 0, 10);
-    all &= check_attn(700, 300, 32, 8, 128, 256, 11);
-    g_nopp = false;
     printf("checks: %s\n", all ? "all ok" : "SOME FAILED");
   }
   if (!strcmp(what, "time") || !strcmp(what, "all")) {
@@ -385,10 +371,7 @@ int main(int argc, char** argv) {
     time_attn(131072, 32, 8, 128, 131072);
     time_attn(131072, 32, 8, 128, 4096);
     time_attn(32768, 32, 8, 64, 32768);
-    g_nopp = true;
-    time_attn(32768, 32, 8, 128, 32768);
-    time_attn(32768, 32, 8, 128, 4096);
-    g_nopp = false;
+
   }
   return all ? 0 : 1;
 }

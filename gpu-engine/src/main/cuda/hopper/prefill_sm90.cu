@@ -10,8 +10,8 @@
 //     rows: S = Q K^T by wgmma m64n128k16 from shared memory, the online softmax in registers
 //     (exp2, running max and sum per row), P converted to bf16 in registers and O += P V by wgmma
 //     with A from registers and V read MN-major from shared memory. Each consumer issues the next
-//     tile's Q K^T while its previous P V still runs, and the two consumers interleave, so one's
-//     softmax overlaps the other's matrix work.
+//     tile's Q K^T while its previous P V still runs, and the two consumers interleave on the SM,
+//     so one's softmax overlaps the other's matrix work.
 //   GQA packing: the Q tensor map's box is (64, G heads, 128 / G positions), so the G query heads
 //     that share a KV head fill one tile (row r = position r / G, head r % G) and every K/V tile
 //     serves all of them. G = nHeads / nKv in {1, 2, 4, 8}.
@@ -27,9 +27,6 @@
 #define AH_THREADS 384
 #define AH_STAGES 2
 #define AH_HALF (AH_BK * 128)  // one 64-column half of a 128-row tile: 16 KB
-#ifndef AH_PINGPONG
-#define AH_PINGPONG 1  // the consumers take turns on the tensor cores (sm90_check times both)
-#endif
 
 template <int D>
 struct AhLayout {
@@ -51,7 +48,7 @@ __device__ __forceinline__ void pv_tile(float* o, uint32_t (*p)[4], const unsign
   }
 }
 
-template <int D, bool HEADS, bool PP = AH_PINGPONG>
+template <int D, bool HEADS>
 __device__ __forceinline__ void attn_prefill_sm90(const CUtensorMap* mapQ, const CUtensorMap* mapK,
                                                   const CUtensorMap* mapV, bf16* __restrict__ out,
                                                   const int* __restrict__ pageTable, int n, int nHeads, int nKv,
@@ -138,11 +135,7 @@ __device__ __forceinline__ void attn_prefill_sm90(const CUtensorMap* mapQ, const
 
   mbar_wait(fullQ, 0);
   const unsigned char* sQ = sm + L::Q + c * 64 * 128;
-  // Ping-pong (PP): the consumers take turns issuing their matrix products (named barriers 2 and 3),
-  // so one's softmax runs while the other's products keep the tensor cores busy. Consumer 1 opens
-  // consumer 0's first turn; neither passes the turn on after its last tile, which balances counts.
   const int nTiles = t1 - t0;
-  if (PP && c == 1 && nTiles > 0) named_arrive(2, 256);
 
   // tile i's K and V have landed; the tile past the end gets its key rows beyond kvEnd zeroed in V
   // (both consumers, then a barrier, before either takes its turn: a poisoned slot times p = 0
@@ -160,7 +153,6 @@ __device__ __forceinline__ void attn_prefill_sm90(const CUtensorMap* mapQ, const
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       named_sync(1, 256);
     }
-    if (PP) named_sync(2 + c, 256);  // my turn
   };
   auto qk = [&](int i) {  // S = Q K^T of tile i
     const unsigned char* sK = sm + L::K + (i % AH_STAGES) * L::TILE;
@@ -169,9 +161,6 @@ __device__ __forceinline__ void attn_prefill_sm90(const CUtensorMap* mapQ, const
       const int h = ks / 4, k16 = 32 * (ks % 4);
       wgmma_ss_n128(s, sm90_desc(sQ + h * AH_HALF + k16, 16, 1024), sm90_desc(sK + h * AH_HALF + k16, 16, 1024), ks > 0);
     }
-  };
-  auto passTurn = [&](int i) {
-    if (PP && (c == 0 || i + 1 < nTiles)) named_arrive(2 + (1 - c), 256);
   };
   // mask where the tile crosses a row's diagonal or window edge, then the online softmax: P of tile
   // i into p (bf16, the A fragments of P V), O rescaled to the new row maxima
@@ -227,43 +216,33 @@ __device__ __forceinline__ void attn_prefill_sm90(const CUtensorMap* mapQ, const
     }
   };
 
-  // tile 0 alone (no P V before it), then each tile's Q K^T with the previous tile's P V in one
-  // wgmma group, so the loop body has no branch around the matrix products
-  if (nTiles > 0) {
-    landed(0);
-    wgmma_fence();
-    qk(0);
-    wgmma_commit();
-    passTurn(0);
-    wgmma_wait<0>();
-    fence_regs<AH_BK / 2>(s);
-    softmax(0);
-  }
-  for (int i = 1; i < nTiles; i++) {
+  // Per tile: Q K^T (the previous tile's P V still running beside it), wait for both, free the previous
+  // stage, softmax, then issue this tile's P V and go on to the next tile without waiting for it.
+  // (Consumers taking turns on the tensor cores through named barriers, FA3's ping-pong, measured
+  // slower here: bench/RESULTS.md.)
+  for (int i = 0; i < nTiles; i++) {
     landed(i);
     fence_regs<D / 2>(o);
     fence_regs<AH_BK / 4>(&p[0][0]);
     wgmma_fence();
     qk(i);
-    pv_tile<D>(o, p, sm + L::V + ((i - 1) % AH_STAGES) * L::TILE);
     wgmma_commit();
-    passTurn(i);
     wgmma_wait<0>();
     fence_regs<AH_BK / 2>(s);
     fence_regs<D / 2>(o);
     fence_regs<AH_BK / 4>(&p[0][0]);
-    if (tid == 0) mbar_arrive(&empty[(i - 1) % AH_STAGES]);
+    if (i > 0 && tid == 0) mbar_arrive(&empty[(i - 1) % AH_STAGES]);
     softmax(i);
-  }
-  if (nTiles > 0) {  // the last tile's P V
     fence_regs<D / 2>(o);
     fence_regs<AH_BK / 4>(&p[0][0]);
     wgmma_fence();
-    pv_tile<D>(o, p, sm + L::V + ((nTiles - 1) % AH_STAGES) * L::TILE);
+    pv_tile<D>(o, p, sm + L::V + (i % AH_STAGES) * L::TILE);
     wgmma_commit();
-    wgmma_wait<0>();
     fence_regs<D / 2>(o);
+    fence_regs<AH_BK / 4>(&p[0][0]);
   }
+  wgmma_wait<0>();
+  fence_regs<D / 2>(o);
 
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
