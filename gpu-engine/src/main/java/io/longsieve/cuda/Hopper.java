@@ -3,9 +3,11 @@ package io.longsieve.cuda;
 /**
  * When and how the engine runs its sm_90a kernels (src/main/cuda/hopper): the wgmma GEMM and the
  * FlashAttention-3-style prefill attention, both fed by TMA. They run on compute capability 9.0
- * (H100, H200) when the sm_90a module is loaded (KernelModule) and the driver's tensor-map encoder is reachable
- * ({@link TensorMaps}); {@code -Dlongsieve.hopper=false} keeps the sm_80 kernels, for comparison and
- * debugging. Launch constants mirror the kernels' #defines (HopperHostTest pins them).
+ * (H100, H200) when the sm_90a module is loaded (KernelModule), the driver's tensor-map encoder is reachable
+ * ({@link TensorMaps}) and {@code -Dlongsieve.hopper=true} asks for them. Off by default: the kernels pass
+ * their parity checks launched from tools/gpu_host/sm90_check.cu, but launched through the engine
+ * (JCuda, packed arguments, JNA-encoded tensor maps) they wrote no output on the H200 on 2026-12-02
+ * (bench/RESULTS.md), so the sm_80 kernels stay the engine's path until that is found. Launch constants mirror the kernels' #defines (HopperHostTest pins them).
  */
 final class Hopper {
   private Hopper() {}
@@ -44,8 +46,8 @@ final class Hopper {
         && usable(module.context().computeCapability(), TensorMaps.available(), System.getProperty("longsieve.hopper"));
   }
 
-  /** The rule itself: compute capability 9.0, tensor maps to be had, and longsieve.hopper not "false". */
+  /** The rule itself: compute capability 9.0, tensor maps to be had, and longsieve.hopper "true" (opt-in). */
   static boolean usable(int computeCapability, boolean tensorMaps, String property) {
-    return computeCapability == 90 && tensorMaps && !"false".equals(property);
+    return computeCapability == 90 && tensorMaps && "true".equals(property);
   }
 }

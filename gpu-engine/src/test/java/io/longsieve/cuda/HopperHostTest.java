@@ -45,9 +45,9 @@ class HopperHostTest {
   }
 
   @ParameterizedTest(name = "cc={0} maps={1} property={2}: {3}")
-  @CsvSource({"90, true, , true", "90, true, true, true", "90, true, false, false", "90, false, , false",
-      "80, true, , false", "89, true, , false", "100, true, , false"})
-  void hopperKernelsRunOnlyOnComputeNineWithTensorMaps(int cc, boolean maps, String property, boolean usable) {
+  @CsvSource({"90, true, , false", "90, true, true, true", "90, true, false, false", "90, false, true, false",
+      "80, true, true, false", "89, true, true, false", "100, true, true, false"})
+  void hopperKernelsRunOnlyOnComputeNineWithTensorMapsWhenAskedFor(int cc, boolean maps, String property, boolean usable) {
     assertEquals(usable, Hopper.usable(cc, maps, property));
   }
 
