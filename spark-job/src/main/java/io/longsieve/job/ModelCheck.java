@@ -108,8 +108,6 @@ final class ModelCheck {
    * {@code layers=} list within numLayers.
    */
   static void checkPolicy(PolicySpec spec, ModelConfig config, Path modelDir) {
-    spec.checkAgainst(config);  // every parameter that depends on the model's size (layers, dense_layers, ...)
-    // layers=auto reads the TSA profile next to the model: resolve it here too, so a bad profile is named now
     for (PolicyTerm t : new PolicyTerm[] {spec.prefill(), spec.kv(), spec.decode()}) {
       if (t == null || !t.params().containsKey("layers")) continue;
       try {
