@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -40,6 +42,20 @@ static CUtensorMap encode(int rank, const void* base, const cuuint64_t* dims, co
     exit(1);
   }
   return m;
+}
+
+// A map copied to device memory, where the kernels read it (as the engine passes them), once per
+// distinct map: timing loops launch the same shapes again and must not copy inside the timed region.
+static const CUtensorMap* on_device(const CUtensorMap& m) {
+  static std::map<std::string, CUtensorMap*> copies;
+  std::string key(reinterpret_cast<const char*>(&m), sizeof(CUtensorMap));
+  auto it = copies.find(key);
+  if (it != copies.end()) return it->second;
+  CUtensorMap* d;
+  CK(cudaMalloc(&d, sizeof(CUtensorMap)));
+  CK(cudaMemcpy(d, &m, sizeof(CUtensorMap), cudaMemcpyHostToDevice));
+  copies[key] = d;
+  return d;
 }
 
 static CUtensorMap map2d(const void* base, uint64_t inner, uint64_t rows, uint64_t rowBytes, uint32_t box0,
@@ -136,7 +152,8 @@ static int gemm_row_group(int M) { return std::min((M + 127) / 128, 16); }
 
 static void launch_gemm(void* out, const bf16* a, const bf16* w, const float* bias, int M, int N, int K, int mode,
                         cudaStream_t st = 0) {
-  CUtensorMap ma = map2d(a, K, M, (uint64_t)K * 2, 64, 128), mw = map2d(w, K, N, (uint64_t)K * 2, 64, 256);
+  const CUtensorMap* ma = on_device(map2d(a, K, M, (uint64_t)K * 2, 64, 128));
+  const CUtensorMap* mw = on_device(map2d(w, K, N, (uint64_t)K * 2, 64, 256));
   int tiles = ((M + 127) / 128) * ((N + 255) / 256);
   gemm_sm90<<<std::min(tiles, g_sms), GH_THREADS, GH_SMEM, st>>>(ma, mw, out, bias, M, N, K, mode,
                                                                   g_group ? g_group : gemm_row_group(M));
@@ -228,9 +245,10 @@ static void launch_attn(bf16* out, const bf16* q, const Cache& c, int n, int nHe
                         int window, float scale, cudaStream_t st = 0) {
   int G = nHeads / nKv, gShift = 0;
   while ((1 << gShift) < G) gShift++;
-  CUtensorMap mq = map3d(q, D, nHeads, n, (uint64_t)D * 2, (uint64_t)nHeads * D * 2, 64, G, 128 / G);
+  const CUtensorMap* mq = on_device(map3d(q, D, nHeads, n, (uint64_t)D * 2, (uint64_t)nHeads * D * 2, 64, G, 128 / G));
   uint64_t rows = (uint64_t)c.pages * nKv * 64;
-  CUtensorMap mk = map2d(c.k, D, rows, (uint64_t)D * 2, 64, 64), mv = map2d(c.v, D, rows, (uint64_t)D * 2, 64, 64);
+  const CUtensorMap* mk = on_device(map2d(c.k, D, rows, (uint64_t)D * 2, 64, 64));
+  const CUtensorMap* mv = on_device(map2d(c.v, D, rows, (uint64_t)D * 2, 64, 64));
   dim3 grid((n + 128 / G - 1) / (128 / G), nKv);
   if (D == 128)
     attn_prefill_sm90_d128<<<grid, AH_THREADS, AhLayout<128>::SMEM, st>>>(mq, mk, mv, out, c.pageTable, n, nHeads, nKv,
@@ -334,6 +352,14 @@ int main(int argc, char** argv) {
   CK(cudaFuncSetAttribute(attn_prefill_sm90_d128, cudaFuncAttributeMaxDynamicSharedMemorySize, AhLayout<128>::SMEM));
   CK(cudaFuncSetAttribute(attn_prefill_sm90_d64, cudaFuncAttributeMaxDynamicSharedMemorySize, AhLayout<64>::SMEM));
   bool all = true;
+  if (!strcmp(what, "maps")) {  // the bytes HopperLaunchParityTest prints for the same fake address and shape
+    CUtensorMap m = map2d((const void*)0x7f1200000000ull, 4096, 4096, 8192, 64, 128);
+    const unsigned* w = reinterpret_cast<const unsigned*>(&m);
+    printf("C map:");
+    for (int i = 0; i < 32; i++) printf(" %08x", w[i]);
+    printf("\n");
+    return 0;
+  }
   if (!strcmp(what, "check") || !strcmp(what, "all")) {
     all &= check_gemm(256, 256, 64, OUT_F32, false, 1);
     all &= check_gemm(1000, 1000, 1032, OUT_F32, true, 2);

@@ -12,7 +12,7 @@
 //     producer already loads the next tile.
 // Edges: TMA zero-fills rows and columns past M, N and K, the epilogue masks the stores; K must be
 // a multiple of 8 (16-byte global rows for TMA). The tensor maps are built on the host
-// (TensorMaps.gemmOperand) over A (box 64 x 128) and W (box 64 x 256).
+// (TensorMaps.matrix) over A (box 64 x 128) and W (box 64 x 256) and passed in device memory.
 #include "../common.cuh"
 #include "sm90.cuh"
 
@@ -91,7 +91,7 @@ __device__ __forceinline__ void gh_epilogue(const float* acc, void* out, const f
 }
 
 extern "C" __global__ void __launch_bounds__(GH_THREADS, 1)
-    gemm_sm90(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapW, void* out,
+    gemm_sm90(const CUtensorMap* __restrict__ mapA, const CUtensorMap* __restrict__ mapW, void* out,
               const float* bias, int M, int N, int K, int mode, int rowGroup) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char gh_smem[];
@@ -115,8 +115,8 @@ extern "C" __global__ void __launch_bounds__(GH_THREADS, 1)
   if (wg == 0) {
     regs_dealloc<40>();
     if (threadIdx.x == 0) {
-      tma_prefetch(&mapA);
-      tma_prefetch(&mapW);
+      tma_prefetch(mapA);
+      tma_prefetch(mapW);
       int it = 0;  // k-slices issued so far, over all of this block's tiles: the ring position
       for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         int tm, tn;
@@ -126,8 +126,8 @@ extern "C" __global__ void __launch_bounds__(GH_THREADS, 1)
           mbar_wait(&empty[s], ((it / GH_STAGES) & 1) ^ 1);
           unsigned char* sa = ring + s * GH_STAGE_BYTES;
           mbar_expect_tx(&full[s], GH_STAGE_BYTES);
-          tma_load_2d(sa, &mapA, kt * GH_BK, tm * GH_BM, &full[s]);
-          tma_load_2d(sa + GH_A_BYTES, &mapW, kt * GH_BK, tn * GH_BN, &full[s]);
+          tma_load_2d(sa, mapA, kt * GH_BK, tm * GH_BM, &full[s]);
+          tma_load_2d(sa + GH_A_BYTES, mapW, kt * GH_BK, tn * GH_BN, &full[s]);
         }
       }
     }

@@ -3,3 +3,4 @@
 // own because the driver, given one fatbin with sm_90a SASS and compute_80 PTX, may run the PTX.
 #include "gemm_sm90.cu"
 #include "prefill_sm90.cu"
+

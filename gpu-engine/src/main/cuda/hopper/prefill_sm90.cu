@@ -267,28 +267,28 @@ __device__ __forceinline__ void attn_prefill_sm90(const CUtensorMap* mapQ, const
 }
 
 #define AH_ARGS                                                                                              \
-  const __grid_constant__ CUtensorMap mapQ, const __grid_constant__ CUtensorMap mapK,                        \
-      const __grid_constant__ CUtensorMap mapV, bf16 *out, const int *pageTable
+  const CUtensorMap *__restrict__ mapQ, const CUtensorMap *__restrict__ mapK,                              \
+      const CUtensorMap *__restrict__ mapV, bf16 *out, const int *pageTable
 
 extern "C" __global__ void __launch_bounds__(AH_THREADS, 1)
     attn_prefill_sm90_d64(AH_ARGS, int n, int nHeads, int nKv, int gShift, int before, int window, float scale) {
-  attn_prefill_sm90<64, false>(&mapQ, &mapK, &mapV, out, pageTable, n, nHeads, nKv, gShift, before, window, scale,
+  attn_prefill_sm90<64, false>(mapQ, mapK, mapV, out, pageTable, n, nHeads, nKv, gShift, before, window, scale,
                                nullptr, 0);
 }
 extern "C" __global__ void __launch_bounds__(AH_THREADS, 1)
     attn_prefill_sm90_d128(AH_ARGS, int n, int nHeads, int nKv, int gShift, int before, int window, float scale) {
-  attn_prefill_sm90<128, false>(&mapQ, &mapK, &mapV, out, pageTable, n, nHeads, nKv, gShift, before, window, scale,
+  attn_prefill_sm90<128, false>(mapQ, mapK, mapV, out, pageTable, n, nHeads, nKv, gShift, before, window, scale,
                                 nullptr, 0);
 }
 // Q/out (rows, nHeads, D): row i of head h is query i of that head, at entry headFirst[h] + i of its
 // len gathered entries (nKv = nHeads after the gather); gridDim.x covers the largest head's rows.
 extern "C" __global__ void __launch_bounds__(AH_THREADS, 1)
     attn_prefill_heads_sm90_d64(AH_ARGS, const int* headFirst, int len, int nHeads, int window, float scale) {
-  attn_prefill_sm90<64, true>(&mapQ, &mapK, &mapV, out, pageTable, 0, nHeads, nHeads, 0, 0, window, scale, headFirst,
+  attn_prefill_sm90<64, true>(mapQ, mapK, mapV, out, pageTable, 0, nHeads, nHeads, 0, 0, window, scale, headFirst,
                               len);
 }
 extern "C" __global__ void __launch_bounds__(AH_THREADS, 1)
     attn_prefill_heads_sm90_d128(AH_ARGS, const int* headFirst, int len, int nHeads, int window, float scale) {
-  attn_prefill_sm90<128, true>(&mapQ, &mapK, &mapV, out, pageTable, 0, nHeads, nHeads, 0, 0, window, scale, headFirst,
+  attn_prefill_sm90<128, true>(mapQ, mapK, mapV, out, pageTable, 0, nHeads, nHeads, 0, 0, window, scale, headFirst,
                                len);
 }

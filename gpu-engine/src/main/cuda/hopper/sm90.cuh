@@ -6,7 +6,8 @@
 // Conventions: shared-memory tiles are written by TMA with the 128-byte swizzle, rows of 64 bf16
 // (128 B), 8-row groups of 1024 B, each tile 1024-byte aligned; wgmma reads them through
 // descriptors of the same swizzle (sm90_desc). The host side builds the tensor maps
-// (io.longsieve.cuda.TensorMaps) with box inner dimension 64 elements.
+// (io.longsieve.cuda.TensorMaps) with box inner dimension 64 elements and hands them to the kernels
+// in device memory: a map passed by value (__grid_constant__) faulted when launched through JCuda.
 #pragma once
 #include <cuda.h>  // CUtensorMap (the struct only; no driver call is made from device code)
 #include <stdint.h>

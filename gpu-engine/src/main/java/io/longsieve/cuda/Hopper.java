@@ -40,10 +40,15 @@ final class Hopper {
     return "compute capability 9.0 and the driver's tensor-map encoder";
   }
 
-  /** Whether this module's GPU runs the sm_90a kernels (and is not told otherwise). */
+  /** Whether the engine runs the sm_90a kernels on this module's GPU by default (supported and asked for). */
   static boolean usable(KernelModule module) {
     return module.hasHopper()
         && usable(module.context().computeCapability(), TensorMaps.available(), System.getProperty("longsieve.hopper"));
+  }
+
+  /** Whether this module's GPU can run them at all: the sm_90a module loaded and tensor maps to be had. */
+  static boolean supported(KernelModule module) {
+    return module.hasHopper() && module.context().computeCapability() == 90 && TensorMaps.available();
   }
 
   /** The rule itself: compute capability 9.0, tensor maps to be had, and longsieve.hopper "true" (opt-in). */

@@ -44,13 +44,24 @@ public final class KernelModule implements AutoCloseable {
       throw new IllegalStateException("loading the kernel fatbin on " + ctx.describe() + " failed (" + e.getMessage()
           + "); a driver older than R580 cannot JIT nvcc 13's PTX: rebuild with a CUDA 12 nvcc", e);
     }
-    byte[] sm90a = ctx.computeCapability() == 90 ? read(HOPPER_RESOURCE) : null;
+    byte[] sm90a = ctx.computeCapability() == 90 ? hopperImage() : null;
     CUmodule h = null;
     if (sm90a != null) {
       h = new CUmodule();
       cuModuleLoadData(h, sm90a);
     }
     this.hopper = h;
+  }
+
+  /** The sm_90a cubin: the build's, or the file -Dlongsieve.hopperCubin names (one compiled on the GPU host). */
+  private static byte[] hopperImage() {
+    String file = System.getProperty("longsieve.hopperCubin");
+    if (file == null) return read(HOPPER_RESOURCE);
+    try {
+      return java.nio.file.Files.readAllBytes(java.nio.file.Path.of(file));
+    } catch (IOException e) {
+      throw new IllegalStateException("cannot read longsieve.hopperCubin " + file + ": " + e.getMessage(), e);
+    }
   }
 
   private static byte[] read(String resource) {

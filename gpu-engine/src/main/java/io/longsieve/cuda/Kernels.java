@@ -31,14 +31,14 @@ public final class Kernels {
 
   /** hopper false keeps the sm_80 kernels on any GPU (parity tests run both paths on an H200). */
   Kernels(KernelModule module, CudaStream stream, boolean hopper) {
-    if (hopper && !Hopper.usable(module)) {
+    if (hopper && !Hopper.supported(module)) {
       throw new IllegalArgumentException("the sm_90a kernels need " + Hopper.requirement() + "; "
           + module.context().describe() + " has compute capability " + module.context().computeCapability());
     }
     this.l = new Launcher(module, stream);
     this.smCount = module.context().smCount();
     this.hopper = hopper;
-    this.maps = hopper ? new TensorMaps() : null;
+    this.maps = hopper ? new TensorMaps(module.context()) : null;
   }
 
   /** Whether prefill GEMMs and attention run the sm_90a (wgmma + TMA) kernels. */
@@ -46,9 +46,6 @@ public final class Kernels {
     return hopper;
   }
 
-  TensorMaps maps() {
-    return maps;
-  }
 
   public CudaStream stream() {
     return l.stream();
@@ -123,7 +120,7 @@ public final class Kernels {
    * 128 x 256 tiles, A and W read by TMA through tensor maps (boxes of 128 and 256 rows by 64).
    */
   private void gemmSm90(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k) {
-    TensorMaps.TensorMap ma = maps.matrix(a, m, k, 2L * k, 128), mw = maps.matrix(w, n, k, 2L * k, 256);
+    CUdeviceptr ma = maps.matrix(a, m, k, 2L * k, 128), mw = maps.matrix(w, n, k, 2L * k, 256);
     long tiles = (long) ((m + 127) / 128) * ((n + 255) / 256);
     l.launch("gemm_sm90", (int) Math.min(tiles, smCount), 1, 1, Hopper.THREADS, Hopper.GEMM_SMEM, ma, mw, out, bias, m,
         n, k, mode, Hopper.gemmRowGroup(m));
@@ -203,8 +200,7 @@ public final class Kernels {
     }
     int g = nHeads / kv.nKv();
     if (hopper && Hopper.packs(g)) {
-      TensorMaps.TensorMap mq = maps.tensor3(q, d, nHeads, n, 2L * d, 2L * nHeads * d, g, Hopper.ATTN_ROWS / g);
-      TensorMaps.TensorMap mk = cacheMap(kv.kRope(), d), mv = cacheMap(kv.v(), d);
+      CUdeviceptr mq = queryMap(q, d, nHeads, n, g), mk = cacheMap(kv.kRope(), d), mv = cacheMap(kv.v(), d);
       int posPerBlock = Hopper.ATTN_ROWS / g;
       l.launch(d == 64 ? "attn_prefill_sm90_d64" : "attn_prefill_sm90_d128", (n + posPerBlock - 1) / posPerBlock,
           kv.nKv(), 1, Hopper.THREADS, Hopper.attnSmem(d), mq, mk, mv, out, kv.pageTable(), n, nHeads, kv.nKv(),
@@ -221,8 +217,16 @@ public final class Kernels {
    * 64 rows by 64 dims. The row count is an upper bound (the kernels read only pages the page
    * table names); the map is the same for every call on the layer, so it is cached.
    */
-  TensorMaps.TensorMap cacheMap(CUdeviceptr layer, int d) {
+  CUdeviceptr cacheMap(CUdeviceptr layer, int d) {
     return maps.matrix(layer, Integer.MAX_VALUE, d, 2L * d, PAGE_SIZE);
+  }
+
+  /**
+   * A tensor map over queries q (rows, nHeads, d) in boxes of the g heads that share a KV head by
+   * 128 / g positions (GQA packing: one attention tile of 128 rows).
+   */
+  CUdeviceptr queryMap(CUdeviceptr q, int d, int nHeads, int rows, int g) {
+    return maps.tensor3(q, d, nHeads, rows, 2L * d, 2L * nHeads * d, g, Hopper.ATTN_ROWS / g);
   }
 
   /** Flash decoding: split the key range over blocks, then merge (any row count); adds kv's logit bias if any. */

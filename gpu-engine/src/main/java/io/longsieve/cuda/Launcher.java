@@ -15,8 +15,7 @@ import jcuda.driver.CUfunction_attribute;
 /**
  * Launches kernels of one module on one stream. Arguments are boxed Java values mapped to kernel
  * parameters by type: {@link CUdeviceptr} (or null for a null pointer), Integer, Long, Float,
- * Double, and {@link TensorMaps.TensorMap} (a 128-byte CUtensorMap passed by value, 128-byte
- * aligned). Launches are asynchronous; a bad launch configuration throws at once with its CUresult.
+ * Double. Launches are asynchronous; a bad launch configuration throws at once with its CUresult.
  */
 final class Launcher {
 
@@ -95,7 +94,6 @@ final class Launcher {
       else if (a instanceof Float x) b.position(align(b.position(), 4)).putFloat(x);
       else if (a instanceof Long l) b.position(align(b.position(), 8)).putLong(l);
       else if (a instanceof Double d) b.position(align(b.position(), 8)).putDouble(d);
-      else if (a instanceof TensorMaps.TensorMap m) b.position(align(b.position(), 128)).put(m.bytes());  // .align 128 in PTX
       else throw new IllegalArgumentException("unsupported kernel argument " + a.getClass());
     }
     argSize.putLong(0, b.position());
@@ -112,7 +110,6 @@ final class Launcher {
     if (a instanceof Long l) return Pointer.to(new long[] {l});
     if (a instanceof Float f) return Pointer.to(new float[] {f});
     if (a instanceof Double d) return Pointer.to(new double[] {d});
-    if (a instanceof TensorMaps.TensorMap m) return Pointer.to(m.bytes());
     throw new IllegalArgumentException("unsupported kernel argument " + a.getClass());
   }
 }

@@ -4,7 +4,7 @@ import com.sun.jna.Library;
 import com.sun.jna.Memory;
 import com.sun.jna.Native;
 import com.sun.jna.Pointer;
-import java.util.LinkedHashMap;
+import java.util.HashMap;
 import java.util.Map;
 import jcuda.driver.CUdeviceptr;
 
@@ -18,8 +18,12 @@ import jcuda.driver.CUdeviceptr;
  *
  * <p>Every map here is bf16 with the 128-byte swizzle and a box whose inner dimension is 64
  * elements (128 bytes): the shared-memory layout the kernels' wgmma descriptors read
- * (hopper/sm90.cuh). Maps are cached by address and shape, since the forward pass hands the same
- * buffers to the same kernels layer after layer.
+ * (hopper/sm90.cuh). The kernels read the maps from device memory: each encoded map is copied once
+ * into a 128-byte slot of this object's arena and the slot's address is what a launch passes (a map
+ * passed by value as a __grid_constant__ parameter faulted when launched through JCuda on an H200).
+ * Maps are cached by address and shape, since the forward pass hands the same buffers to the same
+ * kernels layer after layer; when the arena is full the context is drained (no queued launch still
+ * reads a slot) and the slots are handed out again. The arena lives as long as the context.
  *
  * <p>Failure semantics: {@link #available()} is false (and says why in {@link #unavailableReason()})
  * when libcuda cannot be bound through JNA; the engine then keeps the sm_80 kernels. An encoding the
@@ -27,17 +31,10 @@ import jcuda.driver.CUdeviceptr;
  */
 public final class TensorMaps {
 
-  /** The 128 bytes of one encoded map, passed to a kernel by value (a __grid_constant__ parameter). */
-  public record TensorMap(byte[] bytes) {
-    public TensorMap {
-      if (bytes.length != 128) throw new IllegalArgumentException("a CUtensorMap is 128 bytes, not " + bytes.length);
-    }
-  }
-
   private static final int BF16 = 9;           // CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
   private static final int SWIZZLE_128B = 3;   // CU_TENSOR_MAP_SWIZZLE_128B
   private static final int L2_256B = 3;        // CU_TENSOR_MAP_L2_PROMOTION_L2_256B
-  private static final int CACHE_LIMIT = 4096;
+  private static final int SLOTS = 4096;      // 512 KB of device memory
 
   /** The one driver entry point bound through JNA. */
   interface Driver extends Library {
@@ -93,21 +90,24 @@ public final class TensorMaps {
     }
   }
 
-  private final Map<Key, TensorMap> cache = new LinkedHashMap<>(64, 0.75f, true) {
-    @Override
-    protected boolean removeEldestEntry(Map.Entry<Key, TensorMap> e) {
-      return size() > CACHE_LIMIT;
-    }
-  };
+  private final CudaContext ctx;
+  private final DeviceBuffer arena;                    // (SLOTS, 128) bytes of encoded maps on the device
+  private final Map<Key, CUdeviceptr> cache = new HashMap<>();
   private final Memory scratch = new Memory(128 + 64);
   private final Pointer aligned = scratch.align(64);  // the driver wants a 64-byte aligned CUtensorMap
+
+  public TensorMaps(CudaContext ctx) {
+    if (DRIVER == null) throw new IllegalStateException("TMA tensor maps are unavailable: " + UNAVAILABLE);
+    this.ctx = ctx;
+    this.arena = ctx.alloc((long) SLOTS * 128, "TMA tensor maps");
+  }
 
   /**
    * A row-major (rows, cols) bf16 matrix at base, rowBytes apart (a multiple of 16), read in boxes
    * of boxRows rows by 64 columns: GEMM operands (rows = M or N, cols = K) and KV cache layers
    * (rows = page x nKv x pageSize, cols = headDim).
    */
-  public synchronized TensorMap matrix(CUdeviceptr base, long rows, long cols, long rowBytes, int boxRows) {
+  public synchronized CUdeviceptr matrix(CUdeviceptr base, long rows, long cols, long rowBytes, int boxRows) {
     return encode(DeviceAddress.of(base), new long[] {cols, rows}, new long[] {rowBytes}, new int[] {64, boxRows});
   }
 
@@ -116,16 +116,16 @@ public final class TensorMaps {
    * apart, read in boxes of (box2, box1, 64): the query tile of the attention kernels, whose box
    * packs the query heads that share a KV head (box1 heads by box2 positions).
    */
-  public synchronized TensorMap tensor3(CUdeviceptr base, long d0, long d1, long d2, long stride1, long stride2,
+  public synchronized CUdeviceptr tensor3(CUdeviceptr base, long d0, long d1, long d2, long stride1, long stride2,
                                         int box1, int box2) {
     return encode(DeviceAddress.of(base), new long[] {d0, d1, d2}, new long[] {stride1, stride2},
         new int[] {64, box1, box2});
   }
 
-  private TensorMap encode(long address, long[] dims, long[] strides, int[] box) {
-    if (DRIVER == null) throw new IllegalStateException("TMA tensor maps are unavailable: " + UNAVAILABLE);
+  /** The device address of the encoded map (a slot of the arena). */
+  private CUdeviceptr encode(long address, long[] dims, long[] strides, int[] box) {
     Key key = new Key(address, dims, strides, box);
-    TensorMap hit = cache.get(key);
+    CUdeviceptr hit = cache.get(key);
     if (hit != null) return hit;
     if (address % 16 != 0) throw new IllegalArgumentException("a tensor map's base must be 16-byte aligned: " + address);
     for (long s : strides) {
@@ -140,8 +140,14 @@ public final class TensorMaps {
           + java.util.Arrays.toString(dims) + ", strides " + java.util.Arrays.toString(strides) + ", box "
           + java.util.Arrays.toString(box));
     }
-    TensorMap map = new TensorMap(aligned.getByteArray(0, 128));
-    cache.put(key, map);
-    return map;
+    if (cache.size() == SLOTS) {  // full: once no queued launch reads a slot, hand them all out again
+      ctx.synchronize();
+      cache.clear();
+    }
+    CUdeviceptr slot = arena.at((long) cache.size() * 128);
+    ctx.makeCurrent();
+    jcuda.driver.JCudaDriver.cuMemcpyHtoD(slot, jcuda.Pointer.to(aligned.getByteArray(0, 128)), 128);
+    cache.put(key, slot);
+    return slot;
   }
 }

@@ -144,10 +144,9 @@ final class TsaKernels {
     checkD(d);
     if (maxRows < 1) return;
     if (k.hopper()) {  // the sm_90a core: one query head per KV head (G = 1) of the gathered cache
-      TensorMaps.TensorMap mq = k.maps().tensor3(qc, d, nHeads, maxRows, 2L * d, 2L * nHeads * d, 1, Hopper.ATTN_ROWS);
       l.launch(d == 64 ? "attn_prefill_heads_sm90_d64" : "attn_prefill_heads_sm90_d128",
-          (maxRows + Hopper.ATTN_ROWS - 1) / Hopper.ATTN_ROWS, nHeads, 1, Hopper.THREADS, Hopper.attnSmem(d), mq,
-          k.cacheMap(kc, d), k.cacheMap(vc, d), oc, pageTable, headFirst, len, nHeads, 0, scale);
+          (maxRows + Hopper.ATTN_ROWS - 1) / Hopper.ATTN_ROWS, nHeads, 1, Hopper.THREADS, Hopper.attnSmem(d),
+          k.queryMap(qc, d, nHeads, maxRows, 1), k.cacheMap(kc, d), k.cacheMap(vc, d), oc, pageTable, headFirst, len, nHeads, 0, scale);
       return;
     }
     int smem = (64 + 4 * 64) * (d + 8) * 2;
