@@ -14,28 +14,10 @@ import java.util.TreeMap;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
 
 /** The driver's listing of an input folder: recursive, every skip named, one format, one schema. */
-class InputFilesTest {
-
-  private static SparkSession spark;
-
-  @TempDir
-  Path dir;
-
-  @BeforeAll
-  static void start() {
-    spark = JobTestSupport.session();
-  }
-
-  @AfterAll
-  static void stop() {
-    spark.stop();
-  }
+class InputFilesTest extends SparkSessionTest {
 
   private static InputFiles.Listing list(Path input) {
     return InputFiles.list(new Configuration(), input.toString());

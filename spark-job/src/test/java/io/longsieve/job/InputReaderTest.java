@@ -18,28 +18,10 @@ import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
 
 /** Reading JSONL and Parquet on the executors: positions, invalid bytes, repeated ids. */
-class InputReaderTest {
-
-  private static SparkSession spark;
-
-  @TempDir
-  Path dir;
-
-  @BeforeAll
-  static void start() {
-    spark = JobTestSupport.session();
-  }
-
-  @AfterAll
-  static void stop() {
-    spark.stop();
-  }
+class InputReaderTest extends SparkSessionTest {
 
   /** Parsed rows by source ("file:line"). */
   private static Map<String, Row> read(Path input) {

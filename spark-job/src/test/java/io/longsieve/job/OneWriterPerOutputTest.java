@@ -19,28 +19,10 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.apache.spark.sql.SparkSession;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
 
 /** Two runs started together on one output: one is refused at once, the other's output is complete. */
-class OneWriterPerOutputTest {
-
-  private static SparkSession spark;
-
-  @TempDir
-  Path dir;
-
-  @BeforeAll
-  static void start() {
-    spark = JobTestSupport.session();
-  }
-
-  @AfterAll
-  static void stop() {
-    spark.stop();
-  }
+class OneWriterPerOutputTest extends SparkSessionTest {
 
   @Test
   void twoRunsStartedTogetherOnOneOutputGiveOneRefusalAndOneCompleteOutput() throws Exception {

@@ -15,32 +15,14 @@ import java.util.Map;
 import java.util.stream.Collectors;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Runs that hold less than their input: an empty input, and a run killed between its stats and
  * outputs commits (made here by removing its manifest and one commit's outputs files, which is
  * what a kill at that point leaves). Stats stay exactly once across the kill and --resume.
  */
-class UnfinishedRunsTest {
-
-  private static SparkSession spark;
-
-  @TempDir
-  Path dir;
-
-  @BeforeAll
-  static void start() {
-    spark = JobTestSupport.session();
-  }
-
-  @AfterAll
-  static void stop() {
-    spark.stop();
-  }
+class UnfinishedRunsTest extends SparkSessionTest {
 
   private Path documents(int n) {
     String[] lines = new String[n];
