@@ -14,7 +14,6 @@ import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import jcuda.Pointer;
 import jcuda.driver.JCudaDriver;
@@ -164,11 +163,7 @@ public final class CudaWeights implements AutoCloseable {
 
     /** Copies tensor `name` of shape (rows, cols) as bf16 into dst at byte offset dstOff. */
     void matrix(Checkpoint ck, String name, DeviceBuffer dst, long dstOff, long rows, long cols) {
-      TensorInfo t = ck.info(name);
-      if (!Arrays.equals(t.shape(), new long[] {rows, cols})) {
-        throw new CheckpointException(t.file() + ": tensor '" + name + "' has shape " + t.shapeString()
-            + ", config.json implies " + Arrays.toString(new long[] {rows, cols}));
-      }
+      TensorInfo t = ck.infoOfShape(name, rows, cols);
       long n = t.numel();
       int elem = t.dtype().bytes;
       try (FileChannel ch = FileChannel.open(t.file(), StandardOpenOption.READ)) {

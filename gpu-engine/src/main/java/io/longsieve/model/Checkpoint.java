@@ -114,13 +114,22 @@ public final class Checkpoint implements AutoCloseable {
     return f.tensors().get(name);
   }
 
-  /** Loads a tensor widened to fp32, after checking its shape against what the config implies. */
-  public float[] loadF32(String name, long... expectedShape) {
+  /**
+   * The tensor's header after checking its shape against what the config implies; a missing
+   * tensor or another shape is a CheckpointException naming the file and the tensor.
+   */
+  public TensorInfo infoOfShape(String name, long... expectedShape) {
     TensorInfo t = info(name);
     if (!Arrays.equals(t.shape(), expectedShape)) {
       throw new CheckpointException(t.file() + ": tensor '" + name + "' has shape " + t.shapeString() + ", config.json implies "
           + Arrays.toString(expectedShape));
     }
+    return t;
+  }
+
+  /** Loads a tensor widened to fp32, after checking its shape against what the config implies. */
+  public float[] loadF32(String name, long... expectedShape) {
+    TensorInfo t = infoOfShape(name, expectedShape);
     if (t.numel() > Integer.MAX_VALUE - 8) throw new CheckpointException(t.file() + ": tensor '" + name + "' is too large for the CPU backend");
     float[] out = new float[(int) t.numel()];
     owner.get(name).readFloats(t, out);

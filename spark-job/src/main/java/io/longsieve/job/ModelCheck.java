@@ -22,12 +22,9 @@ import io.longsieve.attention.PolicySpec;
 import io.longsieve.attention.PolicyTerm;
 import io.longsieve.engine.LoadedModel;
 import io.longsieve.model.Checkpoint;
-import io.longsieve.model.CheckpointException;
 import io.longsieve.model.ModelConfig;
-import io.longsieve.model.TensorInfo;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.Arrays;
 import org.apache.logging.log4j.LogManager;
 import org.apache.logging.log4j.Logger;
 
@@ -95,11 +92,7 @@ final class ModelCheck {
   }
 
   private static void shape(Checkpoint ck, String name, long... expected) {
-    TensorInfo t = ck.info(name); // names the tensor when it is missing
-    if (!Arrays.equals(t.shape(), expected)) {
-      throw new CheckpointException(t.file() + ": tensor '" + name + "' has shape " + t.shapeString()
-          + ", config.json implies " + Arrays.toString(expected));
-    }
+    ck.infoOfShape(name, expected);  // the loaders' own check: names the file and the tensor
   }
 
   /**
