@@ -5,6 +5,7 @@ Measures, with CUDA events (median of repeats after warm-up, random data, never 
   ceilings            device-to-device copy (bytes read + written per second) and an 8192^3 bf16 matmul
   gemm                torch.matmul on the prefill GEMM shapes of Llama-3.1-8B (M = --tokens): fused qkv,
                       o, fused gate/up, down
+  gemm_residual       o and down as the engine runs them: an f32 residual stream += x W^T (matmul, then add_)
   lm_head_rows        torch.matmul of the LM head (128256 x 4096) on the last M rows, M = 1, 4, 16
   gemv                torch.matmul at batch 1 on the same weight shapes (+ the LM head)
   sdpa_prefill        F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True) with
@@ -96,7 +97,7 @@ def main():
     dev = torch.device("cuda")
     torch.manual_seed(0)
     t_start = time.time()
-    res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "ceilings": {}, "gemm": {},
+    res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "ceilings": {}, "gemm": {}, "gemm_residual": {},
            "lm_head_rows": {}, "gemv": {}, "sdpa_prefill": {}, "sdpa_prefill_flash": {}, "sdpa_prefill_d64": {},
            "sdpa_prefill_flash_d64": {}, "sdpa_backend": {}, "sdpa_decode": {}, "errors": {}}
 
@@ -130,6 +131,10 @@ def main():
         if name != "lm_head":
             x = torch.randn(args.tokens, k, device=dev, dtype=torch.bfloat16)
             res["gemm"][name] = median_ms(lambda: torch.matmul(x, w.t()))
+            if name in ("o", "down"):  # what the engine's fused epilogue does: an f32 residual stream += x W^T
+                r = torch.randn(args.tokens, nout, device=dev, dtype=torch.float32)
+                res["gemm_residual"][name] = median_ms(lambda: r.add_(torch.matmul(x, w.t())))
+                del r
             del x
         else:
             for m in LM_HEAD_ROWS:  # prefill's last rows only go through the LM head
@@ -205,6 +210,9 @@ def main():
     for name, ms in res["gemm"].items():
         nout, k = shapes[name]
         print(f"  gemm {name:8s} {args.tokens}x{nout}x{k}: {ms:.3f} ms, {2 * args.tokens * nout * k / ms / 1e9:.0f} TFLOP/s")
+    for name, ms in res["gemm_residual"].items():
+        nout, k = shapes[name]
+        print(f"  gemm {name:8s} + f32 residual add: {ms:.3f} ms, {2 * args.tokens * nout * k / ms / 1e9:.0f} TFLOP/s")
     for m, ms in res["lm_head_rows"].items():
         print(f"  gemm lm_head  {m}x{VOCAB}x{DIM}: {ms:.4f} ms, {VOCAB * DIM * 2 / ms / 1e6:.0f} GB/s of weights")
     for name, ms in res["gemv"].items():

@@ -2,7 +2,7 @@
 // Java engine uses them: correctness against plain fp32 reference kernels on random inputs and
 // ragged sizes, then CUDA-event timings (median of repeats) on the Llama-3.1-8B prefill shapes.
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a tools/gpu_host/sm90_check.cu -lcuda -o /tmp/sm90_check
-//   /tmp/sm90_check [check|time|all]
+//   /tmp/sm90_check [check|time|attn|all]   (attn: the attention checks and timings only)
 // The Java parity tests (gpu suite) hold the same kernels to the CPU reference through the engine.
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -360,6 +360,7 @@ int main(int argc, char** argv) {
     printf("\n");
     return 0;
   }
+  const bool attnOnly = !strcmp(what, "attn");
   if (!strcmp(what, "check") || !strcmp(what, "all")) {
     all &= check_gemm(256, 256, 64, OUT_F32, false, 1);
     all &= check_gemm(1000, 1000, 1032, OUT_F32, true, 2);
@@ -367,6 +368,8 @@ int main(int argc, char** argv) {
     all &= check_gemm(300, 4096, 4104, OUT_F32_ADD, false, 4);
     all &= check_gemm(513, 2 * 14336 / 4, 4096, OUT_BF16, false, 5);
     all &= check_gemm(129, 130, 8, OUT_F32, true, 6);
+  }
+  if (!strcmp(what, "check") || !strcmp(what, "all") || attnOnly) {
     all &= check_attn(128, 0, 4, 4, 128, 0, 1);
     all &= check_attn(128, 0, 32, 8, 128, 0, 2);
     all &= check_attn(1000, 0, 32, 8, 128, 0, 3);
@@ -379,6 +382,7 @@ int main(int argc, char** argv) {
     all &= check_attn(1000, 300, 32, 8, 128, 0, 10);
     printf("checks: %s\n", all ? "all ok" : "SOME FAILED");
   }
+  if (attnOnly && !all) return 1;
   if (!strcmp(what, "time") || !strcmp(what, "all")) {
     time_gemm("qkv", 4096, 6144, 4096, OUT_F32);
     time_gemm("o", 4096, 4096, 4096, OUT_F32_ADD);
@@ -391,12 +395,16 @@ int main(int argc, char** argv) {
       time_gemm("down", 4096, 4096, 14336, OUT_F32_ADD);
     }
     g_group = 0;
+  }
+  if (!strcmp(what, "time") || !strcmp(what, "all") || attnOnly) {
     time_attn(8192, 32, 8, 128, 8192);
     time_attn(32768, 32, 8, 128, 32768);
     time_attn(32768, 32, 8, 128, 4096);
     time_attn(131072, 32, 8, 128, 131072);
     time_attn(131072, 32, 8, 128, 4096);
+    time_attn(8192, 32, 8, 64, 8192);
     time_attn(32768, 32, 8, 64, 32768);
+    time_attn(131072, 32, 8, 64, 131072);
 
   }
   return all ? 0 : 1;

@@ -2,13 +2,11 @@ package io.longsieve.cuda;
 
 /**
  * When and how the engine runs its sm_90a kernels (src/main/cuda/hopper): the wgmma GEMM and the
- * FlashAttention-3-style prefill attention, both fed by TMA. They run on compute capability 9.0
- * (H100, H200) when the sm_90a module is loaded (KernelModule), the driver's tensor-map encoder is
- * reachable ({@link TensorMaps}) and {@code -Dlongsieve.hopper=true} asks for them. Opt-in until the
- * whole gpu suite and the end-to-end bench have run with them on: on 2026-12-02 the classes that
- * exercise them (matmul, attention, whole-model forward, TSA, the launch path: 83 tests) passed
- * on an H200 with them on, the rest of the suite was cut off by the device budget (bench/RESULTS.md).
- * Launch constants mirror the kernels' #defines (HopperHostTest pins them).
+ * FlashAttention-3-style prefill attention, both fed by TMA. They run by themselves on compute
+ * capability 9.0 (H100, H200) when the sm_90a module is loaded (KernelModule) and the driver's
+ * tensor-map encoder is reachable ({@link TensorMaps}); {@code -Dlongsieve.hopper=false} turns them
+ * off (the sm_80 mma.sync kernels then run, as on every other GPU), for a comparison or a fault
+ * hunt. Launch constants mirror the kernels' #defines (HopperHostTest pins them).
  */
 final class Hopper {
   private Hopper() {}
@@ -20,7 +18,8 @@ final class Hopper {
   /** Dynamic shared memory of attn_prefill_sm90_d{d} (AhLayout<D>::SMEM): Q, 2 stages of K and V, barriers. */
   static int attnSmem(int d) {
     int tile = (d / 64) * 128 * 128;
-    return 5 * tile + 8 * (1 + 2 * 2) + 1024;
+    int stages = 2;
+    return (1 + 2 * stages) * tile + 8 * (1 + 4 * stages) + 1024;  // full Q; full and empty K, V per stage
   }
 
   /** Whether G query heads per KV head pack into one attention tile (128 / G positions of G heads). */
@@ -41,7 +40,7 @@ final class Hopper {
     return "compute capability 9.0 and the driver's tensor-map encoder";
   }
 
-  /** Whether the engine runs the sm_90a kernels on this module's GPU by default (supported and asked for). */
+  /** Whether the engine runs the sm_90a kernels on this module's GPU (supported and not turned off). */
   static boolean usable(KernelModule module) {
     return module.hasHopper()
         && usable(module.context().computeCapability(), TensorMaps.available(), System.getProperty("longsieve.hopper"));
@@ -52,8 +51,8 @@ final class Hopper {
     return module.hasHopper() && module.context().computeCapability() == 90 && TensorMaps.available();
   }
 
-  /** The rule itself: compute capability 9.0, tensor maps to be had, and longsieve.hopper "true" (opt-in). */
+  /** The rule itself: compute capability 9.0, tensor maps to be had, and longsieve.hopper not "false". */
   static boolean usable(int computeCapability, boolean tensorMaps, String property) {
-    return computeCapability == 90 && tensorMaps && "true".equals(property);
+    return computeCapability == 90 && tensorMaps && !"false".equals(property);
   }
 }

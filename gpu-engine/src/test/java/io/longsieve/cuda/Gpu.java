@@ -22,7 +22,7 @@ final class Gpu implements AutoCloseable {
   final CudaContext ctx;
   final KernelModule module;
   final CudaStream stream;
-  final Kernels k;    // what the engine uses on this GPU (the sm_90a kernels with -Dlongsieve.hopper=true on an H200)
+  final Kernels k;    // what the engine uses on this GPU (the sm_90a kernels on an H200 unless -Dlongsieve.hopper=false)
   final Kernels k80;  // the sm_80 kernels, held to the same references on every GPU
   private final List<DeviceBuffer> buffers = new ArrayList<>();
 
