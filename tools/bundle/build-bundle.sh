@@ -17,9 +17,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT="${1:-$ROOT/build/bundle}"
 WORK="$ROOT/build/bundle-work"
 JUNIT_CONSOLE="org.junit.platform:junit-platform-console-standalone:1.14.4"
-JAVA_HOME="${JAVA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v javac)")")")}"
-MVN=(mvn -B -q)
-[[ "${OFFLINE:-1}" == 1 ]] && MVN+=(-o)
+source "$ROOT/tools/bundle/bundle-lib.sh"
 
 rm -rf "$WORK" "$OUT"
 mkdir -p "$WORK/app/lib" "$WORK/app/test" "$OUT"
@@ -36,44 +34,19 @@ cp "$ROOT"/gpu-engine/target/gpu-engine-*.jar "$WORK/app/lib/"
 mkdir -p "$WORK/app/test/classes"
 (cd "$ROOT/gpu-engine/target/test-classes" && tar --exclude=./models -cf - . | tar -xf - -C "$WORK/app/test/classes")
 
-slim() {  # slim JAR PATTERN...: delete matching entries from a copy of JAR in app/lib
-  local jar="$1"; shift
-  local dst="$WORK/app/lib/$(basename "$jar")"
-  cp "$jar" "$dst"
-  zip -q -d "$dst" "$@" >/dev/null 2>&1 || true
-}
 tr ':' '\n' <"$WORK/cp.txt" | while read -r jar || [[ -n "$jar" ]]; do
   [[ -z "$jar" ]] && continue
+  slim_engine_natives "$jar" && continue
   case "$(basename "$jar")" in
-    jcuda-natives-*) slim "$jar" 'lib/libJNvPTXCompiler*' 'lib/libJNvrtc*' 'lib/libJCudaRuntime*' ;;
-    tokenizers-*) slim "$jar" 'native/lib/linux-aarch64/*' 'native/lib/osx-*' 'native/lib/win-*' ;;
-    jna-[0-9]*) slim "$jar" 'com/sun/jna/aix*' 'com/sun/jna/darwin*' 'com/sun/jna/freebsd*' 'com/sun/jna/openbsd*' \
-        'com/sun/jna/sunos*' 'com/sun/jna/win32*' 'com/sun/jna/linux-a*' 'com/sun/jna/linux-l*' 'com/sun/jna/linux-m*' \
-        'com/sun/jna/linux-p*' 'com/sun/jna/linux-r*' 'com/sun/jna/linux-s*' 'com/sun/jna/linux-x86/*' 'com/sun/jna/dragonfly*' ;;
     junit-*|opentest4j-*|apiguardian-*) ;;  # test-only: the console launcher carries JUnit
     *) cp "$jar" "$WORK/app/lib/" ;;
   esac
 done
 
-# Jars are deflated, which xz cannot squeeze further: re-store them uncompressed (zip -0) so the
-# solid xz archive below compresses their contents (≈22 MB of jars become ≈11 MB of app.tar.xz).
-for jar in "$WORK"/app/lib/*.jar "$WORK"/app/test/*.jar; do
-  tmp="$(mktemp -d "$WORK/x.XXXX")"
-  (cd "$tmp" && unzip -q "$jar" && rm -f "$jar" && zip -q -0 -r -X "$jar" .)
-  rm -rf "$tmp"
-done
+store_uncompressed "$WORK"/app/lib/*.jar "$WORK"/app/test/*.jar
 
 MODULES=java.base,java.logging,jdk.unsupported,java.management,java.desktop,jdk.incubator.vector
-JRE_KEY="$("$JAVA_HOME/bin/java" -version 2>&1 | head -1 | tr -c 'A-Za-z0-9.' _)-$(echo "$MODULES" | sha1sum | cut -c1-8)"
-JRE_CACHE="$ROOT/build/bundle-cache/jre-$JRE_KEY.tar.xz"   # xz -9 of the JRE takes minutes: reuse it
-if [[ ! -f "$JRE_CACHE" ]]; then
-  echo "bundle: jlink" >&2
-  "$JAVA_HOME/bin/jlink" --add-modules "$MODULES" \
-    --compress=0 --strip-debug --no-header-files --no-man-pages --output "$WORK/jre"
-  mkdir -p "$(dirname "$JRE_CACHE")"
-  XZ_OPT="-9 -T2" tar -C "$WORK" -cJf "$JRE_CACHE.tmp" jre && mv "$JRE_CACHE.tmp" "$JRE_CACHE"
-fi
-cp "$JRE_CACHE" "$OUT/jre.tar.xz"
+cached_jre "$MODULES" "$OUT/jre.tar.xz"
 XZ_OPT="-9 -T2" tar -C "$WORK" -cJf "$OUT/app.tar.xz" app
 STAMP="$(cat "$OUT/jre.tar.xz" "$OUT/app.tar.xz" | sha1sum | cut -c1-12)"
 echo "$STAMP" >"$OUT/STAMP"
