@@ -132,7 +132,7 @@ final class BatchScheduler implements AutoCloseable {
             p.task.open();
             prefilling.add(p);
           } catch (Throwable e) {
-            if (outOfMemory(e) && !(prefilling.isEmpty() && decoding.isEmpty())) again.add(p);
+            if (OutOfMemory.causedBy(e) && !(prefilling.isEmpty() && decoding.isEmpty())) again.add(p);
             else fail(p, e);
           }
         }
@@ -177,18 +177,6 @@ final class BatchScheduler implements AutoCloseable {
       deferred++;
       held = true;
     }
-  }
-
-  /** The heuristics the job's retry uses: a Java OutOfMemoryError or a backend's out-of-memory error. */
-  static boolean outOfMemory(Throwable t) {
-    for (Throwable c = t; c != null; c = c.getCause() == c ? null : c.getCause()) {
-      String msg = c.getMessage() == null ? "" : c.getMessage().toUpperCase(java.util.Locale.ROOT);
-      if (c instanceof OutOfMemoryError || c.getClass().getSimpleName().contains("OutOfMemory")
-          || msg.contains("CUDA_ERROR_OUT_OF_MEMORY") || msg.contains("OUT OF MEMORY")) {
-        return true;
-      }
-    }
-    return false;
   }
 
   private void prefillPart(Pending p) {

@@ -1,6 +1,7 @@
 package io.longsieve.job;
 
 import io.longsieve.engine.GenerationTimeoutException;
+import io.longsieve.engine.OutOfMemory;
 import io.longsieve.engine.RequestLimits;
 import java.io.Serializable;
 import java.util.Locale;
@@ -151,10 +152,9 @@ public final class DocumentAttempts implements Serializable {
   }
 
   /**
-   * What kind of failure {@code t} is, looking through its causes. Out of memory: a
-   * {@link OutOfMemoryError}, an exception whose class name says OutOfMemory, or a message with
-   * CUDA_ERROR_OUT_OF_MEMORY, "out of memory" or "memory budget exceeded" (the CUDA backend's own
-   * budget check). Sticky device errors: CUDA driver errors after which the context cannot be used
+   * What kind of failure {@code t} is, looking through its causes. Out of memory: the engine's own
+   * rule, {@link OutOfMemory#causedBy} (a Java or CUDA out-of-memory error, or the CUDA backend's
+   * memory budget exceeded). Sticky device errors: CUDA driver errors after which the context cannot be used
    * again (their CUDA_ERROR_* names in the message), or an exception class named *CudaFatal* /
    * *StickyCuda*. Timeout: {@link GenerationTimeoutException}.
    */
@@ -166,12 +166,8 @@ public final class DocumentAttempts implements Serializable {
       String upper = msg.toUpperCase(Locale.ROOT);
       if (name.contains("CudaFatal") || name.contains("StickyCuda")) return Kind.STICKY_DEVICE;
       for (String s : STICKY) if (upper.contains(s)) return Kind.STICKY_DEVICE;
-      if (c instanceof OutOfMemoryError || name.contains("OutOfMemory") || upper.contains("CUDA_ERROR_OUT_OF_MEMORY")
-          || upper.contains("OUT OF MEMORY") || upper.contains("MEMORY BUDGET EXCEEDED")) {
-        return Kind.OUT_OF_MEMORY;
-      }
     }
-    return Kind.OTHER;
+    return OutOfMemory.causedBy(t) ? Kind.OUT_OF_MEMORY : Kind.OTHER;
   }
 
   /** CUDA driver errors that leave the context unusable (CUDA driver API documentation). */

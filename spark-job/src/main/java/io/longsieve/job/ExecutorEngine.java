@@ -78,6 +78,8 @@ public final class ExecutorEngine {
     }
     for (Engine e : open) {
       try {
+        // the one place an operator sees, per executor, how many documents the engine ran together
+        LOG.info("closing engine: " + e.counters());
         e.close();
       } catch (RuntimeException ex) {
         LOG.warning("closing engine: " + ex);

@@ -97,10 +97,18 @@ final class ModelCheck {
 
   /**
    * The policy's parameters against the model: the one call site of that check. The engine checks
-   * each term's own ranges when the policy is parsed; what needs the model is checked here: every
-   * {@code layers=} list within numLayers.
+   * each term's own ranges when the policy is parsed; what needs the model is checked here: the
+   * policy's own rule ({@link PolicySpec#checkAgainst}: explicit layer lists and counts such as
+   * {@code quest:dense_layers} within numLayers), then every {@code layers=} list resolved as the
+   * engine resolves it ({@code layers=auto} reads the model folder).
    */
   static void checkPolicy(PolicySpec spec, ModelConfig config, Path modelDir) {
+    try {
+      spec.checkAgainst(config);
+    } catch (RuntimeException e) {
+      throw new IllegalArgumentException("policy " + spec.canonical() + " does not fit model " + modelDir.getFileName()
+          + ": " + firstLine(e), e);
+    }
     for (PolicyTerm t : new PolicyTerm[] {spec.prefill(), spec.kv(), spec.decode()}) {
       if (t == null || !t.params().containsKey("layers")) continue;
       try {

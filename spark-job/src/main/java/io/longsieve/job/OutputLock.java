@@ -19,9 +19,7 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
-import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
-import org.apache.hadoop.fs.RawLocalFileSystem;
 import org.apache.logging.log4j.LogManager;
 import org.apache.logging.log4j.Logger;
 
@@ -238,8 +236,9 @@ final class OutputLock implements AutoCloseable {
     }
   }
 
+  /** A file: URI is a POSIX disk (local or NFS) with OS locks; every other scheme gets the lock file. */
   private static boolean isLocal(FileSystem fs) {
-    return fs instanceof LocalFileSystem || fs instanceof RawLocalFileSystem;
+    return "file".equals(fs.getUri().getScheme());
   }
 
   private static java.nio.file.Path localPath(FileSystem fs, Path p) {

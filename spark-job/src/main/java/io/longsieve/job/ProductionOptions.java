@@ -14,6 +14,8 @@ import java.io.Serializable;
  * @param charsPerToken           characters per token in the driver's cost estimate
  * @param slices                  commit slices of the generation stage; 0 = one per wave of task slots
  * @param maxBatch                documents an executor's engine decodes together (continuous batching)
+ * @param gpuMemoryFraction       share of the GPU memory free at engine open that the engine may take;
+ *                                a document whose KV cache does not fit in it becomes an {@code oom} row
  * @param injectOomDocId          testing only: this doc_id fails as if out of GPU memory; null = off
  * @param injectStickyCudaError   testing only: "DOC_ID@MARKER_FILE": the first attempt of DOC_ID (while
  *                                MARKER_FILE does not exist; it is created) fails with a sticky CUDA error
@@ -26,8 +28,9 @@ public record ProductionOptions(
     double charsPerToken,
     int slices,
     int maxBatch,
+    double gpuMemoryFraction,
     String injectOomDocId,
     String injectStickyCudaError) implements Serializable {
 
-  public static final ProductionOptions DEFAULTS = new ProductionOptions(false, 0, 30, 0, 4.0, 0, 8, null, null);
+  public static final ProductionOptions DEFAULTS = new ProductionOptions(false, 0, 30, 0, 4.0, 0, 8, 0.9, null, null);
 }

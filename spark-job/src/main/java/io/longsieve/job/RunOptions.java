@@ -81,6 +81,8 @@ public record RunOptions(
     CHARS_PER_TOKEN("charsPerToken", "4.0", "characters per token for the driver's cost estimate"),
     SLICES("slices", "0", "commit slices of the generation stage (durable progress for --resume); 0 = one per wave of task slots"),
     MAX_BATCH("maxBatch", "8", "documents an executor's engine runs at once, decode steps batched (continuous batching)"),
+    GPU_MEMORY_FRACTION("gpuMemoryFraction", "0.9",
+        "share of the GPU memory free when the engine opens that it may take (weights, KV cache, work space); lower it when RAPIDS shares the GPU"),
     TEST_INJECT_OOM("test.injectOomDocId", null, "testing: fail this doc_id as if out of GPU memory on every attempt"),
     TEST_INJECT_STICKY("test.injectStickyCudaError", null,
         "testing: DOC_ID@MARKER_FILE, the first attempt of DOC_ID hits a sticky CUDA error (the executor exits with 45)");
@@ -161,7 +163,7 @@ public record RunOptions(
         new ProductionOptions(bool(values, Key.RESUME), intAtLeast(values, Key.DOC_TIMEOUT, 0),
             intAtLeast(values, Key.PROGRESS_INTERVAL, 0), fraction(values, Key.INFERENCE_GPU_AMOUNT),
             positive(values, Key.CHARS_PER_TOKEN), intAtLeast(values, Key.SLICES, 0), intAtLeast(values, Key.MAX_BATCH, 1),
-            value(values, Key.TEST_INJECT_OOM),
+            share(values, Key.GPU_MEMORY_FRACTION), value(values, Key.TEST_INJECT_OOM),
             value(values, Key.TEST_INJECT_STICKY)));
     o.engineSpec(); // EngineSpec validates its own fields; fail here, on the driver, not on an executor
     return o;
@@ -172,7 +174,7 @@ public record RunOptions(
    * engine's default stays dense: runs that differ only in policy share one engine per JVM.
    */
   public EngineSpec engineSpec() {
-    return new EngineSpec(model, device, -1, threads, prefillChunk, maxContext, 0.9, "dense")
+    return new EngineSpec(model, device, -1, threads, prefillChunk, maxContext, production.gpuMemoryFraction(), "dense")
         .withMaxBatch(production.maxBatch());
   }
 
@@ -211,6 +213,7 @@ public record RunOptions(
     m.put(Key.CHARS_PER_TOKEN.conf(), Double.toString(production.charsPerToken()));
     m.put(Key.SLICES.conf(), Integer.toString(production.slices()));
     m.put(Key.MAX_BATCH.conf(), Integer.toString(production.maxBatch()));
+    m.put(Key.GPU_MEMORY_FRACTION.conf(), Double.toString(production.gpuMemoryFraction()));
     if (production.injectOomDocId() != null) m.put(Key.TEST_INJECT_OOM.conf(), production.injectOomDocId());
     if (production.injectStickyCudaError() != null) {
       m.put(Key.TEST_INJECT_STICKY.conf(), production.injectStickyCudaError());
@@ -281,6 +284,12 @@ public record RunOptions(
     if (d < 0 || (d > 0.5 && d != Math.rint(d))) {
       throw new IllegalArgumentException(k.conf() + " must be 0, a fraction <= 0.5 or a whole number (Spark's rule), not " + d);
     }
+    return d;
+  }
+
+  private static double share(Map<Key, String> values, Key k) {
+    double d = number(values, k);
+    if (!(d > 0 && d <= 1)) throw new IllegalArgumentException(k.conf() + " must be in (0, 1], not " + d);
     return d;
   }
 

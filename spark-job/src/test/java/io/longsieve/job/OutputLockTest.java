@@ -89,6 +89,58 @@ class OutputLockTest {
     }
   }
 
+  /** The output under another Hadoop scheme (stores like HDFS or S3A), in this test's folder. */
+  private RunOptions onStore(String scheme, String runId) {
+    return JobTestSupport.options(dir, dir, runId, Map.of("spark.longsieve.output", scheme + "://" + dir.resolve("out")));
+  }
+
+  @Test
+  void onAStoreWithoutOsLocksTheLockIsAFileCreatedOnceAndDeletedAtTheEnd() throws Exception {
+    Configuration conf = SharedStoreFileSystem.configuration();
+    Path lockFile = dir.resolve("out").resolve(OutputLock.FILE);
+    try (OutputLock first = OutputLock.acquire(onStore("sharedtest", "first"), conf)) {
+      assertTrue(Files.readString(lockFile).contains("\"run_id\":\"first\""), "the file records its holder");
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> OutputLock.acquire(onStore("sharedtest", "second"), conf));
+      assertTrue(e.getMessage().contains("is in use by run first (started 20"), e.getMessage());
+      assertTrue(e.getMessage().contains("if that run is no longer running, delete sharedtest:"), e.getMessage());
+      assertTrue(!e.getMessage().contains("\n"), e.getMessage());
+    }
+    assertTrue(!Files.exists(lockFile), "released: the file is gone");
+    try (OutputLock second = OutputLock.acquire(onStore("sharedtest", "second"), conf)) {
+      assertTrue(Files.exists(dir.resolve("out").resolve("runs").resolve("second.started")));
+    }
+    IllegalArgumentException again = assertThrows(IllegalArgumentException.class,
+        () -> OutputLock.acquire(onStore("sharedtest", "second"), conf));
+    assertTrue(again.getMessage().startsWith("run id 'second' was already used under sharedtest:"), again.getMessage());
+  }
+
+  @Test
+  void aRunKilledHardOnAStoreLeavesItsLockAndTheNextRunIsToldWhichFileToDelete() throws Exception {
+    Configuration conf = SharedStoreFileSystem.configuration();
+    OutputLock.acquire(onStore("sharedtest", "killed"), conf); // never closed: its JVM "died"
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> OutputLock.acquire(onStore("sharedtest", "next"), conf));
+    assertTrue(e.getMessage().contains("in use by run killed") && e.getMessage().contains(OutputLock.FILE), e.getMessage());
+    Files.delete(dir.resolve("out").resolve(OutputLock.FILE)); // what the message tells the operator to do
+    OutputLock.acquire(onStore("sharedtest", "next"), conf).close();
+  }
+
+  @Test
+  void aReadOnlyOutputIsRefusedInOneLineBeforeAnythingIsWritten() throws Exception {
+    Files.createDirectories(dir.resolve("out"));
+    Configuration conf = SharedStoreFileSystem.configuration();
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> OutputLock.acquire(onStore("readonlytest", "r"), conf));
+    assertTrue(e.getMessage().startsWith("--output readonlytest:") && e.getMessage().contains(
+        dir.resolve("out") + " is not a writable folder: "), e.getMessage());
+    assertTrue(e.getMessage().contains("Permission denied"), e.getMessage());
+    assertTrue(!e.getMessage().contains("\n"), e.getMessage());
+    try (var files = Files.list(dir.resolve("out"))) {
+      assertEquals(0, files.count(), "nothing written");
+    }
+  }
+
   /** Holds an output's lock in its own JVM until killed. */
   static final class Holder {
     public static void main(String[] args) throws Exception {

@@ -78,7 +78,16 @@ class RunChecksTest {
     Path out = dir.resolve("out");
     String[] r = cli("--input", input().toString(), "--output", out.toString(), "--policy", "tsa:layers=99");
     assertOneLineRefusal(r, "policy tsa:");
-    assertTrue(r[2].contains("layer 99 >= numLayers 4"), r[2]);
+    assertTrue(r[2].contains("layers=99 names layer 99, but the model has numLayers 4"), r[2]);
+    assertFalse(Files.exists(out));
+  }
+
+  @Test
+  void aPolicyCountBeyondTheModelIsRefusedBeforeSparkStarts() {
+    Path out = dir.resolve("out");
+    String[] r = cli("--input", input().toString(), "--output", out.toString(), "--policy", "quest:dense_layers=9");
+    assertOneLineRefusal(r, "policy ");
+    assertTrue(r[2].contains("dense_layers") && r[2].contains("4"), "names the parameter and the model's layers: " + r[2]);
     assertFalse(Files.exists(out));
   }
 

@@ -85,6 +85,17 @@ class RunOptionsTest {
   }
 
   @Test
+  void theEnginesShareOfGpuMemoryReachesItsSpecAndMustBeAFraction() {
+    assertEquals(0.9, RunOptions.fromSettings(minimal()).engineSpec().memoryFraction());
+    Map<String, String> m = minimal();
+    m.put("spark.longsieve.gpuMemoryFraction", "0.4");
+    assertEquals(0.4, RunOptions.fromSettings(m).engineSpec().memoryFraction());
+    m.put("spark.longsieve.gpuMemoryFraction", "1.5");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> RunOptions.fromSettings(m));
+    assertEquals("spark.longsieve.gpuMemoryFraction must be in (0, 1], not 1.5", e.getMessage());
+  }
+
+  @Test
   void anUnknownPolicyIsRefusedOnTheDriver() {
     Map<String, String> m = minimal();
     m.put("spark.longsieve.policy", "magic");
