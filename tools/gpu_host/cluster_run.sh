@@ -117,10 +117,11 @@ EOF
 # the executors' stderr (the worker's work folder under the bundle's SPARK_HOME)
 executor_logs() {
   local rt; rt=$(ls -d /tmp/longsieve-cluster-* 2>/dev/null | head -1)
-  find "$rt/spark-home/work" -name stderr -newer "$OUT/run.log.start" 2>/dev/null | sort | while read -r f; do
-    echo "== $f"; grep -v "^\s*at \|INFO \(Executor\|MemoryStore\|BlockManager\|TransportClientFactory\)" "$f" | tail -40
+  find "$rt/spark-home/work" -name stderr -newer "$STEP_START" 2>/dev/null | sort | while read -r f; do
+    echo "== $f"; grep -h "longsieve\|LongSieve\|ExecutorEngine\|engine\|CUDA\|ERROR\|SIG" "$f" | grep -v "^\s*at " | head -40
   done >"$1"
-  grep -h "closing engine\|exited\|Exception\|exit code" "$1" | head -8 | tee -a "$OUT/summary.txt"
+  grep -h "engine\|exited\|Exception\|exit code" "$1" | head -8 | tee -a "$OUT/summary.txt"
+  return 0
 }
 
 step_sticky() {
@@ -208,5 +209,6 @@ date -u; nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --f
 touch "$OUT/run.log.start"
 for step in "$@"; do
   t=$(date +%s); echo "== $step"
+  STEP_START=$OUT/.start-$step; touch "$STEP_START"
   "step_$step"; echo "== $step rc=$? in $(( $(date +%s) - t )) s" | tee -a "$OUT/summary.txt"
 done

@@ -84,7 +84,9 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     return new Iterator<>() {
       @Override
       public boolean hasNext() {
-        return rows.hasNext();
+        boolean more = rows.hasNext();
+        if (!more) ExecutorEngine.logCounters("partition " + partition + " done"); // batching, seen per executor
+        return more;
       }
 
       @Override

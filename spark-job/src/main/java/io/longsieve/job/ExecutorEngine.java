@@ -7,7 +7,8 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.LogManager;
+import org.apache.logging.log4j.Logger;
 import org.apache.spark.TaskContext;
 
 /**
@@ -26,7 +27,7 @@ import org.apache.spark.TaskContext;
 public final class ExecutorEngine {
   private ExecutorEngine() {}
 
-  private static final Logger LOG = Logger.getLogger(ExecutorEngine.class.getName());
+  private static final Logger LOG = LogManager.getLogger(ExecutorEngine.class);
   private static final Object LOCK = new Object();
   private static final Map<EngineSpec, Engine> ENGINES = new LinkedHashMap<>(); // guarded by LOCK
   private static final AtomicInteger OPENINGS = new AtomicInteger();
@@ -68,6 +69,11 @@ public final class ExecutorEngine {
     }
   }
 
+  /** Logs each open engine's counters (documents run, decode steps batched, peak batch) at INFO. */
+  static void logCounters(String when) {
+    for (EngineCounters c : counters()) LOG.info("{}: engine {}", when, c);
+  }
+
   /** Closes every engine; a later {@link #get} opens afresh. Used by the shutdown hook and by tests. */
   static void closeAll() {
     List<Engine> open;
@@ -82,7 +88,7 @@ public final class ExecutorEngine {
         LOG.info("closing engine: " + e.counters());
         e.close();
       } catch (RuntimeException ex) {
-        LOG.warning("closing engine: " + ex);
+        LOG.warn("closing engine: " + ex);
       }
     }
   }
