@@ -77,6 +77,25 @@ class LocalClusterJobTest {
   }
 
   @Test
+  void theSqlFunctionsRunOnTheExecutorsEnginesAndAnswerAsTheEngineDoesLocally() {
+    LongSieveSqlTest.configure(spark);
+    try {
+      LongSieveSql.register(spark);
+      LongSieveSqlTest.docs(spark);
+      List<Row> rows = spark.sql("SELECT doc_id, r.output, r.status FROM (SELECT doc_id, longsieve_result(text, map()) AS r"
+          + " FROM docs) WHERE doc_id LIKE 'p%' ORDER BY doc_id").collectAsList();
+      assertEquals(LongSieveSqlTest.PROMPTS.size(), rows.size());
+      for (int i = 0; i < rows.size(); i++) {
+        assertEquals("ok", rows.get(i).getString(2), rows.get(i).toString());
+        // the executors' engines (other JVMs) against this JVM's engine on the same prompt
+        assertEquals(LongSieveSqlTest.direct(LongSieveSqlTest.PROMPTS.get(i), 4), rows.get(i).getString(1));
+      }
+    } finally {
+      for (String k : List.of("model", "device", "threads", "maxNewTokens")) spark.conf().unset("spark.longsieve." + k);
+    }
+  }
+
+  @Test
   void killingAnExecutorMidStageLosesNoDocumentAndWritesNoneTwice() {
     Path input = documents("kill.jsonl", 32, 100);
     ExecutorKiller killer = new ExecutorKiller(spark);

@@ -1,0 +1,166 @@
+package io.longsieve.job;
+
+import io.longsieve.attention.PolicySpec;
+import io.longsieve.engine.Engine;
+import io.longsieve.engine.EngineSpec;
+import io.longsieve.engine.GenerationRequest;
+import io.longsieve.engine.GenerationResult;
+import io.longsieve.engine.GenerationStats;
+import io.longsieve.engine.PromptTooLongException;
+import java.io.Serializable;
+import java.nio.charset.StandardCharsets;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.api.java.UDF1;
+import org.apache.spark.sql.api.java.UDF2;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * The model as SQL functions, for pipelines that already hold their text in Spark:
+ * <pre>
+ *   LongSieveSql.register(spark);
+ *   spark.sql("SELECT doc_id, longsieve_generate(text) AS summary FROM docs");
+ *   spark.sql("SELECT doc_id, longsieve_generate_with(text, map('max_new_tokens', '32')) FROM docs");
+ *   spark.sql("SELECT doc_id, r.output, r.status, r.total_ms FROM (SELECT doc_id, longsieve_result(text, map()) AS r FROM docs)");
+ * </pre>
+ * {@code longsieve_generate(prompt)} and {@code longsieve_generate_with(prompt, options)} return the
+ * answer (a string); {@code longsieve_result(prompt, options)} returns a struct of the answer, its
+ * status and error, and the document's stats ({@link #RESULT}). The prompt is the user message; the
+ * model's chat template is applied unless the option {@code raw} is {@code true}. (Spark's Java UDFs
+ * take a fixed number of arguments, hence two names for the answer with and without options.)
+ *
+ * <p>Failure semantics first: a call never fails the query. A null or empty prompt, an unknown option
+ * or a bad value gives {@code bad_input}, a prompt over the model's context {@code too_long}, out of
+ * memory after the job's smaller-chunk retries {@code oom}, anything else from the engine
+ * {@code engine_error}: the answer functions then return null and the struct carries the status and
+ * message. A sticky CUDA error ends the executor (exit 45) as in the CLI job, and Spark retries the
+ * task on a new one. Calls are deterministic (greedy), so a retried task gives the same answers.
+ *
+ * <p>Engine settings come from the session's {@code spark.longsieve.*} options at registration, the
+ * same keys as {@code longsieve run} ({@link RunOptions}; input and output do not apply): model,
+ * device, policy, maxNewTokens, prefillChunk, maxContext, maxBatch, gpuMemoryFraction,
+ * docTimeoutSeconds. Each executor opens one engine for them ({@link ExecutorEngine}); calls from its
+ * concurrent tasks share it and are batched by it, bound to the task's GPU as in the job.
+ */
+public final class LongSieveSql {
+  private LongSieveSql() {}
+
+  /** Per-call options (the map argument); every other key is refused as bad_input. */
+  public static final List<String> OPTIONS = List.of("max_new_tokens", "policy", "system", "raw");
+
+  /** The struct {@code longsieve_result} returns. */
+  public static final StructType RESULT = new StructType()
+      .add("output", DataTypes.StringType)
+      .add("status", DataTypes.StringType, false)
+      .add("error", DataTypes.StringType)
+      .add("input_tokens", DataTypes.IntegerType)
+      .add("output_tokens", DataTypes.IntegerType)
+      .add("finish_reason", DataTypes.StringType)
+      .add("ttft_ms", DataTypes.DoubleType)
+      .add("total_ms", DataTypes.DoubleType)
+      .add("backend", DataTypes.StringType)
+      .add("device", DataTypes.StringType)
+      .add("policy", DataTypes.StringType);
+
+  /**
+   * Registers the three functions on {@code spark} with its current {@code spark.longsieve.*} settings.
+   *
+   * @throws IllegalArgumentException a bad or unknown spark.longsieve.* setting, named (as {@code run} refuses it)
+   */
+  public static void register(SparkSession spark) {
+    Map<String, String> settings = new LinkedHashMap<>();
+    scala.jdk.javaapi.CollectionConverters.asJava(spark.conf().getAll()).forEach((k, v) -> {
+      if (k.startsWith(RunOptions.PREFIX)) settings.put(k, v);
+    });
+    settings.put(RunOptions.Key.INPUT.conf(), "(sql)"); // not read: the rows come from the query
+    settings.put(RunOptions.Key.OUTPUT.conf(), "(sql)");
+    RunOptions o = RunOptions.fromSettings(settings);
+    Calls calls = new Calls(o.engineSpec(), o.policy(), o.maxNewTokens(),
+        new DocumentAttempts(o.production().docTimeoutSeconds(), o.prefillChunk(), null));
+    spark.udf().register("longsieve_generate",
+        (UDF1<String, String>) prompt -> calls.call(prompt, Map.of()).getString(0), DataTypes.StringType);
+    spark.udf().register("longsieve_generate_with",
+        (UDF2<String, scala.collection.Map<String, String>, String>) (prompt, opts) -> calls.call(prompt, javaMap(opts))
+            .getString(0), DataTypes.StringType);
+    spark.udf().register("longsieve_result",
+        (UDF2<String, scala.collection.Map<String, String>, Row>) (prompt, opts) -> calls.call(prompt, javaMap(opts)),
+        RESULT);
+  }
+
+  private static Map<String, String> javaMap(scala.collection.Map<String, String> m) {
+    return m == null ? Map.of() : scala.jdk.javaapi.CollectionConverters.asJava(m);
+  }
+
+  /** What the functions run on the executors: serializable, holding only the settings. */
+  static final class Calls implements Serializable {
+    private final EngineSpec spec;
+    private final String policy;        // the run's canonical policy
+    private final int maxNewTokens;
+    private final DocumentAttempts attempts;
+
+    Calls(EngineSpec spec, String policy, int maxNewTokens, DocumentAttempts attempts) {
+      this.spec = spec;
+      this.policy = policy;
+      this.maxNewTokens = maxNewTokens;
+      this.attempts = attempts;
+    }
+
+    /** One prompt to a {@link #RESULT} row; never throws for a bad prompt or a failed generation. */
+    Row call(String prompt, Map<String, String> options) {
+      if (prompt == null || prompt.isBlank()) return failed(JobSchemas.BAD_INPUT, "the prompt is null or empty", null);
+      GenerationRequest request;
+      try {
+        request = request(prompt, options);
+      } catch (IllegalArgumentException e) {
+        return failed(JobSchemas.BAD_INPUT, e.getMessage(), null);
+      }
+      Engine engine = ExecutorEngine.get(spec);
+      try {
+        GenerationResult r = attempts.run(request.id(), () -> engine.generate(request));
+        GenerationStats s = r.stats();
+        return RowFactory.create(r.text(), JobSchemas.OK, null, s.inputTokens(), s.outputTokens(),
+            r.finishReason().label(), s.ttftMs(), s.totalMs(), s.backend(), s.device(), s.policy());
+      } catch (DocumentAttempts.Failed e) {
+        return failed(e.status(), e.getMessage(), null);
+      } catch (PromptTooLongException e) {
+        return failed(JobSchemas.TOO_LONG, e.getMessage(), e.tokens());
+      } catch (RuntimeException e) {
+        return failed(JobSchemas.ENGINE_ERROR, e.getClass().getSimpleName() + ": " + e.getMessage(), null);
+      }
+    }
+
+    private GenerationRequest request(String prompt, Map<String, String> options) {
+      for (String k : options.keySet()) {
+        if (!OPTIONS.contains(k)) throw new IllegalArgumentException("unknown option '" + k + "'; known: " + OPTIONS);
+      }
+      int n = maxNewTokens;
+      String value = options.get("max_new_tokens");
+      if (value != null) {
+        try {
+          n = Integer.parseInt(value.trim());
+        } catch (NumberFormatException e) {
+          throw new IllegalArgumentException("max_new_tokens must be an integer, not '" + value + "'");
+        }
+        if (n < 1) throw new IllegalArgumentException("max_new_tokens must be >= 1, not " + n);
+      }
+      String p = options.containsKey("policy") ? PolicySpec.parse(options.get("policy")).canonical() : policy;
+      String raw = options.getOrDefault("raw", "false").trim();
+      if (!raw.equals("true") && !raw.equals("false")) throw new IllegalArgumentException("raw must be true or false, not '" + raw + "'");
+      // an id from the content, so a retried task's call is the same request
+      String id = "sql-" + UUID.nameUUIDFromBytes(prompt.getBytes(StandardCharsets.UTF_8));
+      GenerationRequest r = raw.equals("true") ? GenerationRequest.raw(id, prompt, n) : GenerationRequest.chat(id, prompt, n);
+      if (options.get("system") != null) r = r.withSystem(options.get("system"));
+      return r.withPolicy(p);
+    }
+
+    private static Row failed(String status, String message, Integer inputTokens) {
+      return RowFactory.create(null, status, message, inputTokens, null, null, null, null, null, null, null);
+    }
+  }
+}
