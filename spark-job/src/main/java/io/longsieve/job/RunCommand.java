@@ -42,7 +42,7 @@ public final class RunCommand implements Callable<Integer> {
   @Option(names = "--output", paramLabel = "DIR", description = "Output root (outputs/, stats/, runs/).")
   String output;
 
-  @Option(names = "--model", paramLabel = "DIR", description = "Hugging Face checkpoint folder (default: the bundled models/longsieve-needle-7m).")
+  @Option(names = "--model", paramLabel = "DIR", description = "Hugging Face checkpoint folder, or a Hadoop URI (hdfs:, s3a:, file:) that each executor copies to local disk once (default: the bundled models/longsieve-needle-7m).")
   String model;
 
   @Option(names = "--master", paramLabel = "URL", description = "Spark master (default: local[*]).")
