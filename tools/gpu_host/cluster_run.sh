@@ -30,11 +30,13 @@ mkdir -p "$WORK"
 say() { echo "$*" | tee -a "$OUT/summary.txt"; }
 gpu_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; }
 
-# One executor that owns GPU 0 through Spark's resource scheduling, as conf/spark-defaults.conf sets
-# it up (4 task slots at 0.25 GPU each, the plugin, the discovery script), on a local-cluster worker.
+# One executor that owns GPU 0 through Spark's resource scheduling on a local-cluster worker, with
+# conf/spark-defaults.conf (the plugin, JVM flags, retries) and the GPU asks it ships commented out
+# turned on (4 task slots at 0.25 GPU each, the discovery script).
 cluster_conf() {
   echo --master "local-cluster[1,4,${WORKER_MB:-65536}]" --conf-file conf/spark-defaults.conf \
-    --conf spark.worker.resource.gpu.amount=1 \
+    --conf spark.worker.resource.gpu.amount=1 --conf spark.executor.resource.gpu.amount=1 \
+    --conf spark.task.resource.gpu.amount=0.25 \
     --conf "spark.worker.resource.gpu.discoveryScript=$PWD/conf/getGpusResources.sh" \
     --conf "spark.executor.resource.gpu.discoveryScript=$PWD/conf/getGpusResources.sh" \
     --conf spark.executor.memory=${EXECUTOR_MEMORY:-24g} --conf spark.longsieve.progressIntervalSeconds=10

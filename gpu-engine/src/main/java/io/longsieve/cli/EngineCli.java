@@ -16,7 +16,8 @@ public final class EngineCli {
     System.exit(commandLine().execute(args));
   }
 
+  /** The launcher's name in usage lines: bin/longsieve passes -Dlongsieve.program=longsieve. */
   public static CommandLine commandLine() {
-    return new CommandLine(new EngineCli());
+    return new CommandLine(new EngineCli()).setCommandName(System.getProperty("longsieve.program", "longsieve-engine"));
   }
 }

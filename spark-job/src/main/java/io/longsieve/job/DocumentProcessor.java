@@ -79,7 +79,15 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   @Override
   public Iterator<Row> call(Iterator<Row> rows) {
     TaskContext tc = TaskContext.get();
-    int partition = tc == null ? -1 : tc.partitionId();
+    return call(rows, tc == null ? -1 : tc.partitionId());
+  }
+
+  /**
+   * The rows of plan partition {@code partition}: the generation stage passes the partition's index
+   * in the cost plan, which is unique in a run, not the task's partition id, which restarts at 0 in
+   * every commit slice.
+   */
+  public Iterator<Row> call(Iterator<Row> rows, int partition) {
     String executor = SparkEnv.get() == null ? "driver" : SparkEnv.get().executorId();
     return new Iterator<>() {
       @Override
@@ -99,7 +107,8 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   /** One document, start to finish, counted in the progress accumulators. */
   Row process(Row in, String executor, int partition) {
     Row r = processOne(in, executor, partition);
-    if (metrics != null) {
+    if (metrics != null) { // the run's own documents (not the shadow audit's second run)
+      LongSieveMetrics.record(r);
       Integer inTokens = (Integer) r.get(IN_TOKENS);
       Integer outTokens = (Integer) r.get(OUT_TOKENS);
       long size = in.getAs("size");

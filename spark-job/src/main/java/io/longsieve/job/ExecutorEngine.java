@@ -40,7 +40,7 @@ public final class ExecutorEngine {
    * remapped to a CUDA ordinal through CUDA_VISIBLE_DEVICES ({@link GpuBinding}).
    */
   public static Engine get(EngineSpec spec) {
-    EngineSpec bound = bindToTaskGpu(spec);
+    EngineSpec bound = bindToTaskGpu(ModelCache.localized(spec)); // a model URI: its local copy
     synchronized (LOCK) {
       Engine e = ENGINES.get(bound);
       if (e == null) {

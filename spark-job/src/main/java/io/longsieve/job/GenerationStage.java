@@ -135,8 +135,16 @@ final class GenerationStage {
         .repartitionAndSortWithinPartitions(partitioner, DocKey.LONGEST_FIRST)
         .values();
     DocumentProcessor processor = new DocumentProcessor(o, metrics);
-    JavaRDD<Row> results = ordered.mapPartitions(processor::call);
+    // the index is the plan partition's (the slices prune this RDD), so partition_id is unique in the run
+    JavaRDD<Row> results = ordered.mapPartitionsWithIndex((i, rows) -> processor.call(rows, i), true);
     ResourceProfile profile = profile(o, spark.sparkContext().master());
+    if (profile != null && !spark.sparkContext().getConf().contains("spark.executor.resource." + GpuBinding.GPU + ".amount")) {
+      // Spark's own refusal names neither our setting nor the fix
+      throw new IllegalArgumentException("spark.longsieve.inferenceGpuAmount=" + o.production().inferenceGpuAmount()
+          + " asks each generation task for a GPU share, but the executors ask for no GPU: set "
+          + "spark.executor.resource.gpu.amount=1 and spark.executor.resource.gpu.discoveryScript (conf/spark-defaults.conf "
+          + "has them commented out), or remove spark.longsieve.inferenceGpuAmount to run on the CPU");
+    }
     if (profile != null) results = results.withResources(profile);
     int slices = slices(o.production().slices(), plan.numPartitions(), jsc.defaultParallelism());
     return new Stage(spark, results, plan, slices, costs.size());

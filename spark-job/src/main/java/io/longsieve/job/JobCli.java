@@ -17,7 +17,12 @@ import picocli.CommandLine.Command;
         GenerateCommand.class,
         io.longsieve.eval.EvalCommand.class,
     },
-    description = "LongSieve: long-document LLM inference as a Spark batch job.")
+    description = "LongSieve: long-document LLM inference as a Spark batch job.",
+    footer = {"", "Engine commands without Spark (bin/longsieve runs them; each has --help):",
+        "  generate     Generate text for one prompt with the engine alone.",
+        "  bench        Benchmark the engine's prefill and decode.",
+        "  profile      Time the engine's steps on one document.",
+        "  eval-engine  Run the quality suite on the engine alone."})
 public final class JobCli implements Callable<Integer> {
 
   public static void main(String[] args) {

@@ -29,7 +29,9 @@ public final class JobSchemas {
   public static final String ENGINE_ERROR = "engine_error";
   public static final String OOM = DocumentAttempts.OOM;         // out of memory after retries with smaller chunks
   public static final String TIMEOUT = DocumentAttempts.TIMEOUT; // past spark.longsieve.docTimeoutSeconds
-  public static final List<String> STATUSES = List.of(OK, BAD_INPUT, DUPLICATE_ID, TOO_LONG, OOM, TIMEOUT, ENGINE_ERROR);
+  public static final String BUDGET_EXCEEDED = "budget_exceeded"; // past --max-docs / --max-total-tokens (RunBudget)
+  public static final List<String> STATUSES = List.of(OK, BAD_INPUT, DUPLICATE_ID, TOO_LONG, OOM, TIMEOUT, ENGINE_ERROR,
+      BUDGET_EXCEEDED);
 
   public static final List<String> TASKS = List.of("summary", "qa", "multi_doc_qa");
 

@@ -74,8 +74,19 @@ public final class LongSieveJob {
     }
   }
 
-  /** The run, after {@link #check}; the caller holds {@code checked}'s lock for the whole call. */
+  /**
+   * The run, after {@link #check}; the caller holds {@code checked}'s lock for the whole call.
+   *
+   * @throws IllegalArgumentException also when no executor offers what the tasks ask for within
+   *     spark.longsieve.resourceWaitSeconds ({@link ResourceWatchdog})
+   */
   static RunSummary run(SparkSession spark, RunOptions o, Checked checked) {
+    try (ResourceWatchdog watchdog = ResourceWatchdog.start(spark.sparkContext(), o.ops().resourceWaitSeconds())) {
+      return watchdog.guard(() -> runWatched(spark, o, checked));
+    }
+  }
+
+  private static RunSummary runWatched(SparkSession spark, RunOptions o, Checked checked) {
     Instant start = Instant.now();
     FileSystem fs = fileSystem(spark, o.output());
     Resume.cleanStale(spark, fs, o.output(), o.runId()); // safe: the lock says no other run is live here
@@ -84,10 +95,11 @@ public final class LongSieveJob {
     LOG.info("run {}: reading {} ({}, {} files)", o.runId(), o.input(), format, files.data().size());
     Dataset<Row> parsed = InputReader.read(spark, files);
     Resume.Todo todo = Resume.apply(spark, fs, o, parsed);
+    RunBudget.Applied budget = RunBudget.apply(todo.rows(), o);
 
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": plan partitions by cost");
     JobMetrics metrics = JobMetrics.register(spark.sparkContext());
-    GenerationStage.Stage stage = GenerationStage.build(spark, todo.rows(), o, metrics);
+    GenerationStage.Stage stage = GenerationStage.build(spark, budget.rows(), o, metrics);
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": generate");
     Path staging = new Path(new Path(o.output(), "_staging"), o.runId());
     List<String> sliceDirs = new ArrayList<>();
@@ -113,6 +125,8 @@ public final class LongSieveJob {
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": summary");
     Dataset<Row> done = spark.read().schema(JobSchemas.RESULT).parquet(sliceDirs.toArray(new String[0]));
     RunSummary summary = RunSummary.of(o.runId(), done, start, Instant.now());
+    ShadowAudit.Agreement audit = audit(spark, o, budget.rows(), done);
+    LongSieveMetrics.recordRun(summary, audit);
     spark.sparkContext().setJobDescription(null);
     delete(fs, staging);
     Map<String, Object> extra = new LinkedHashMap<>();
@@ -121,9 +135,22 @@ public final class LongSieveJob {
     extra.put("slices", stage.slices());
     extra.put("estimated_cost", stage.plan().totalCost());
     extra.put("skipped_input_files", files.skipped());
+    Map<String, Object> budgetEntry = RunBudget.manifest(o, budget, summary);
+    if (budgetEntry != null) extra.put("budget", budgetEntry);
+    if (audit != null) extra.put("audit", audit.manifest(o.ops(), o.policy()));
     RunManifest.write(spark, o, format, summary, extra);
     writeReport(spark, o);
     return summary;
+  }
+
+  /** The shadow audit ({@link ShadowAudit}); one that fails costs a warning, never the run's committed outputs. */
+  private static ShadowAudit.Agreement audit(SparkSession spark, RunOptions o, Dataset<Row> todo, Dataset<Row> done) {
+    try {
+      return ShadowAudit.run(spark, o, todo, done);
+    } catch (RuntimeException e) {
+      LOG.warn("run {}: the shadow audit failed: {}", o.runId(), e.toString());
+      return null;
+    }
   }
 
   /** The HTML run report; a report that cannot be written costs a warning, never the run's outputs. */

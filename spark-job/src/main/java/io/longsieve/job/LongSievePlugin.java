@@ -18,6 +18,12 @@ import org.apache.spark.api.plugin.SparkPlugin;
  * a guessed device; an executor without a GPU resource (CPU clusters, local mode) gets no binding
  * and tasks bind as without the plugin. Closing an engine at shutdown never throws.
  *
+ * <p>Metrics: the executor and the driver side each register {@link LongSieveMetrics} in the
+ * plugin's metric registry, Spark's supported way for a plugin to add a metrics source (named
+ * {@code plugin.io.longsieve.job.LongSievePlugin}). In local mode both sides share one metrics
+ * system; the second registration of the same source is refused by Spark with an INFO line, and
+ * the first already holds every metric.
+ *
  * <p>Why: with stage-level scheduling off, tasks ask for no GPU (spark.task.resource.gpu.amount
  * unset) and TaskContext carries no address, yet the executor owns one GPU; and a plugin closes the
  * CUDA context before the JVM's shutdown hooks race the driver's kill.
@@ -32,9 +38,15 @@ public final class LongSievePlugin implements SparkPlugin {
     return EXECUTOR_STARTS.get();
   }
 
+  /** The driver's side registers the job's metrics ({@link LongSieveMetrics}): run-level gauges live there. */
   @Override
   public DriverPlugin driverPlugin() {
-    return null;
+    return new DriverPlugin() {
+      @Override
+      public void registerMetrics(String appId, PluginContext ctx) {
+        LongSieveMetrics.registerAll(ctx.metricRegistry());
+      }
+    };
   }
 
   @Override
@@ -45,6 +57,8 @@ public final class LongSievePlugin implements SparkPlugin {
         int ordinal = GpuBinding.ordinalFor(ctx.resources(), System.getenv("CUDA_VISIBLE_DEVICES"));
         ExecutorEngine.bindExecutorGpu(ordinal);
         EXECUTOR_STARTS.incrementAndGet();
+        // Spark registers the plugin's registry with the executor's metrics system after init
+        LongSieveMetrics.registerAll(ctx.metricRegistry());
         LOG.info("executor " + ctx.executorID() + ": " + GpuBinding.describe(ctx.resources()) + " -> CUDA ordinal "
             + ordinal);
       }

@@ -45,7 +45,10 @@ final class ModelCheck {
    * @throws IllegalArgumentException one line naming the file and the field, or the policy parameter
    */
   static void check(RunOptions o) {
-    Path dir = Path.of(o.model());
+    // a model URI (hdfs:, s3a:, file:): in local mode the driver's copy is the executors' too (ModelCache)
+    boolean local = o.master().startsWith("local");
+    Path dir = Path.of(ModelCache.isUri(o.model()) && local ? ModelCache.localize(o.model(), o.hadoopConfiguration())
+        : o.model());
     if (!Files.isDirectory(dir)) {
       // the driver sees the executors' files in local mode; on a cluster the folder may be theirs only
       if (!o.master().startsWith("local")) {

@@ -36,6 +36,9 @@ public final class ProgressListener extends SparkListener implements AutoCloseab
 
   private static final Logger LOG = LogManager.getLogger(ProgressListener.class);
 
+  /** The first progress line comes this soon (or after the interval, if shorter). */
+  static final long FIRST_LINE_MS = 5000;
+
   private final JobMetrics metrics;
   private final long[] ids;
   private final long totalDocs;
@@ -81,7 +84,8 @@ public final class ProgressListener extends SparkListener implements AutoCloseab
         return t;
       });
       long ms = interval.toMillis();
-      timer.scheduleAtFixedRate(() -> LOG.info(progressLine()), ms, ms, TimeUnit.MILLISECONDS);
+      // the first line early, so a run that is slow to start is seen to be alive; then every interval
+      timer.scheduleAtFixedRate(() -> LOG.info(progressLine()), Math.min(FIRST_LINE_MS, ms), ms, TimeUnit.MILLISECONDS);
     }
     return this;
   }
@@ -117,7 +121,7 @@ public final class ProgressListener extends SparkListener implements AutoCloseab
     return c;
   }
 
-  /** The periodic line, e.g. "progress: 1,200/10,000 docs (12.0%), 3 failed, 150 tok/s out, ... ETA 0:41:05". */
+  /** The periodic line, e.g. "progress: 1,200/10,000 docs, 12.0% of the estimated work, 3 failed, 150 tok/s out, ... ETA 0:41:05". */
   public String progressLine() {
     return progressLine(current(), nanoTime.getAsLong() - startNanos, totalDocs, totalCost);
   }
@@ -128,7 +132,8 @@ public final class ProgressListener extends SparkListener implements AutoCloseab
         : totalDocs > 0 ? Math.min(1, (double) c.docs() / totalDocs) : 0;
     String eta = share <= 0 ? "unknown" : hms(Math.round(s * (1 - share) / share));
     return String.format(Locale.ROOT,
-        "progress: %,d/%s docs (%.1f%%), %,d failed, %,.0f tok/s in, %,.1f tok/s out, elapsed %s, ETA %s",
+        "progress: %,d/%s docs, %.1f%% of the estimated work, %,d failed, %,.0f tok/s in, %,.1f tok/s out "
+            + "(tokens / elapsed wall time), elapsed %s, ETA %s",
         c.docs(), totalDocs > 0 ? String.format(Locale.ROOT, "%,d", totalDocs) : "?", 100 * share, c.failed(),
         c.tokensIn() / s, c.tokensOut() / s, hms(Math.round(s)), eta);
   }
@@ -138,7 +143,7 @@ public final class ProgressListener extends SparkListener implements AutoCloseab
     Counts c = metrics.driverValues();
     double s = Math.max(1e-9, (nanoTime.getAsLong() - startNanos) / 1e9);
     return String.format(Locale.ROOT,
-        "summary: %,d docs (%,d ok, %,d failed) in %s; %,d tokens in (%,.0f/s), %,d tokens out (%,.1f/s)",
+        "summary: %,d docs (%,d ok, %,d failed) in %s of generation; %,d tokens in (%,.0f/s), %,d tokens out (%,.1f/s)",
         c.docs(), c.docs() - c.failed(), c.failed(), hms(Math.round(s)), c.tokensIn(), c.tokensIn() / s,
         c.tokensOut(), c.tokensOut() / s);
   }

@@ -42,7 +42,7 @@ public final class RunCommand implements Callable<Integer> {
   @Option(names = "--output", paramLabel = "DIR", description = "Output root (outputs/, stats/, runs/).")
   String output;
 
-  @Option(names = "--model", paramLabel = "DIR", description = "Hugging Face checkpoint folder (default: the bundled models/longsieve-needle-7m).")
+  @Option(names = "--model", paramLabel = "DIR", description = "Hugging Face checkpoint folder, or a Hadoop URI (hdfs:, s3a:, file:) that each executor copies to local disk once (default: the bundled models/longsieve-needle-7m).")
   String model;
 
   @Option(names = "--master", paramLabel = "URL", description = "Spark master (default: local[*]).")
@@ -74,6 +74,15 @@ public final class RunCommand implements Callable<Integer> {
 
   @Option(names = "--resume", description = "Skip doc_ids that an earlier run under the same --output finished with status ok.")
   Boolean resume;
+
+  @Option(names = "--max-total-tokens", paramLabel = "N", description = "Run budget of input + output tokens; documents past it get budget_exceeded rows (default: none).")
+  Long maxTotalTokens;
+
+  @Option(names = "--max-docs", paramLabel = "N", description = "Run budget of documents; the rest get budget_exceeded rows (default: none).")
+  Long maxDocs;
+
+  @Option(names = "--audit-fraction", paramLabel = "F", description = "Share of documents also run with dense attention and compared in the audit table (default: 0).")
+  Double auditFraction;
 
   @Option(names = "--conf", paramLabel = "KEY=VALUE", description = "A spark.longsieve.* option or any Spark setting (repeatable).")
   List<String> conf;
@@ -169,6 +178,9 @@ public final class RunCommand implements Callable<Integer> {
     put(m, RunOptions.Key.DEVICE, device);
     put(m, RunOptions.Key.TRUNCATE, truncate);
     put(m, RunOptions.Key.RESUME, resume);
+    put(m, RunOptions.Key.MAX_TOTAL_TOKENS, maxTotalTokens);
+    put(m, RunOptions.Key.MAX_DOCS, maxDocs);
+    put(m, RunOptions.Key.AUDIT_FRACTION, auditFraction);
     if (policy != null || prefill != null || kv != null || decode != null) {
       // the flags replace whatever policy the files or --conf gave, as one choice
       m.put(RunOptions.Key.POLICY.conf(), policy);

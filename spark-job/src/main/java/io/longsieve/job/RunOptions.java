@@ -33,6 +33,7 @@ import java.util.regex.Pattern;
  * @param partitions   partitions of the generation stage; 0 means Spark's default parallelism
  * @param sparkConf    every other spark.* key, passed to the SparkSession as given
  * @param production   resume, time limits, progress, stage-level GPU scheduling ({@link ProductionOptions})
+ * @param ops          resource wait, run budgets, shadow audit ({@link OpsOptions})
  */
 public record RunOptions(
     String input,
@@ -49,7 +50,8 @@ public record RunOptions(
     int maxContext,
     int partitions,
     Map<String, String> sparkConf,
-    ProductionOptions production) implements Serializable {
+    ProductionOptions production,
+    OpsOptions ops) implements Serializable {
 
   /** Characters a run id may use: it becomes a folder name and a partition value. */
   public static final Pattern RUN_ID = Pattern.compile("[A-Za-z0-9_-]{1,64}");
@@ -83,6 +85,14 @@ public record RunOptions(
     MAX_BATCH("maxBatch", "8", "documents an executor's engine runs at once, decode steps batched (continuous batching)"),
     GPU_MEMORY_FRACTION("gpuMemoryFraction", "0.9",
         "share of the GPU memory free when the engine opens that it may take (weights, KV cache, work space); lower it when RAPIDS shares the GPU"),
+    RESOURCE_WAIT("resourceWaitSeconds", "600",
+        "seconds a stage may wait while no executor offers what its tasks ask for (e.g. a GPU), then the run fails; 0 = forever"),
+    MAX_TOTAL_TOKENS("maxTotalTokens", "0",
+        "run budget of input + output tokens; documents past it get budget_exceeded rows (--resume runs them later); 0 = none"),
+    MAX_DOCS("maxDocs", "0", "run budget of documents sent to the engine; the rest get budget_exceeded rows; 0 = none"),
+    AUDIT_FRACTION("auditFraction", "0",
+        "share of documents (sampled by doc_id) also run with dense attention, compared in the audit table; 0 = off"),
+    AUDIT_SEED("auditSeed", "0", "seed of the audit sample"),
     TEST_INJECT_OOM("test.injectOomDocId", null, "testing: fail this doc_id as if out of GPU memory on every attempt"),
     TEST_INJECT_STICKY("test.injectStickyCudaError", null,
         "testing: DOC_ID@MARKER_FILE, the first attempt of DOC_ID hits a sticky CUDA error (the executor exits with 45)");
@@ -115,6 +125,7 @@ public record RunOptions(
   public RunOptions {
     sparkConf = Map.copyOf(sparkConf);
     if (production == null) production = ProductionOptions.DEFAULTS;
+    if (ops == null) ops = OpsOptions.DEFAULTS;
   }
 
   /**
@@ -163,8 +174,10 @@ public record RunOptions(
         new ProductionOptions(bool(values, Key.RESUME), intAtLeast(values, Key.DOC_TIMEOUT, 0),
             intAtLeast(values, Key.PROGRESS_INTERVAL, 0), fraction(values, Key.INFERENCE_GPU_AMOUNT),
             positive(values, Key.CHARS_PER_TOKEN), intAtLeast(values, Key.SLICES, 0), intAtLeast(values, Key.MAX_BATCH, 1),
-            share(values, Key.GPU_MEMORY_FRACTION), value(values, Key.TEST_INJECT_OOM),
-            value(values, Key.TEST_INJECT_STICKY)));
+            nonZeroShare(values, Key.GPU_MEMORY_FRACTION), value(values, Key.TEST_INJECT_OOM),
+            value(values, Key.TEST_INJECT_STICKY)),
+        new OpsOptions(intAtLeast(values, Key.RESOURCE_WAIT, 0), longAtLeast(values, Key.MAX_TOTAL_TOKENS, 0),
+            longAtLeast(values, Key.MAX_DOCS, 0), share(values, Key.AUDIT_FRACTION), longAtLeast(values, Key.AUDIT_SEED, 0)));
     o.engineSpec(); // EngineSpec validates its own fields; fail here, on the driver, not on an executor
     return o;
   }
@@ -214,6 +227,11 @@ public record RunOptions(
     m.put(Key.SLICES.conf(), Integer.toString(production.slices()));
     m.put(Key.MAX_BATCH.conf(), Integer.toString(production.maxBatch()));
     m.put(Key.GPU_MEMORY_FRACTION.conf(), Double.toString(production.gpuMemoryFraction()));
+    m.put(Key.RESOURCE_WAIT.conf(), Integer.toString(ops.resourceWaitSeconds()));
+    m.put(Key.MAX_TOTAL_TOKENS.conf(), Long.toString(ops.maxTotalTokens()));
+    m.put(Key.MAX_DOCS.conf(), Long.toString(ops.maxDocs()));
+    m.put(Key.AUDIT_FRACTION.conf(), Double.toString(ops.auditFraction()));
+    m.put(Key.AUDIT_SEED.conf(), Long.toString(ops.auditSeed()));
     if (production.injectOomDocId() != null) m.put(Key.TEST_INJECT_OOM.conf(), production.injectOomDocId());
     if (production.injectStickyCudaError() != null) {
       m.put(Key.TEST_INJECT_STICKY.conf(), production.injectStickyCudaError());
@@ -244,10 +262,11 @@ public record RunOptions(
     return root.resolve("models").resolve("longsieve-needle-7m");
   }
 
-  /** One line per key: name, default, meaning. */
+  /** One line per key: name, default, meaning (the test-only spark.longsieve.test.* keys are not listed). */
   public static String knownKeys() {
     StringBuilder sb = new StringBuilder();
     for (Key k : Key.values()) {
+      if (k.name.startsWith("test.")) continue;
       sb.append("  ").append(k.conf());
       if (k.defaultValue != null) sb.append(" (default ").append(k.defaultValue).append(')');
       sb.append(": ").append(k.doc).append('\n');
@@ -278,6 +297,25 @@ public record RunOptions(
     return n;
   }
 
+  private static long longAtLeast(Map<Key, String> values, Key k, long min) {
+    String v = value(values, k);
+    long n;
+    try {
+      n = Long.parseLong(v);
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(k.conf() + " must be an integer, not '" + v + "'");
+    }
+    if (n < min) throw new IllegalArgumentException(k.conf() + " must be >= " + min + ", not " + n);
+    return n;
+  }
+
+  /** A share in [0, 1]. */
+  private static double share(Map<Key, String> values, Key k) {
+    double d = number(values, k);
+    if (!(d >= 0 && d <= 1)) throw new IllegalArgumentException(k.conf() + " must be between 0 and 1, not " + d);
+    return d;
+  }
+
   /** A GPU share for stage-level scheduling: 0 (off), a fraction up to 0.5, or a whole number. */
   private static double fraction(Map<Key, String> values, Key k) {
     double d = number(values, k);
@@ -287,7 +325,7 @@ public record RunOptions(
     return d;
   }
 
-  private static double share(Map<Key, String> values, Key k) {
+  private static double nonZeroShare(Map<Key, String> values, Key k) {
     double d = number(values, k);
     if (!(d > 0 && d <= 1)) throw new IllegalArgumentException(k.conf() + " must be in (0, 1], not " + d);
     return d;

@@ -36,9 +36,16 @@ public final class ReportCommand implements Callable<Integer> {
       if (id == null) {
         id = RunReport.newestRunId(spark.sparkContext().hadoopConfiguration(), uri).orElse(null);
         if (id == null) {
-          System.err.println("report: no runs under " + output + " (expected runs/<run_id>.json or stats/run_id=...)");
+          System.err.println("longsieve report: no runs under " + output + " (expected runs/<run_id>.json or stats/run_id=...)");
           return 2;
         }
+      }
+      try {
+        RunReport.requireRun(spark.sparkContext().hadoopConfiguration(), new org.apache.hadoop.fs.Path(uri), id);
+      } catch (java.io.IOException e) {
+        // a mistyped run id is a usage error: one line, exit 2, no stack trace
+        System.err.println("longsieve report: " + e.getMessage());
+        return 2;
       }
       System.out.println(RunReport.write(spark, uri, id));
       return 0;

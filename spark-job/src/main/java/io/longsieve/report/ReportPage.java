@@ -33,9 +33,17 @@ final class ReportPage {
   }
 
   static String render(RunAggregates a, ManifestFields manifest, Instant generatedAt) {
+    return render(a, manifest, generatedAt, RunOverview.Data.EMPTY);
+  }
+
+  /** The page, with the overview ({@link RunOverview}: what ran, budget, audit, tasks and answers) first. */
+  static String render(RunAggregates a, ManifestFields manifest, Instant generatedAt, RunOverview.Data overview) {
     ReportPage p = new ReportPage(a, manifest);
     p.head(generatedAt);
+    p.h.append(RunOverview.header(manifest)).append(RunOverview.budget(manifest));
     p.summary();
+    p.h.append(RunOverview.audit(manifest));
+    if (!overview.tasks().isEmpty()) p.h.append(RunOverview.tasks(overview));
     p.latency();
     p.throughput();
     p.layers();
@@ -65,11 +73,11 @@ final class ReportPage {
     h.append("<div class=\"cards\">");
     card("documents", Html.num(s.documents()));
     card("ok", Html.num(ok) + (s.documents() > 0 ? " (" + Html.pct((double) ok / s.documents()) + ")" : ""));
-    card("failed", Html.num(s.documents() - ok));
+    card("not ok (any other status)", Html.num(s.documents() - ok) + (s.documents() > 0 ? " (" + Html.pct((double) (s.documents() - ok) / s.documents()) + ")" : ""));
     card("wall time", Double.isNaN(wallMs) ? "not in manifest" : Html.duration(wallMs));
-    card("documents / s", Html.num(s.documents() / wallS));
-    card("tokens / s (in + out)", Html.num((s.inputTokens() + s.outputTokens()) / wallS));
-    card("output tokens / s", Html.num(s.outputTokens() / wallS));
+    card("documents / s (÷ run wall time)", Html.num(s.documents() / wallS));
+    card("tokens / s (input + output, ÷ run wall time)", Html.num((s.inputTokens() + s.outputTokens()) / wallS));
+    card("output tokens / s (÷ run wall time)", Html.num(s.outputTokens() / wallS));
     card("input tokens", Html.num(s.inputTokens()));
     h.append("</div><div class=\"grid\"><div>");
     List<Bar> bars = new ArrayList<>();
@@ -132,8 +140,8 @@ final class ReportPage {
     h.append("<p class=\"muted\">One dot per document (a sample of at most ").append(RunAggregator.SCATTER_CAP)
         .append("); the line is the median of all documents per half-octave of input length (where a half-octave holds at"
         + " least " + RunAggregator.MEDIAN_MIN + ").</p><div class=\"grid\">");
-    scatter("scatter-decode", "Decode speed", a.decodeRate(), "decode tokens / s");
-    scatter("scatter-prefill", "Prefill speed", a.prefillRate(), "prefill tokens / s");
+    scatter("scatter-decode", "Decode speed (output tokens after the first ÷ decode time)", a.decodeRate(), "decode tokens / s");
+    scatter("scatter-prefill", "Prefill speed (input tokens ÷ prefill time)", a.prefillRate(), "prefill tokens / s");
     h.append("</div></section>");
   }
 
@@ -165,7 +173,7 @@ final class ReportPage {
     section("policies", "Policies compared");
     h.append("<table><tr><th>policy</th><th class=\"n\">documents</th><th class=\"n\">ok</th>"
         + "<th class=\"n\">p50 total</th><th class=\"n\">p95 total</th><th class=\"n\">mean ttft</th>"
-        + "<th class=\"n\">prefill tok/s</th><th class=\"n\">decode tok/s</th><th class=\"n\">attended tokens</th>"
+        + "<th class=\"n\">prefill tok/s (input tokens ÷ prefill time)</th><th class=\"n\">decode tok/s (output tokens after the first ÷ decode time)</th><th class=\"n\">attended tokens</th>"
         + "<th class=\"n\">cache hits</th><th class=\"n\">KV kept</th><th class=\"n\">selection share</th></tr>");
     List<Bar> p50 = new ArrayList<>();
     List<Bar> decode = new ArrayList<>();
@@ -309,5 +317,6 @@ final class ReportPage {
       td.msg{max-width:640px;white-space:pre-wrap;word-break:break-word;font-family:ui-monospace,monospace;font-size:12px}
       td.id{font-family:ui-monospace,monospace;font-size:12px;word-break:break-all}
       details{margin-top:8px}summary{cursor:pointer;color:#0b57d0}
+      .runhead span{margin-right:18px;font-size:13px}.runhead b{color:#444;font-weight:600}
       """;
 }

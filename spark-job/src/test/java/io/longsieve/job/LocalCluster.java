@@ -45,11 +45,7 @@ final class LocalCluster {
    */
   static SparkSession session(int executors) {
     prepareSparkHome();
-    String flags = ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
-        .filter(a -> a.startsWith("--add-opens") || a.startsWith("--add-modules") || a.startsWith("-DDJL_CACHE_DIR")
-            || a.startsWith("-Djava.io.tmpdir") || a.startsWith("-Xss") || a.startsWith("-Djdk.reflect")
-            || a.startsWith("-Dio.netty"))
-        .collect(Collectors.joining(" "));
+    String flags = executorFlags();
     return SparkSession.builder()
         .master("local-cluster[" + executors + ",1,1024]")
         .appName("longsieve-local-cluster-test")
@@ -65,6 +61,15 @@ final class LocalCluster {
         .config("spark.worker.resource.gpu.discoveryScript", System.getenv("SPARK_HOME") + "/fake-gpus.sh")
         .config("spark.executor.resource.gpu.amount", "1")
         .getOrCreate();
+  }
+
+  /** This JVM's flags that executor JVMs need too (module opens, Vector API, temp and DJL cache folders). */
+  static String executorFlags() {
+    return ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
+        .filter(a -> a.startsWith("--add-opens") || a.startsWith("--add-modules") || a.startsWith("-DDJL_CACHE_DIR")
+            || a.startsWith("-Djava.io.tmpdir") || a.startsWith("-Xss") || a.startsWith("-Djdk.reflect")
+            || a.startsWith("-Dio.netty"))
+        .collect(Collectors.joining(" "));
   }
 
   /** Process ids of this application's executor JVMs (Linux: read from /proc, whose command lines are not cut). */

@@ -44,7 +44,7 @@ class ProgressListenerTest {
       sc.parallelize(java.util.stream.IntStream.range(0, 100).boxed().toList(), 4)
           .foreach(i -> m.record(i % 10 != 0, 1000, 20, 1000));
       String line = listener.progressLine();
-      assertTrue(line.startsWith("progress: 100/100 docs (100.0%), 10 failed"), line);
+      assertTrue(line.startsWith("progress: 100/100 docs, 100.0% of the estimated work, 10 failed"), line);
       String summary = listener.summaryLine();
       assertTrue(summary.startsWith("summary: 100 docs (90 ok, 10 failed)"), summary);
       assertTrue(summary.contains("100,000 tokens in") && summary.contains("2,000 tokens out"), summary);
@@ -75,7 +75,7 @@ class ProgressListenerTest {
     assertEquals(new Counts(3, 1, 3000, 40, 600), listener.current());
     String line = listener.progressLine();
     // 60% of the cost is done in 20 s, so about 13 s are left
-    assertTrue(line.contains("3/10 docs (60.0%)") && line.contains("2.0 tok/s out") && line.endsWith("ETA 0:00:13"), line);
+    assertTrue(line.contains("3/10 docs, 60.0% of the estimated work") && line.contains("2.0 tok/s out") && line.endsWith("ETA 0:00:13"), line);
   }
 
   @Test

@@ -84,7 +84,7 @@ class ReportBrowserTest {
     int rc = JobCli.commandLine().execute("run", "--model", MODEL.toString(), "--master", "local[2]",
         "--max-new-tokens", "8", "--device", "cpu", "--conf", "spark.longsieve.threads=1",
         "--conf", "spark.longsieve.maxContext=1024", "--input", sampleInput(dir).toString(),
-        "--output", out.toString(), "--run-id", "sample-run");
+        "--output", out.toString(), "--run-id", "sample-run", "--max-docs", "10", "--audit-fraction", "0.5");
     assertEquals(0, rc, "longsieve run");
     Path report;
     SparkSession spark = ReportFixture.spark();
@@ -98,6 +98,35 @@ class ReportBrowserTest {
     saveFullPageScreenshot(Path.of("target", "report-screenshot.png")); // first, so a failure has a picture too
     assertChartsRendered(BASE_CHARTS);
     assertNoScriptsAndNoConsoleErrors();
+    assertOverviewRendered();
+  }
+
+  /** The overview of the real run: what ran, the budget notice, the audit, tasks with accuracy, answers. */
+  private static void assertOverviewRendered() {
+    String head = visibleText("#runhead");
+    for (String f : new String[] {"model", "policy", "input", "backend"}) {
+      assertTrue(head.contains(f) && !head.contains("not recorded"), "header names the " + f + ": " + head);
+    }
+    assertTrue(head.contains("llama-gqa") && head.contains("dense") && head.contains("docs.jsonl") && head.contains("cpu"), head);
+    String budget = visibleText("#budget");
+    assertTrue(budget.contains("Run budget spent") && budget.contains("--max-docs 10") && budget.contains("--resume"), budget);
+    String audit = visibleText("#audit");
+    assertTrue(audit.contains("Shadow audit against dense attention") && audit.contains("100.0%"), audit);
+    List<WebElement> taskRows = driver.findElements(By.cssSelector("table.tasks tr"));
+    assertTrue(taskRows.size() >= 3, "a header and a row per task");
+    String tasks = visibleText("table.tasks");
+    assertTrue(tasks.contains("qa") && tasks.contains("summary") && tasks.contains("exact match"), tasks);
+    List<WebElement> answers = driver.findElements(By.cssSelector("table.answers tr"));
+    assertTrue(answers.size() >= 2, "sample answers");
+    // the qa rows carry a reference, shown next to the answer and sorted first
+    assertTrue(answers.get(1).getText().contains("the council"), answers.get(1).getText());
+  }
+
+  private static String visibleText(String css) {
+    List<WebElement> found = driver.findElements(By.cssSelector(css));
+    assertEquals(1, found.size(), css);
+    assertTrue(found.get(0).isDisplayed() && found.get(0).getRect().getHeight() > 0, css + " is on screen");
+    return found.get(0).getText();
   }
 
   @Test
@@ -135,7 +164,7 @@ class ReportBrowserTest {
       }
       String task = i % 3 == 0 ? "qa" : "summary";
       lines.add("{\"doc_id\":\"doc-" + i + "\",\"task\":\"" + task + "\",\"text\":\"" + text + "\""
-          + (task.equals("qa") ? ",\"question\":\"What was approved?\"" : "") + "}");
+          + (task.equals("qa") ? ",\"question\":\"What was approved?\",\"reference\":\"the council\"" : "") + "}");
     }
     lines.add("{\"doc_id\":\"too-long\",\"task\":\"summary\",\"text\":\"" + "budget ".repeat(3000) + "\"}");
     lines.add("{this is not json");

@@ -1,0 +1,167 @@
+package io.longsieve.job;
+
+import static org.apache.spark.sql.functions.avg;
+import static org.apache.spark.sql.functions.col;
+import static org.apache.spark.sql.functions.count;
+import static org.apache.spark.sql.functions.lit;
+import static org.apache.spark.sql.functions.sum;
+import static org.apache.spark.sql.functions.when;
+import static org.apache.spark.sql.types.DataTypes.BooleanType;
+import static org.apache.spark.sql.types.DataTypes.DoubleType;
+import static org.apache.spark.sql.types.DataTypes.IntegerType;
+import static org.apache.spark.sql.types.DataTypes.StringType;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.LinkedHashMap;
+import java.util.Locale;
+import java.util.Map;
+import org.apache.hadoop.fs.Path;
+import org.apache.logging.log4j.LogManager;
+import org.apache.logging.log4j.Logger;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.function.FilterFunction;
+import org.apache.spark.api.java.function.MapFunction;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SaveMode;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * The shadow audit ({@code --audit-fraction F}): a seeded sample of the run's documents runs a
+ * second time with dense attention in the same job, and {@code DIR/audit} (Parquet, by run_id)
+ * compares each sampled document's answer with the dense one. The run's agreement (mean token F1
+ * and exact-match rate over the documents both runs answered) goes to the manifest, the report and
+ * the metrics, so an operator sees per run whether the sparse policy still agrees with dense
+ * attention on this run's documents.
+ *
+ * <p>The sample is a pure function of (seed, doc_id): a document is audited when the first 8 bytes of
+ * SHA-256("seed:doc_id"), read as a fraction of 2^64, are below F. A re-run or a retried task audits
+ * the same documents. Only documents that reach the engine (no status on input) are sampled.
+ *
+ * <p>Answers are compared as whitespace-separated words ({@link AnswerAgreement}): exact match of the
+ * trimmed texts, token F1 (SQuAD's bag-of-words overlap, lower-cased), and the index of the first
+ * word where they differ.
+ *
+ * <p>Failure semantics: the dense documents run like any other (a failure is an error row with its
+ * status in {@code dense_status}, and compares as not comparable); the audit runs after the run's
+ * outputs are committed, so a failed audit never costs the outputs.
+ */
+final class ShadowAudit {
+  private ShadowAudit() {}
+
+  private static final Logger LOG = LogManager.getLogger(ShadowAudit.class);
+
+  /** DIR/audit: one row per audited document (run_id is the partition column). */
+  static final StructType AUDIT = new StructType()
+      .add("doc_id", StringType, false)
+      .add("run_id", StringType, false)
+      .add("policy", StringType, true)               // the run's policy, compared with dense
+      .add("status", StringType, true)               // the run's row status
+      .add("dense_status", StringType, true)         // the dense row's status
+      .add("exact_match", BooleanType, true)         // trimmed answers equal; null unless both ok
+      .add("token_f1", DoubleType, true)             // word-level F1 of the answer against the dense answer
+      .add("first_divergent_token", IntegerType, true) // first word index where they differ; null if equal or not both ok
+      .add("output_tokens", IntegerType, true)
+      .add("dense_output_tokens", IntegerType, true)
+      .add("total_ms", DoubleType, true)
+      .add("dense_total_ms", DoubleType, true);
+
+  /** True when {@code docId} is in the audit sample of (seed, fraction). */
+  static boolean sampled(String docId, long seed, double fraction) {
+    if (fraction <= 0) return false;
+    if (fraction >= 1) return true;
+    try {
+      byte[] h = MessageDigest.getInstance("SHA-256").digest((seed + ":" + docId).getBytes(StandardCharsets.UTF_8));
+      long bits = ByteBuffer.wrap(h, 0, 8).getLong() >>> 11; // 53 bits, uniform in [0, 2^53)
+      return bits / (double) (1L << 53) < fraction;
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  /** The audit's run-level figures for the manifest, report and metrics. */
+  record Agreement(long documents, long compared, double exactMatchRate, double meanTokenF1) {
+    Map<String, Object> manifest(OpsOptions ops, String policy) {
+      Map<String, Object> m = new LinkedHashMap<>();
+      m.put("fraction", ops.auditFraction());
+      m.put("seed", ops.auditSeed());
+      m.put("policy", policy);
+      m.put("against", "dense");
+      m.put("documents", documents);
+      m.put("compared", compared);
+      m.put("exact_match_rate", Double.isNaN(exactMatchRate) ? null : exactMatchRate);
+      m.put("agreement_token_f1", Double.isNaN(meanTokenF1) ? null : meanTokenF1);
+      return m;
+    }
+  }
+
+  /**
+   * Runs the sample with dense attention and writes DIR/audit; null when the audit is off.
+   *
+   * @param todo the run's input rows as they went to the generation stage
+   * @param done the run's RESULT rows
+   */
+  static Agreement run(SparkSession spark, RunOptions o, Dataset<Row> todo, Dataset<Row> done) {
+    OpsOptions ops = o.ops();
+    if (ops.auditFraction() <= 0) return null;
+    long seed = ops.auditSeed();
+    double fraction = ops.auditFraction();
+    Dataset<Row> sample = todo.where(col("status").isNull())
+        .filter((FilterFunction<Row>) r -> sampled(r.getAs("doc_id"), seed, fraction));
+    DocumentProcessor dense = new DocumentProcessor(o.engineSpec(), o.runId(), o.maxNewTokens(), "dense", o.truncate());
+    int parts = Math.max(1, spark.sparkContext().defaultParallelism());
+    JavaRDD<Row> denseRows = sample.javaRDD().repartition(parts).mapPartitions(dense::call);
+    Dataset<Row> d = spark.createDataFrame(denseRows, JobSchemas.RESULT).select(col("doc_id"),
+        col("status").as("dense_status"), col("output").as("dense_output"), col("output_tokens").as("dense_output_tokens"),
+        col("total_ms").as("dense_total_ms"));
+    Dataset<Row> mine = done.select("doc_id", "run_id", "policy", "status", "output", "output_tokens", "total_ms");
+    String policy = o.policy();
+    String runId = o.runId();
+    Dataset<Row> audit = mine.join(d, "doc_id").map((MapFunction<Row, Row>) r -> compare(r, runId, policy),
+        Encoders.row(AUDIT));
+    String table = new Path(o.output(), "audit").toString();
+    spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": shadow audit against dense");
+    audit.write().mode(SaveMode.Append).partitionBy("run_id").parquet(table);
+    Row agg = spark.read().parquet(table).where(col("run_id").equalTo(runId))
+        .agg(count(lit(1)), sum(when(col("exact_match").isNotNull(), 1).otherwise(0)),
+            avg(when(col("exact_match"), 1.0).otherwise(when(col("exact_match").isNotNull(), 0.0))), avg(col("token_f1")))
+        .first();
+    Agreement a = new Agreement(agg.getLong(0), agg.isNullAt(1) ? 0 : agg.getLong(1),
+        agg.isNullAt(2) ? Double.NaN : agg.getDouble(2), agg.isNullAt(3) ? Double.NaN : agg.getDouble(3));
+    LOG.info("run {}: shadow audit of {} documents against dense: agreement (token F1) {}, exact match {}", runId,
+        a.documents(), fmt(a.meanTokenF1()), fmt(a.exactMatchRate()));
+    return a;
+  }
+
+  private static String fmt(double d) {
+    return Double.isNaN(d) ? "n/a" : String.format(Locale.ROOT, "%.3f", d);
+  }
+
+  private static Row compare(Row r, String runId, String policy) {
+    String status = r.getAs("status");
+    String denseStatus = r.getAs("dense_status");
+    boolean both = JobSchemas.OK.equals(status) && JobSchemas.OK.equals(denseStatus);
+    String a = r.getAs("output");
+    String b = r.getAs("dense_output");
+    Boolean exact = both ? a.trim().equals(b.trim()) : null;
+    Double f1 = both ? tokenF1(a, b) : null;
+    Integer diverge = both ? firstDivergentToken(a, b) : null;
+    return new GenericRowWithSchema(new Object[] {r.getAs("doc_id"), runId, policy, status, denseStatus, exact, f1,
+        diverge, r.getAs("output_tokens"), r.getAs("dense_output_tokens"), r.getAs("total_ms"), r.getAs("dense_total_ms")},
+        AUDIT);
+  }
+
+  static double tokenF1(String answer, String reference) {
+    return AnswerAgreement.tokenF1(answer, reference);
+  }
+
+  static Integer firstDivergentToken(String x, String y) {
+    return AnswerAgreement.firstDivergentToken(x, y);
+  }
+}

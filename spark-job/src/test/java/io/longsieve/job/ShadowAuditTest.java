@@ -1,0 +1,111 @@
+package io.longsieve.job;
+
+import static org.apache.spark.sql.functions.col;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.IntStream;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The shadow audit: a seeded sample by doc_id, run again with dense attention in the same job; the
+ * audit table compares each answer with the dense one and the manifest carries the run's agreement.
+ */
+class ShadowAuditTest {
+
+  static SparkSession spark;
+
+  @TempDir
+  static Path dir;
+
+  @BeforeAll
+  static void start() {
+    spark = JobTestSupport.session();
+  }
+
+  @AfterAll
+  static void stop() {
+    spark.stop();
+  }
+
+  @Test
+  void theSampleIsAPureFunctionOfSeedAndDocIdAndTakesTheFraction() {
+    long in = IntStream.range(0, 10_000).filter(i -> ShadowAudit.sampled("doc-" + i, 7, 0.1)).count();
+    assertTrue(in > 900 && in < 1100, in + " of 10000 at 0.1");
+    for (int i = 0; i < 100; i++) {
+      assertEquals(ShadowAudit.sampled("doc-" + i, 7, 0.3), ShadowAudit.sampled("doc-" + i, 7, 0.3));
+      // a larger fraction keeps every document of a smaller one
+      if (ShadowAudit.sampled("doc-" + i, 7, 0.2)) assertTrue(ShadowAudit.sampled("doc-" + i, 7, 0.5));
+    }
+    assertTrue(IntStream.range(0, 100).anyMatch(i -> ShadowAudit.sampled("doc-" + i, 1, 0.3)
+        != ShadowAudit.sampled("doc-" + i, 2, 0.3)), "the seed changes the sample");
+    assertTrue(!ShadowAudit.sampled("x", 0, 0) && ShadowAudit.sampled("x", 0, 1));
+  }
+
+  @Test
+  void answersCompareByWords() {
+    assertEquals(1.0, ShadowAudit.tokenF1("The bridge is old", "the bridge is old"), 1e-9);
+    assertEquals(0.0, ShadowAudit.tokenF1("cows", "bridge"), 1e-9);
+    assertEquals(2 * 0.5 * 1.0 / 1.5, ShadowAudit.tokenF1("the bridge", "bridge"), 1e-9);
+    assertNull(ShadowAudit.firstDivergentToken("a b c", "a  b c"));
+    assertEquals(1, ShadowAudit.firstDivergentToken("a b c", "a x c"));
+    assertEquals(2, ShadowAudit.firstDivergentToken("a b", "a b c"));
+  }
+
+  @Test
+  void aSparseRunIsAuditedAgainstDenseInTheSameJob() throws IOException {
+    String[] lines = new String[6];
+    for (int i = 0; i < lines.length; i++) {
+      lines[i] = JobTestSupport.json("d" + i, "summary", "Item " + i + ": " + String.join(" ", JobTestSupport.words(60)), null);
+    }
+    Path in = JobTestSupport.jsonl(dir, "docs.jsonl", lines);
+    Path out = dir.resolve("out");
+    LongSieveJob.run(spark, JobTestSupport.options(in, out, "audited", Map.of("spark.longsieve.policy", "tokenselect:k=8",
+        "spark.longsieve.auditFraction", "0.5", "spark.longsieve.auditSeed", "3", "spark.longsieve.maxNewTokens", "6")));
+    List<String> expected = IntStream.range(0, 6).mapToObj(i -> "d" + i)
+        .filter(d -> ShadowAudit.sampled(d, 3, 0.5)).sorted().toList();
+    List<Row> audit = spark.read().parquet(out.resolve("audit").toString()).where(col("run_id").equalTo("audited"))
+        .orderBy("doc_id").collectAsList();
+    assertEquals(expected, audit.stream().map(r -> r.<String>getAs("doc_id")).toList());
+    for (Row r : audit) {
+      assertEquals("ok", r.getAs("dense_status"));
+      assertTrue(r.<String>getAs("policy").contains("tokenselect:") && r.<String>getAs("policy").contains("k=8,"), r.<String>getAs("policy"));
+      double f1 = r.getAs("token_f1");
+      assertTrue(f1 >= 0 && f1 <= 1);
+      if (r.<Boolean>getAs("exact_match")) {
+        assertEquals(1.0, f1, 1e-9);
+        assertNull(r.getAs("first_divergent_token"));
+      }
+    }
+    JsonNode a = new ObjectMapper().readTree(Files.readString(out.resolve("runs").resolve("audited.json"))).get("audit");
+    assertEquals(expected.size(), a.get("documents").asInt());
+    assertEquals("dense", a.get("against").asText());
+    double mean = audit.stream().mapToDouble(r -> r.<Double>getAs("token_f1")).average().orElse(Double.NaN);
+    assertEquals(mean, a.get("agreement_token_f1").asDouble(), 1e-9);
+  }
+
+  @Test
+  void denseAuditedAgainstDenseAgreesExactly() throws IOException {
+    Path in = JobTestSupport.jsonl(dir, "dense.jsonl", JobTestSupport.json("a", "summary", "The market opened.", null),
+        JobTestSupport.json("b", "summary", "The farm grew.", null));
+    Path out = dir.resolve("out-dense");
+    LongSieveJob.run(spark, JobTestSupport.options(in, out, "dense", Map.of("spark.longsieve.auditFraction", "1")));
+    JsonNode a = new ObjectMapper().readTree(Files.readString(out.resolve("runs").resolve("dense.json"))).get("audit");
+    assertEquals(2, a.get("compared").asInt());
+    assertEquals(1.0, a.get("exact_match_rate").asDouble(), 1e-9);
+    assertEquals(1.0, a.get("agreement_token_f1").asDouble(), 1e-9);
+  }
+}
