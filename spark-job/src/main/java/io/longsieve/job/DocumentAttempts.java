@@ -1,7 +1,7 @@
 package io.longsieve.job;
 
-import io.longsieve.engine.GenerationTimeoutException;
-import io.longsieve.engine.RequestLimits;
+import io.longsieve.engine.spi.GenerationTimeoutException;
+import io.longsieve.engine.spi.RequestLimits;
 import java.io.Serializable;
 import java.util.Locale;
 import java.util.function.Supplier;

@@ -134,7 +134,7 @@ final class GenerationStage {
         .mapToPair(r -> new Tuple2<>(new DocKey(r.getAs("doc_id"), r.<Long>getAs("size")), r))
         .repartitionAndSortWithinPartitions(partitioner, DocKey.LONGEST_FIRST)
         .values();
-    DocumentProcessor processor = new DocumentProcessor(o, metrics);
+    DocumentProcessor processor = new DocumentProcessor(o, metrics, model);
     JavaRDD<Row> results = ordered.mapPartitions(processor::call);
     ResourceProfile profile = profile(o, spark.sparkContext().master());
     if (profile != null) results = results.withResources(profile);
