@@ -4,7 +4,7 @@
 # included) in one 64 MiB transfer:
 #   jre.tar.xz     a jlink'd JRE (java.base, java.logging, jdk.unsupported, java.management,
 #                  java.desktop for Jinjava's java.beans, jdk.incubator.vector), --compress=0 then xz
-#   app.tar.xz     the engine jar (with the kernel fatbin), its runtime jars slimmed to what the engine
+#   app.tar.xz     the engine jar (with the kernel fatbin), the bench jar (gpu-bench, its own fatbin), their runtime jars slimmed to what the engine
 #                  loads on linux-x86_64 (JCuda: libJCudaDriver only; DJL tokenizers and JNA: no other
 #                  platforms' natives), the test classes and junit-platform-console-standalone
 #   longsieve-gpu  the launcher: unpacks both into /tmp once, then runs generate | bench | test
@@ -22,17 +22,22 @@ source "$ROOT/tools/bundle/bundle-lib.sh"
 rm -rf "$WORK" "$OUT"
 mkdir -p "$WORK/app/lib" "$WORK/app/test" "$OUT"
 
-echo "bundle: building gpu-engine (kernels, jar, test classes)" >&2
-(cd "$ROOT" && "${MVN[@]}" -pl gpu-engine -DskipTests package test-compile \
+echo "bundle: building gpu-engine and gpu-bench (kernels, jars, test classes)" >&2
+(cd "$ROOT" && "${MVN[@]}" -pl gpu-engine,gpu-bench -DskipTests package test-compile \
   dependency:build-classpath -DincludeScope=runtime -Dmdep.outputFile="$WORK/cp.txt" >&2)
 (cd "$ROOT" && "${MVN[@]}" -pl gpu-engine dependency:copy -Dartifact="$JUNIT_CONSOLE" \
   -DoutputDirectory="$WORK/app/test" >&2)
 
-cp "$ROOT"/gpu-engine/target/gpu-engine-*.jar "$WORK/app/lib/"
+# the two modules' jars (not gpu-engine's test-jar, whose classes go in as a folder below)
+for jar in "$ROOT"/gpu-engine/target/gpu-engine-*.jar "$ROOT"/gpu-bench/target/gpu-bench-*.jar; do
+  [[ "$jar" == *-tests.jar ]] || cp "$jar" "$WORK/app/lib/"
+done
 # test classes as a folder (JUnit scans jars through zipfs, a module the JRE leaves out), without the
-# checkpoints: the tests read those from the repository's copy
+# checkpoints: the tests read those from the repository's copy; the bench's tests (io.longsieve.bench)
+# beside the engine's
 mkdir -p "$WORK/app/test/classes"
 (cd "$ROOT/gpu-engine/target/test-classes" && tar --exclude=./models -cf - . | tar -xf - -C "$WORK/app/test/classes")
+(cd "$ROOT/gpu-bench/target/test-classes" && tar -cf - . | tar -xf - -C "$WORK/app/test/classes")
 
 tr ':' '\n' <"$WORK/cp.txt" | while read -r jar || [[ -n "$jar" ]]; do
   [[ -z "$jar" ]] && continue

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Compiles the kernels of this folder into ONE fatbin, longsieve.fatbin, that the engine loads with
+# Compiles the kernels of this folder (one sub-folder per family, longsieve.cu includes them all)
+# into ONE fatbin, longsieve.fatbin, that the engine loads with
 # cuModuleLoadData (driver API; no CUDA toolkit library is needed at run time). Run by Maven in
 # generate-resources (gpu-engine/pom.xml); the output lands on the classpath as
 # io/longsieve/cuda/longsieve.fatbin.
@@ -14,37 +15,25 @@
 #   NVCC=/usr/local/cuda-12.6/bin/nvcc mvn -pl gpu-engine package
 # (a CUDA 12.x fatbin loads on R525+ drivers for the SASS targets, R560+ to JIT 12.6's PTX).
 #
+# Before the fatbin, every kernel file is compiled alone to PTX for one architecture, so a file that
+# only builds after another one in the unity file (a missing #include) fails here, naming the file.
+#
 # Usage: build-fatbin.sh OUTPUT_DIR. Skips the compile when the fatbin is newer than every source.
 set -euo pipefail
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 OUT_DIR="${1:?usage: build-fatbin.sh OUTPUT_DIR}"
 OUT="$OUT_DIR/longsieve.fatbin"
-NVCC="${NVCC:-}"
-if [[ -z "$NVCC" ]]; then
-  if command -v nvcc >/dev/null 2>&1; then NVCC="$(command -v nvcc)";
-  elif [[ -x /usr/local/cuda/bin/nvcc ]]; then NVCC=/usr/local/cuda/bin/nvcc; fi
-fi
-if [[ -z "$NVCC" || ! -x "$NVCC" ]]; then
-  echo "ERROR: nvcc not found. The CUDA kernels (gpu-engine/src/main/cuda) are compiled at build time;" >&2
-  echo "       install the CUDA toolkit (nvcc 12.x or 13.x) and put nvcc on PATH, or set NVCC=/path/to/nvcc." >&2
-  exit 2
-fi
+source "$SRC/nvcc-lib.sh"  # NVCC, VERSION, GENCODE, fatbin_up_to_date
 mkdir -p "$OUT_DIR"
-# LONGSIEVE_DEV_ARCH=90 builds SASS for that one architecture only (a quick compile check while writing kernels;
-# never for a bundle): the stamp records it, so the next normal build compiles everything again.
-DEV_ARCH="${LONGSIEVE_DEV_ARCH:-}"
-VERSION="$("$NVCC" --version | tail -1)${DEV_ARCH:+ dev-sm_$DEV_ARCH}"
-if [[ -f "$OUT" && "$(cat "$OUT.nvcc" 2>/dev/null)" == "$VERSION" \
-      && -z "$(find "$SRC" \( -name '*.cu' -o -name '*.cuh' -o -name '*.sh' \) -newer "$OUT" -print -quit)" ]]; then
+if fatbin_up_to_date "$OUT" "$SRC"; then
   exit 0  # up to date, and built by this nvcc
 fi
 echo "build-fatbin: $VERSION -> $OUT" >&2
-if [[ -n "$DEV_ARCH" ]]; then
-  GENCODE=(-gencode "arch=compute_$DEV_ARCH,code=sm_$DEV_ARCH")
-else
-  GENCODE=(-gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86 -gencode arch=compute_89,code=sm_89
-           -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80)
-fi
+# each family file on its own includes (hopper/ is one module built below; longsieve.cu is the whole)
+echo "build-fatbin: compiling each kernel file alone" >&2
+find "$SRC" -path "$SRC/hopper" -prune -o -name '*.cu' ! -name longsieve.cu -print0 \
+  | xargs -0 -P 2 -I{} "$NVCC" -std=c++17 -arch=sm_90 --ptx -o /dev/null {} \
+  || { echo "ERROR: a kernel file does not compile on its own includes (see above)" >&2; exit 1; }
 "$NVCC" -fatbin -O3 -std=c++17 --threads 0 "${GENCODE[@]}" "$SRC/longsieve.cu" -o "$OUT.tmp"
 "$NVCC" -cubin -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a "$SRC/hopper/hopper.cu" -o "$OUT_DIR/longsieve_sm90a.cubin.tmp"
 mv "$OUT_DIR/longsieve_sm90a.cubin.tmp" "$OUT_DIR/longsieve_sm90a.cubin"

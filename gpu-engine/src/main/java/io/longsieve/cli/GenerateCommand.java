@@ -2,13 +2,14 @@ package io.longsieve.cli;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import io.longsieve.attention.PolicySpec;
+import io.longsieve.bootstrap.Backends;
 import io.longsieve.engine.Engine;
-import io.longsieve.engine.EngineSpec;
 import io.longsieve.engine.GenerationRequest;
 import io.longsieve.engine.GenerationResult;
 import io.longsieve.engine.GenerationStats;
-import io.longsieve.engine.SamplingParams;
+import io.longsieve.engine.spi.EngineSpec;
+import io.longsieve.engine.spi.SamplingParams;
+import io.longsieve.policy.PolicySpec;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -73,6 +74,8 @@ public final class GenerateCommand implements Callable<Integer> {
       description = "Attention policy, e.g. tokenselect or 'tsa + selkv:ratio=0.25 + tokenselect:k=2048' (default: ${DEFAULT-VALUE}).")
   String policy;
 
+  private PolicySpec policySpec; // --policy with --prefill/--kv/--decode, parsed in call()
+
   @Option(names = "--prefill", description = "Prefill policy (dense, tokenselect, tsa), replacing that slot of --policy.")
   String prefill;
 
@@ -116,10 +119,10 @@ public final class GenerateCommand implements Callable<Integer> {
     }
     List<int[]> idPrompts = new ArrayList<>();
     if (promptIds != null) for (Path p : promptIds) idPrompts.add(readIds(p));
-    policy = PolicySpec.compose(policy, prefill, kv, decode);
-    EngineSpec spec = EngineSpec.of(model).withDevice(device).withThreads(threads).withDefaultPolicy(policy)
+    policySpec = PolicySpec.compose(policy, prefill, kv, decode); // parsed here, once; typed from here on
+    EngineSpec spec = EngineSpec.of(model).withDevice(device).withThreads(threads).withDefaultPolicy(policySpec)
         .withPrefillChunk(prefillChunk);
-    try (Engine engine = Engine.open(spec)) {
+    try (Engine engine = Backends.open(spec)) {
       if (warmupTokens > 0 && !idPrompts.isEmpty()) {
         int[] first = idPrompts.get(0);
         engine.generate(request(2).withPromptIds(Arrays.copyOf(first, Math.min(warmupTokens, first.length)))
@@ -147,7 +150,7 @@ public final class GenerateCommand implements Callable<Integer> {
 
   private GenerationRequest request(int maxNew) {
     return new GenerationRequest("cli", prompt == null ? "" : prompt, system, raw, maxNew,
-        new SamplingParams(temperature, topP, seed), stop, policy).withMinNewTokens(ignoreEos ? maxNew : minNewTokens);
+        new SamplingParams(temperature, topP, seed), stop, policySpec).withMinNewTokens(ignoreEos ? maxNew : minNewTokens);
   }
 
   /** Whitespace-separated ints; anything else fails with the file and the offending word. */
@@ -188,6 +191,7 @@ public final class GenerateCommand implements Callable<Integer> {
     o.put("backend", s.backend());
     o.put("device", s.device());
     o.put("policy", s.policy());
+    o.put("policy_resolved", s.policyResolved());
     o.put("sparse_layers", s.sparseLayers());
     float[] f = s.selectedFractionByLayer();
     double mean = 0;
@@ -204,7 +208,7 @@ public final class GenerateCommand implements Callable<Integer> {
             + "decode_tok_s=%.1f backend=%s device=%s policy=%s%n",
         res.finishReason().label(), s.inputTokens(), s.outputTokens(), s.ttftMs(), s.prefillMs(), s.decodeMs(),
         s.outputTokens() > 1 ? (s.outputTokens() - 1) / (s.decodeMs() / 1000) : 0.0, s.backend(), s.device(),
-        s.policy());
+        s.policyResolved());
     System.err.printf("attended_tokens_mean=%.1f selected_fraction_by_layer=%s selection_cache_hit_rate=%.3f "
             + "kv_bytes_before=%d kv_bytes_after=%d sparse_layers=%d selection_ms=%.1f attention_ms=%.1f%n",
         s.attendedTokensMean(), Arrays.toString(s.selectedFractionByLayer()), s.selectionCacheHitRate(),

@@ -1,13 +1,14 @@
 package io.longsieve.cli;
 
-import io.longsieve.attention.DriftProfile;
-import io.longsieve.attention.LayerList;
-import io.longsieve.attention.PolicySpec;
 import io.longsieve.cpu.CpuModel;
 import io.longsieve.cpu.CpuRunner;
-import io.longsieve.cpu.KvCache;
-import io.longsieve.engine.LoadedModel;
+import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.cpu.policy.ComposedPolicy;
+import io.longsieve.engine.spi.LoadedModel;
 import io.longsieve.model.Checkpoint;
+import io.longsieve.policy.DriftProfile;
+import io.longsieve.policy.LayerList;
+import io.longsieve.policy.PolicySpec;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -62,7 +63,7 @@ public final class ProfileCommand implements Callable<Integer> {
       cpu.setLayerObserver(profile::accumulate);
       try {
         KvCache kv = cpu.newCache(ids.length);
-        cpu.forward(ids, 0, ids.length, 0, kv, PolicySpec.parse("dense").createCpu(), false,
+        cpu.forward(ids, 0, ids.length, 0, kv, ComposedPolicy.of(PolicySpec.DENSE), false,
             new float[m.config().vocabSize()]);
       } finally {
         cpu.setLayerObserver(null);

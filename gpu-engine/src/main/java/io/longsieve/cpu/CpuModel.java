@@ -1,7 +1,10 @@
 package io.longsieve.cpu;
 
-import io.longsieve.attention.AttentionContext;
-import io.longsieve.attention.AttentionPolicy;
+import io.longsieve.cpu.kernels.CpuOps;
+import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.cpu.kernels.ThreadPool;
+import io.longsieve.cpu.policy.AttentionContext;
+import io.longsieve.cpu.policy.AttentionPolicy;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
 
@@ -100,9 +103,9 @@ public final class CpuModel implements AutoCloseable {
    */
   public synchronized void forward(int[] tokens, int from, int to, int pos0, KvCache kv, AttentionPolicy policy,
                                    boolean decode, float[] logits) {
-    int step = io.longsieve.engine.RequestLimits.prefillChunk(maxChunk); // a caller may ask for smaller chunks
+    int step = io.longsieve.engine.spi.RequestLimits.prefillChunk(maxChunk); // a caller may ask for smaller chunks
     for (int s = from; s < to; s += step) {
-      io.longsieve.engine.RequestLimits.checkDeadline();
+      io.longsieve.engine.spi.RequestLimits.checkDeadline();
       int n = Math.min(step, to - s);
       chunk(tokens, s, n, pos0 + (s - from), kv, policy, decode && n == 1);
     }

@@ -1,13 +1,17 @@
 package io.longsieve.cpu;
 
-import io.longsieve.attention.AttentionPolicy;
-import io.longsieve.attention.PolicySpec;
-import io.longsieve.attention.PolicyStats;
-import io.longsieve.engine.ModelRunner;
-import io.longsieve.engine.RequestLimits;
-import io.longsieve.engine.Sampler;
+import io.longsieve.cpu.kernels.CpuOps;
+import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.cpu.kernels.ThreadPool;
+import io.longsieve.cpu.policy.AttentionPolicy;
+import io.longsieve.cpu.policy.ComposedPolicy;
+import io.longsieve.engine.spi.ModelRunner;
+import io.longsieve.engine.spi.RequestLimits;
+import io.longsieve.engine.spi.Sampler;
 import io.longsieve.model.Checkpoint;
 import io.longsieve.model.ModelConfig;
+import io.longsieve.policy.PolicySpec;
+import io.longsieve.policy.PolicyStats;
 import java.nio.file.Path;
 
 /** The CPU reference backend: fp32 weights on the heap, {@link CpuModel} for the math. */
@@ -49,8 +53,8 @@ public final class CpuRunner implements ModelRunner {
   }
 
   @Override
-  public Sequence open(int capacity, String policy) {
-    return new CpuSequence(model.newCache(capacity), PolicySpec.parse(policy).createCpu(modelDir));
+  public Sequence open(int capacity, PolicySpec policy) {
+    return new CpuSequence(model.newCache(capacity), ComposedPolicy.of(policy, modelDir));
   }
 
   /** Keys before RoPE, keys after RoPE and values in fp32, plus the slot's position, per layer. */
@@ -167,7 +171,7 @@ public final class CpuRunner implements ModelRunner {
     }
 
     @Override
-    public String policy() {
+    public String policyResolved() {
       return policy.describe();
     }
 
@@ -193,7 +197,7 @@ public final class CpuRunner implements ModelRunner {
 
     @Override
     public void prefill(int layer, float[] q, int n, int pos0, KvCache kv, float[] out,
-                        io.longsieve.attention.AttentionContext ctx) {
+                        io.longsieve.cpu.policy.AttentionContext ctx) {
       long t = System.nanoTime();
       inner.prefill(layer, q, n, pos0, kv, out, ctx);
       nanos += System.nanoTime() - t;
@@ -201,7 +205,7 @@ public final class CpuRunner implements ModelRunner {
 
     @Override
     public void decode(int layer, float[] q, int pos, KvCache kv, float[] out,
-                       io.longsieve.attention.AttentionContext ctx) {
+                       io.longsieve.cpu.policy.AttentionContext ctx) {
       long t = System.nanoTime();
       inner.decode(layer, q, pos, kv, out, ctx);
       nanos += System.nanoTime() - t;

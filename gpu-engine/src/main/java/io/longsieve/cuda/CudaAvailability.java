@@ -1,8 +1,8 @@
 package io.longsieve.cuda;
 
-import io.longsieve.engine.EngineSpec;
-import io.longsieve.engine.LoadedModel;
-import io.longsieve.engine.ModelRunner;
+import io.longsieve.engine.spi.EngineSpec;
+import io.longsieve.engine.spi.LoadedModel;
+import io.longsieve.engine.spi.ModelRunner;
 import jcuda.driver.JCudaDriver;
 
 /**

@@ -1,5 +1,13 @@
 package io.longsieve.cuda;
 
+import io.longsieve.cuda.driver.CudaContext;
+import io.longsieve.cuda.driver.CudaStream;
+import io.longsieve.cuda.driver.DeviceBuffer;
+import io.longsieve.cuda.kernels.Kernels;
+import io.longsieve.cuda.kv.PagedKvCache;
+import io.longsieve.cuda.policy.GpuEnv;
+import io.longsieve.cuda.policy.GpuPolicy;
+import io.longsieve.cuda.policy.LayerCall;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
 import java.util.ArrayList;

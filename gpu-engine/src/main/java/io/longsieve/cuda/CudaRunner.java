@@ -1,14 +1,21 @@
 package io.longsieve.cuda;
 
-import io.longsieve.attention.PolicySpec;
-import io.longsieve.attention.PolicyStats;
-import io.longsieve.engine.EngineSpec;
-import io.longsieve.engine.LoadedModel;
-import io.longsieve.engine.ModelRunner;
-import io.longsieve.engine.Sampler;
-import io.longsieve.engine.SamplingParams;
+import io.longsieve.cuda.driver.CudaContext;
+import io.longsieve.cuda.driver.CudaStream;
+import io.longsieve.cuda.driver.KernelModule;
+import io.longsieve.cuda.kernels.Kernels;
+import io.longsieve.cuda.kv.PagedKvCache;
+import io.longsieve.cuda.policy.GpuEnv;
+import io.longsieve.cuda.policy.GpuPolicy;
+import io.longsieve.engine.spi.EngineSpec;
+import io.longsieve.engine.spi.LoadedModel;
+import io.longsieve.engine.spi.ModelRunner;
+import io.longsieve.engine.spi.Sampler;
+import io.longsieve.engine.spi.SamplingParams;
 import io.longsieve.model.Checkpoint;
 import io.longsieve.model.ModelConfig;
+import io.longsieve.policy.PolicySpec;
+import io.longsieve.policy.PolicyStats;
 
 /**
  * The CUDA backend: one context on the GPU the spec names, the checkpoint's weights in bf16 on it,
@@ -24,7 +31,7 @@ import io.longsieve.model.ModelConfig;
 public final class CudaRunner implements ModelRunner {
 
   /** Prefill chunks are at least this long on the GPU: shorter ones leave the tensor cores idle. */
-  static final int MIN_GPU_CHUNK = 2048;
+  public static final int MIN_GPU_CHUNK = 2048;
 
   private final ModelConfig config;
   private final CudaContext ctx;
@@ -95,8 +102,7 @@ public final class CudaRunner implements ModelRunner {
   }
 
   @Override
-  public Sequence open(int capacity, String policy) {
-    PolicySpec p = PolicySpec.parse(policy);
+  public Sequence open(int capacity, PolicySpec p) {
     String why = GpuPolicy.unsupportedReason(p);
     if (why != null) {
       throw new IllegalArgumentException("the CUDA backend does not run " + why + "; use --device cpu (or make it the"
@@ -275,7 +281,7 @@ public final class CudaRunner implements ModelRunner {
     }
 
     @Override
-    public String policy() {
+    public String policyResolved() {
       return policy.describe();
     }
 

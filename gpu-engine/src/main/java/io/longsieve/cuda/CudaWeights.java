@@ -2,6 +2,9 @@ package io.longsieve.cuda;
 
 import static io.longsieve.model.WeightNames.*;
 
+import io.longsieve.cuda.driver.CudaContext;
+import io.longsieve.cuda.driver.DeviceBuffer;
+import io.longsieve.cuda.kernels.Kernels;
 import io.longsieve.model.Checkpoint;
 import io.longsieve.model.CheckpointException;
 import io.longsieve.model.DType;

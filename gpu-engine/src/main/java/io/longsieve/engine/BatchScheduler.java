@@ -1,5 +1,7 @@
 package io.longsieve.engine;
 
+import io.longsieve.engine.spi.ModelRunner;
+import io.longsieve.engine.spi.Sampler;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;

@@ -1,5 +1,9 @@
 package io.longsieve.engine;
 
+import io.longsieve.engine.spi.LoadedModel;
+import io.longsieve.engine.spi.ModelRunner;
+import io.longsieve.engine.spi.RequestLimits;
+import io.longsieve.policy.PolicySpec;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -12,7 +16,7 @@ import java.util.concurrent.Future;
  * its own result. Concurrent callers (Spark task threads of one executor) are decoded together, one
  * forward pass per step for all of them, and each gets exactly what its request gives alone.
  */
-final class BatchingEngine implements Engine {
+public final class BatchingEngine implements Engine {
 
   private final LoadedModel model;
   private final ModelRunner runner;
@@ -20,7 +24,7 @@ final class BatchingEngine implements Engine {
   private final BatchScheduler scheduler;
 
   /** @param kvBudgetBytes KV bytes admitted requests may reserve together; 0: the runner's default */
-  BatchingEngine(LoadedModel model, ModelRunner runner, int maxContext, String defaultPolicy, int maxBatch,
+  public BatchingEngine(LoadedModel model, ModelRunner runner, int maxContext, PolicySpec defaultPolicy, int maxBatch,
                  long kvBudgetBytes) {
     this.model = model;
     this.runner = runner;

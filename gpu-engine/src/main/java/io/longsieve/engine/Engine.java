@@ -1,5 +1,6 @@
 package io.longsieve.engine;
 
+import io.longsieve.engine.spi.LoadedModel;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -8,13 +9,11 @@ import java.util.List;
  * Spark) and share it: {@link #generate} is thread-safe, and concurrent calls are batched on the
  * device (continuous batching) with each result what the request gives alone. Closing releases
  * every native and device resource and fails the requests still running.
+ *
+ * <p>{@code io.longsieve.bootstrap.Backends.open(spec)} opens one on the backend the spec asks for;
+ * this package knows no backend, only the {@link io.longsieve.engine.spi.ModelRunner} contract.
  */
 public interface Engine extends AutoCloseable {
-
-  /** Opens the model named by the spec on the backend it asks for ("auto": CUDA when usable). */
-  static Engine open(EngineSpec spec) {
-    return Backends.open(spec);
-  }
 
   LoadedModel model();
 
@@ -25,6 +24,14 @@ public interface Engine extends AutoCloseable {
 
   /** Longest prompt + output in tokens. */
   int maxContext();
+
+  /**
+   * The prompt token ids {@link #generate} would run for {@code r}: its own ids, else its text
+   * chat-templated unless raw.
+   */
+  default int[] promptTokens(GenerationRequest r) {
+    return PromptTokens.of(model(), r);
+  }
 
   /**
    * Generates for one request.

@@ -1,5 +1,7 @@
 package io.longsieve.engine;
 
+import io.longsieve.engine.spi.SamplingParams;
+import io.longsieve.policy.PolicySpec;
 import java.io.Serializable;
 import java.util.List;
 
@@ -14,7 +16,7 @@ import java.util.List;
  * @param maxNewTokens upper bound on generated tokens
  * @param sampling     greedy or seeded temperature/top-p
  * @param stopStrings  generation stops when the decoded text contains one of them (not included)
- * @param policy       attention policy, e.g. "dense" or "tsa + selkv:ratio=0.25 + tokenselect:k=2048";
+ * @param policy       attention policy, parsed where its text came in ({@link PolicySpec#parse});
  *                     null takes the engine's default
  * @param promptIds    null: tokenize {@code prompt}; else these token ids are the prompt as is (no chat
  *                     template, no BOS added; {@code prompt} and {@code raw} are ignored), for benchmarks
@@ -30,7 +32,7 @@ public record GenerationRequest(
     int maxNewTokens,
     SamplingParams sampling,
     List<String> stopStrings,
-    String policy,
+    PolicySpec policy,
     int[] promptIds,
     int minNewTokens) implements Serializable {
 
@@ -46,7 +48,7 @@ public record GenerationRequest(
 
   /** A request on prompt text (tokenized by the engine), EOS ending it. */
   public GenerationRequest(String id, String prompt, String system, boolean raw, int maxNewTokens,
-                           SamplingParams sampling, List<String> stopStrings, String policy) {
+                           SamplingParams sampling, List<String> stopStrings, PolicySpec policy) {
     this(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, policy, null, 0);
   }
 
@@ -66,7 +68,7 @@ public record GenerationRequest(
     return new GenerationRequest(id, prompt, null, true, maxNewTokens, SamplingParams.GREEDY, List.of(), null);
   }
 
-  public GenerationRequest withPolicy(String p) {
+  public GenerationRequest withPolicy(PolicySpec p) {
     return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, p, promptIds, minNewTokens);
   }
 

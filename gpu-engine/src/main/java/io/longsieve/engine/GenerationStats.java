@@ -14,6 +14,8 @@ import java.io.Serializable;
  * @param backend                "cpu" or "cuda"
  * @param device                 e.g. "cpu:16 threads" or "cuda:0 NVIDIA H200"
  * @param policy                 the attention policy in canonical form, parameters included
+ * @param policyResolved         the canonical form with what the backend resolved from the model folder filled
+ *                               in, e.g. {@code layers=auto(2-3)} for TSA's sparse layers; equal to policy otherwise
  * @param attendedTokensMean     mean over decode steps, layers and query heads of the keys one decode query
  *                               attended to (dense: the cache length); NaN without decode steps
  * @param selectedFractionByLayer per layer, attended / causally visible (query, key) pairs summed over heads,
@@ -36,6 +38,7 @@ public record GenerationStats(
     String backend,
     String device,
     String policy,
+    String policyResolved,
     double attendedTokensMean,
     float[] selectedFractionByLayer,
     double selectionCacheHitRate,

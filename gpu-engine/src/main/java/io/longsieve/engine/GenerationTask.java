@@ -1,7 +1,11 @@
 package io.longsieve.engine;
 
-import io.longsieve.attention.PolicySpec;
-import io.longsieve.attention.PolicyStats;
+import io.longsieve.engine.spi.LoadedModel;
+import io.longsieve.engine.spi.ModelRunner;
+import io.longsieve.engine.spi.RequestLimits;
+import io.longsieve.engine.spi.Sampler;
+import io.longsieve.policy.PolicySpec;
+import io.longsieve.policy.PolicyStats;
 import java.util.Arrays;
 
 /**
@@ -25,7 +29,7 @@ public final class GenerationTask implements AutoCloseable {
   private final ModelRunner runner;
   private final GenerationRequest request;
   private final RequestLimits limits;
-  private final String policy;     // canonical
+  private final PolicySpec policy;
   private final int[] prompt;
   private final int capacity;      // prompt + output slots the sequence reserves
   private final long t0;           // request start (before tokenizing)
@@ -43,15 +47,15 @@ public final class GenerationTask implements AutoCloseable {
   private long kvAfter;
   private GenerationResult result; // set when done
 
-  GenerationTask(LoadedModel model, ModelRunner runner, int maxContext, String defaultPolicy, GenerationRequest r,
+  GenerationTask(LoadedModel model, ModelRunner runner, int maxContext, PolicySpec defaultPolicy, GenerationRequest r,
                  RequestLimits limits) {
     this.t0 = System.nanoTime();
     this.model = model;
     this.runner = runner;
     this.request = r;
     this.limits = limits;
-    this.policy = PolicySpec.parse(r.policy() != null ? r.policy() : defaultPolicy).canonical();
-    this.prompt = model.promptTokens(r);
+    this.policy = r.policy() != null ? r.policy() : defaultPolicy;
+    this.prompt = PromptTokens.of(model, r);
     if (prompt.length == 0) throw new IllegalArgumentException("prompt has no tokens");
     if (prompt.length >= maxContext) throw new PromptTooLongException(prompt.length, maxContext);
     this.capacity = (int) Math.min((long) prompt.length + Math.max(r.maxNewTokens(), 1), maxContext);
@@ -175,7 +179,7 @@ public final class GenerationTask implements AutoCloseable {
     double totalMs = ms(System.nanoTime() - t0);
     double attentionMs = seq.attentionMs();
     GenerationStats stats = new GenerationStats(prompt.length, produced, ttft, prefillMs, decodeMs, totalMs,
-        runner.backend(), runner.device(), seq.policy(), ps.attendedTokensMean(), ps.selectedFractionByLayer(),
+        runner.backend(), runner.device(), policy.canonical(), seq.policyResolved(), ps.attendedTokensMean(), ps.selectedFractionByLayer(),
         ps.selectionCacheHitRate(), kvBefore, kvAfter, ps.sparseLayers(), ps.selectionMs(),
         Math.max(0, attentionMs - ps.selectionMs()));
     result = new GenerationResult(request.id(), text, ids, finish, stats);

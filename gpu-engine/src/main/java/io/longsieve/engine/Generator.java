@@ -1,5 +1,9 @@
 package io.longsieve.engine;
 
+import io.longsieve.engine.spi.LoadedModel;
+import io.longsieve.engine.spi.ModelRunner;
+import io.longsieve.engine.spi.RequestLimits;
+import io.longsieve.policy.PolicySpec;
 /**
  * Starts requests as {@link GenerationTask}s (template, tokenize, check the context) and runs one
  * alone on the caller's thread: prefill, then sample and decode until an end-of-sequence id, a stop
@@ -10,9 +14,9 @@ public final class Generator {
   private final LoadedModel model;
   private final ModelRunner runner;
   private final int maxContext;
-  private final String defaultPolicy;
+  private final PolicySpec defaultPolicy;
 
-  public Generator(LoadedModel model, ModelRunner runner, int maxContext, String defaultPolicy) {
+  public Generator(LoadedModel model, ModelRunner runner, int maxContext, PolicySpec defaultPolicy) {
     this.model = model;
     this.runner = runner;
     this.maxContext = maxContext;

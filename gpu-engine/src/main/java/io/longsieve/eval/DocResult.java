@@ -1,6 +1,6 @@
 package io.longsieve.eval;
 
-import io.longsieve.attention.PolicyStats;
+import io.longsieve.policy.PolicyStats;
 
 /**
  * One document under one policy.

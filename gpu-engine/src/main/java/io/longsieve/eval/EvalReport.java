@@ -3,7 +3,7 @@ package io.longsieve.eval;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import io.longsieve.attention.PolicyStats;
+import io.longsieve.policy.PolicyStats;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.UncheckedIOException;

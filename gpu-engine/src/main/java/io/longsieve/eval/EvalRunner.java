@@ -1,13 +1,12 @@
 package io.longsieve.eval;
 
-import io.longsieve.attention.PolicyStats;
-import io.longsieve.engine.GenerationStats;
-
-import io.longsieve.attention.PolicySpec;
 import io.longsieve.engine.Engine;
 import io.longsieve.engine.GenerationRequest;
 import io.longsieve.engine.GenerationResult;
+import io.longsieve.engine.GenerationStats;
 import io.longsieve.engine.PromptTooLongException;
+import io.longsieve.policy.PolicySpec;
+import io.longsieve.policy.PolicyStats;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -18,7 +17,7 @@ import java.util.function.Consumer;
  * Runs suite documents through an engine under several policies and aggregates the scores.
  * Failure semantics: a document that fails (too long for the model's context, a policy error)
  * scores 0 and is counted in n_errors with its message; the run goes on. Policies are validated
- * with {@link PolicySpec#parse} before any document runs.
+ * once, with {@link PolicySpec#parse}, before any document runs.
  */
 public final class EvalRunner {
 
@@ -32,17 +31,23 @@ public final class EvalRunner {
     this.maxNewTokens = maxNewTokens;
   }
 
-  /** Throws IllegalArgumentException naming the first policy that does not parse. */
-  public static void validate(List<String> policies) {
-    for (String p : policies) PolicySpec.parse(p);
+  /**
+   * The policies as given (the results' labels), each parsed once.
+   *
+   * @throws IllegalArgumentException naming the first policy that does not parse
+   */
+  public static Map<String, PolicySpec> parse(List<String> policies) {
+    Map<String, PolicySpec> specs = new LinkedHashMap<>();
+    for (String p : policies) specs.put(p, PolicySpec.parse(p));
+    return specs;
   }
 
   public List<DocResult> run(List<SuiteItem> items, List<String> policies, Consumer<DocResult> progress) {
-    validate(policies);
+    Map<String, PolicySpec> specs = parse(policies);
     List<DocResult> out = new ArrayList<>();
     for (SuiteItem it : items) {
-      for (String p : policies) {
-        DocResult r = runOne(it, p);
+      for (Map.Entry<String, PolicySpec> p : specs.entrySet()) {
+        DocResult r = runOne(it, p.getKey(), p.getValue());
         out.add(r);
         if (progress != null) progress.accept(r);
       }
@@ -50,10 +55,11 @@ public final class EvalRunner {
     return out;
   }
 
-  public DocResult runOne(SuiteItem it, String policy) {
+  /** One document under {@code spec}; {@code policy} is its text as given, the result's label. */
+  public DocResult runOne(SuiteItem it, String policy, PolicySpec spec) {
     GenerationRequest req = GenerationRequest.chat(it.docId(), prompts.userMessage(it),
         maxNewTokens > 0 ? maxNewTokens : EvalSuite.maxNewTokens(it.kind()))
-        .withPolicy(policy);
+        .withPolicy(spec);
     long t0 = System.nanoTime();
     try {
       GenerationResult g = engine.generate(req);
@@ -70,7 +76,8 @@ public final class EvalRunner {
         s.kvBytesAfter(), s.sparseLayers(), s.selectionMs());
   }
 
-  static double attended(float[] byLayer) {
+  /** The mean selected fraction over layers (1 when none were reported): a document's attended share. */
+  public static double attended(float[] byLayer) {
     if (byLayer == null || byLayer.length == 0) return 1.0;
     double s = 0;
     for (float f : byLayer) s += f;

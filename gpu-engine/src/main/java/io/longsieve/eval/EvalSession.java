@@ -1,7 +1,8 @@
 package io.longsieve.eval;
 
+import io.longsieve.bootstrap.Backends;
 import io.longsieve.engine.Engine;
-import io.longsieve.engine.EngineSpec;
+import io.longsieve.engine.spi.EngineSpec;
 import io.longsieve.model.Tokenizer;
 import java.io.PrintStream;
 import java.nio.file.Files;
@@ -28,11 +29,11 @@ public final class EvalSession {
 
   public static Outcome run(EvalOptions o, PrintStream log) throws java.io.IOException {
     List<String> policies = o.policyList();
-    EvalRunner.validate(policies);
+    EvalRunner.parse(policies); // fail before the suite is built
     Files.createDirectories(o.evalDir());
     EngineSpec spec = EngineSpec.of(o.model).withDevice(o.device).withThreads(o.threads)
         .withPrefillChunk(o.prefillChunk);
-    try (Engine engine = Engine.open(spec)) {
+    try (Engine engine = Backends.open(spec)) {
       List<SuiteItem> suite = suite(o, engine.model().tokenizer());
       SuiteJsonl.write(suite, o.evalDir().resolve("suite.jsonl"));
       log.printf(Locale.ROOT, "eval: %d documents x %d policies on %s (%s)%n", suite.size(), policies.size(),

@@ -8,12 +8,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.longsieve.bootstrap.Backends;
 import io.longsieve.engine.Engine;
-import io.longsieve.engine.EngineSpec;
 import io.longsieve.engine.FinishReason;
 import io.longsieve.engine.GenerationRequest;
 import io.longsieve.engine.GenerationResult;
-import io.longsieve.engine.SamplingParams;
+import io.longsieve.engine.spi.EngineSpec;
+import io.longsieve.engine.spi.SamplingParams;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -34,7 +35,7 @@ class GenerateCommandTest {
   static final String TEXT = "The cat sat on the mat and the river ran north past the market.";
 
   static Engine cpu() {
-    return Engine.open(EngineSpec.of(MODEL).withDevice("cpu").withThreads(2));
+    return Backends.open(EngineSpec.of(MODEL).withDevice("cpu").withThreads(2));
   }
 
   static Path idsFile(Path dir, String name, int[] ids) throws Exception {

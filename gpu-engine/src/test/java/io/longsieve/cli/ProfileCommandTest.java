@@ -5,12 +5,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.longsieve.attention.LayerList;
-import io.longsieve.attention.PolicySpec;
+import io.longsieve.bootstrap.Backends;
 import io.longsieve.engine.Engine;
-import io.longsieve.engine.EngineSpec;
 import io.longsieve.engine.GenerationRequest;
-import io.longsieve.engine.SamplingParams;
+import io.longsieve.engine.spi.EngineSpec;
+import io.longsieve.engine.spi.SamplingParams;
+import io.longsieve.policy.LayerList;
+import io.longsieve.policy.PolicySpec;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -43,11 +44,12 @@ class ProfileCommandTest {
     assertEquals(2, layers.size()); // δ = 0.5 over 4 layers with distinct drifts: the lower half
     for (JsonNode d : root.path("drift")) assertTrue(d.asDouble() > 0);
 
-    try (Engine e = Engine.open(EngineSpec.of(model).withDevice("cpu").withThreads(2))) {
+    try (Engine e = Backends.open(EngineSpec.of(model).withDevice("cpu").withThreads(2))) {
       var r = e.generate(new GenerationRequest("p", "hello river", null, true, 2, SamplingParams.GREEDY, List.of(),
-          "tsa"));
+          PolicySpec.parse("tsa")));
       String expected = layers.get(0) + (layers.get(1) == layers.get(0) + 1 ? "-" : "/") + layers.get(1);
-      assertTrue(r.stats().policy().contains("layers=auto(" + expected + ")"), r.stats().policy());
+      assertTrue(r.stats().policyResolved().contains("layers=auto(" + expected + ")"), r.stats().policyResolved());
+      assertEquals(PolicySpec.parse("tsa").canonical(), r.stats().policy()); // canonical: as asked
     }
     assertEquals("tsa:tau=0.005,min=1024,window=128,pool=7,layers=auto,keep=0.0 + none + dense",
         PolicySpec.parse("tsa").canonical());

@@ -3,11 +3,12 @@ package io.longsieve.cpu;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.longsieve.engine.ModelRunner;
-import io.longsieve.engine.Sampler;
-import io.longsieve.engine.SamplingParams;
+import io.longsieve.engine.spi.ModelRunner;
+import io.longsieve.engine.spi.Sampler;
+import io.longsieve.engine.spi.SamplingParams;
 import io.longsieve.model.Checkpoint;
 import io.longsieve.model.ModelConfig;
+import io.longsieve.policy.PolicySpec;
 import java.nio.file.Path;
 import java.util.SplittableRandom;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -40,8 +41,8 @@ class BatchedDecodeTest {
           int[] prompt = new int[5 + 11 * i];
           for (int j = 0; j < prompt.length; j++) prompt[j] = rnd.nextInt(vocab);
           String policy = POLICIES[i % POLICIES.length];
-          batched[i] = runner.open(prompt.length + steps, policy);
-          single[i] = runner.open(prompt.length + steps, policy);
+          batched[i] = runner.open(prompt.length + steps, PolicySpec.parse(policy));
+          single[i] = runner.open(prompt.length + steps, PolicySpec.parse(policy));
           batched[i].prefill(prompt, logits[i]);
           single[i].prefill(prompt, new float[vocab]);
           tokens[i] = rnd.nextInt(vocab);

@@ -3,6 +3,7 @@ package io.longsieve.cpu;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import io.longsieve.cpu.kernels.CpuOps;
 import org.junit.jupiter.api.Test;
 
 /** The top-p definition the device sampler follows (CpuOps.topPNucleus / topPIndexOrder). */

@@ -4,10 +4,12 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.longsieve.bootstrap.Backends;
 import io.longsieve.engine.Engine;
-import io.longsieve.engine.EngineSpec;
 import io.longsieve.engine.GenerationRequest;
-import io.longsieve.engine.SamplingParams;
+import io.longsieve.engine.spi.EngineSpec;
+import io.longsieve.engine.spi.SamplingParams;
+import io.longsieve.policy.PolicySpec;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -32,11 +34,11 @@ class CudaBatchingTest {
     for (int i = 0; i < policies.length; i++) {
       StringBuilder p = new StringBuilder("Note ").append(i).append(':');
       for (int w = 0; w < 60 + 25 * i; w++) p.append(' ').append((char) ('a' + (w * 7 + i) % 26)).append("ay");
-      GenerationRequest r = GenerationRequest.raw("r" + i, p.toString(), 12 + 3 * i).withPolicy(policies[i]);
+      GenerationRequest r = GenerationRequest.raw("r" + i, p.toString(), 12 + 3 * i).withPolicy(PolicySpec.parse(policies[i]));
       if (i % 2 == 1) r = r.withSampling(new SamplingParams(1.2, 0.9, 40 + i));
       reqs.add(r);
     }
-    try (Engine e = Engine.open(EngineSpec.of(MODEL).withDevice("cuda"))) {
+    try (Engine e = Backends.open(EngineSpec.of(MODEL).withDevice("cuda"))) {
       assertEquals("cuda", e.backend());
       List<int[]> alone = new ArrayList<>();
       for (GenerationRequest r : reqs) alone.add(e.generate(r).tokenIds());

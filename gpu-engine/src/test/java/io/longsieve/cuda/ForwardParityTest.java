@@ -3,23 +3,26 @@ package io.longsieve.cuda;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.longsieve.attention.DenseAttention;
+import io.longsieve.bootstrap.Backends;
 import io.longsieve.cpu.CpuModel;
 import io.longsieve.cpu.CpuRunner;
 import io.longsieve.cpu.CpuWeights;
-import io.longsieve.cpu.KvCache;
-import io.longsieve.cpu.ThreadPool;
+import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.cpu.kernels.ThreadPool;
+import io.longsieve.cpu.policy.DenseAttention;
+import io.longsieve.cuda.kv.PagedKvCache;
 import io.longsieve.engine.Engine;
-import io.longsieve.engine.EngineSpec;
 import io.longsieve.engine.GenerationRequest;
 import io.longsieve.engine.GenerationResult;
 import io.longsieve.engine.Goldens;
-import io.longsieve.engine.LoadedModel;
-import io.longsieve.engine.ModelRunner;
-import io.longsieve.engine.Sampler;
-import io.longsieve.engine.SamplingParams;
+import io.longsieve.engine.spi.EngineSpec;
+import io.longsieve.engine.spi.LoadedModel;
+import io.longsieve.engine.spi.ModelRunner;
+import io.longsieve.engine.spi.Sampler;
+import io.longsieve.engine.spi.SamplingParams;
 import io.longsieve.model.Checkpoint;
 import io.longsieve.model.ModelConfig;
+import io.longsieve.policy.PolicySpec;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Random;
@@ -61,8 +64,8 @@ class ForwardParityTest {
         int[] ids = c.inputIds();
         int steps = c.greedyIds().length;
         float[] gl = new float[vocab], cl = new float[vocab];
-        try (ModelRunner.Sequence gs = gpu.open(ids.length + steps, "dense");
-             ModelRunner.Sequence cs = cpu.open(ids.length + steps, "dense")) {
+        try (ModelRunner.Sequence gs = gpu.open(ids.length + steps, PolicySpec.DENSE);
+             ModelRunner.Sequence cs = cpu.open(ids.length + steps, PolicySpec.DENSE)) {
           gs.prefill(ids, gl);
           cs.prefill(ids, cl);
           double err = Gpu.relErr(gl, cl);
@@ -144,18 +147,18 @@ class ForwardParityTest {
   @Test
   void autoDevicePicksCudaAndReportsIt() {
     Path dir = Goldens.MODELS.resolve("llama-gqa");
-    try (Engine engine = Engine.open(EngineSpec.of(dir))) {
+    try (Engine engine = Backends.open(EngineSpec.of(dir))) {
       assertEquals("cuda", engine.backend());
       assertTrue(engine.device().startsWith("cuda:0 "), engine.device());
       GenerationResult g = engine.generate(new GenerationRequest("a", "The cat sat on the mat.", null, true, 12,
-          SamplingParams.GREEDY, List.of(), "dense"));
+          SamplingParams.GREEDY, List.of(), PolicySpec.DENSE));
       assertEquals("cuda", g.stats().backend());
       assertTrue(g.stats().device().startsWith("cuda:0"), g.stats().device());
       GenerationResult s = engine.generate(new GenerationRequest("b", "The cat sat on the mat.", null, true, 12,
-          new SamplingParams(0.8, 0.9, 42), List.of(), "dense"));
+          new SamplingParams(0.8, 0.9, 42), List.of(), PolicySpec.DENSE));
       assertTrue(s.tokenIds().length > 0, "sampled tokens");
       GenerationResult again = engine.generate(new GenerationRequest("c", "The cat sat on the mat.", null, true, 12,
-          new SamplingParams(0.8, 0.9, 42), List.of(), "dense"));
+          new SamplingParams(0.8, 0.9, 42), List.of(), PolicySpec.DENSE));
       assertEquals(java.util.Arrays.toString(s.tokenIds()), java.util.Arrays.toString(again.tokenIds()),
           "same seed, same tokens");
     }

@@ -1,13 +1,13 @@
 package io.longsieve.cuda;
 
-import io.longsieve.cpu.ThreadPool;
+import io.longsieve.cpu.kernels.ThreadPool;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 
 /** A {@link GpuTest} whose CPU side also needs a ThreadPool (its twins, CpuOps): opened after the GPU. */
-abstract class GpuPoolTest extends GpuTest {
+public abstract class GpuPoolTest extends GpuTest {
 
-  static ThreadPool pool;
+  public static ThreadPool pool;
 
   @BeforeAll
   static void openPool() {

@@ -8,9 +8,9 @@ import org.junit.jupiter.api.BeforeAll;
  * before a class's tests and closed after them. Surefire runs test classes one after another, so
  * the one static field serves each class in turn. Subclasses are tagged "gpu".
  */
-abstract class GpuTest {
+public abstract class GpuTest {
 
-  static Gpu gpu;
+  public static Gpu gpu;
 
   @BeforeAll
   static void openGpu() {

@@ -1,8 +1,14 @@
 package io.longsieve.engine;
 
+import io.longsieve.bootstrap.Backends;
 import io.longsieve.cpu.CpuRunner;
+import io.longsieve.engine.spi.EngineSpec;
+import io.longsieve.engine.spi.ModelRunner;
+import io.longsieve.engine.spi.Sampler;
+import io.longsieve.engine.spi.SamplingParams;
 import io.longsieve.model.Checkpoint;
 import io.longsieve.model.ModelConfig;
+import io.longsieve.policy.PolicySpec;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -61,7 +67,7 @@ class BatchingBench {
           for (int i = 0; i < b; i++) {
             int[] prompt = new int[promptTokens];
             for (int j = 0; j < promptTokens; j++) prompt[j] = rnd.nextInt(4000);
-            seqs[i] = runner.open(promptTokens + steps, "dense");
+            seqs[i] = runner.open(promptTokens + steps, PolicySpec.DENSE);
             tokens[i] = seqs[i].prefillNext(prompt, logits[i], samplers[i] = new Sampler(SamplingParams.GREEDY, vocab));
             positions[i] = promptTokens;
           }
@@ -93,7 +99,7 @@ class BatchingBench {
     }
     EngineSpec spec = EngineSpec.of(model).withDevice("cpu").withThreads(threads);
     double one = 0, all = 0;
-    try (Engine serial = Engine.open(spec.withMaxBatch(1)); Engine batched = Engine.open(spec.withMaxBatch(b))) {
+    try (Engine serial = Backends.open(spec.withMaxBatch(1)); Engine batched = Backends.open(spec.withMaxBatch(b))) {
       for (int round = 0; round < ROUNDS; round++) {
         long t = System.nanoTime();
         long n = 0;

@@ -6,9 +6,17 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.longsieve.bootstrap.Backends;
 import io.longsieve.cpu.CpuRunner;
+import io.longsieve.engine.spi.EngineSpec;
+import io.longsieve.engine.spi.GenerationTimeoutException;
+import io.longsieve.engine.spi.LoadedModel;
+import io.longsieve.engine.spi.ModelRunner;
+import io.longsieve.engine.spi.RequestLimits;
+import io.longsieve.engine.spi.SamplingParams;
 import io.longsieve.model.Checkpoint;
 import io.longsieve.model.ModelConfig;
+import io.longsieve.policy.PolicySpec;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -52,11 +60,11 @@ class BatchingEngineTest {
     calls.add(new Call(GenerationRequest.raw("one-token", words(60, 4), 1), null));
     calls.add(new Call(GenerationRequest.raw("zero-tokens", words(10, 5), 0), null));
     calls.add(new Call(GenerationRequest.raw("stops", words(30, 6), 30).withStopStrings(List.of("e", "zz")), null));
-    calls.add(new Call(GenerationRequest.raw("streaming", words(140, 7), 18).withPolicy("streaming:sinks=4,recent=64"),
+    calls.add(new Call(GenerationRequest.raw("streaming", words(140, 7), 18).withPolicy(PolicySpec.parse("streaming:sinks=4,recent=64")),
         null));
-    calls.add(new Call(GenerationRequest.raw("selkv", words(130, 8), 18).withPolicy("selkv:ratio=0.25"), null));
+    calls.add(new Call(GenerationRequest.raw("selkv", words(130, 8), 18).withPolicy(PolicySpec.parse("selkv:ratio=0.25")), null));
     calls.add(new Call(GenerationRequest.raw("tokenselect", words(120, 9), 12)
-        .withPolicy("tokenselect:sinks=4,k=32,window=32,chunk=64"), null));
+        .withPolicy(PolicySpec.parse("tokenselect:sinks=4,k=32,window=32,chunk=64")), null));
     calls.add(new Call(GenerationRequest.raw("small-chunks", words(90, 10), 14), RequestLimits.of(0, 3)));
     calls.add(new Call(GenerationRequest.raw("context-full", words(100, 11), 500), null));
     calls.add(new Call(GenerationRequest.raw("too-long", longPrompt, 4), null));
@@ -134,7 +142,7 @@ class BatchingEngineTest {
   void concurrentTasksOnOneEngineGetWhatEachGetsAlone() throws Exception {
     EngineSpec spec = EngineSpec.of(MODEL).withDevice("cpu").withThreads(2).withPrefillChunk(16).withMaxContext(192)
         .withMaxBatch(6);
-    try (Engine engine = Engine.open(spec)) {
+    try (Engine engine = Backends.open(spec)) {
       List<Call> calls = mixedCalls(words(400, 13));
       List<Outcome> alone = new ArrayList<>();
       for (Call c : calls) alone.add(outcome(c.on(engine)));
@@ -166,17 +174,17 @@ class BatchingEngineTest {
     ModelConfig c;
     int capacity = 0;
     List<Outcome> alone = new ArrayList<>();
-    try (Engine one = Engine.open(base.withMaxBatch(1))) {
+    try (Engine one = Backends.open(base.withMaxBatch(1))) {
       c = one.model().config();
       for (Call call : calls) {
-        capacity = Math.max(capacity, one.model().promptTokens(call.request()).length + 12);
+        capacity = Math.max(capacity, one.promptTokens(call.request()).length + 12);
         alone.add(outcome(call.on(one)));
       }
       assertEquals(1, one.counters().peakBatch());
     }
     long perSlot = (long) c.numLayers() * (3L * c.kvDim() * Float.BYTES + Integer.BYTES); // the CPU runner's slots
     long budget = 2L * capacity * perSlot + perSlot; // room for two requests, not three
-    try (Engine engine = Engine.open(base.withKvBudgetBytes(budget))) {
+    try (Engine engine = Backends.open(base.withKvBudgetBytes(budget))) {
       List<Outcome> together = concurrently(engine, calls, calls.size());
       for (int i = 0; i < calls.size(); i++) assertSame(alone.get(i), together.get(i), calls.get(i).request().id());
       EngineCounters k = engine.counters();
@@ -190,7 +198,7 @@ class BatchingEngineTest {
 
   @Test
   void aListOfRequestsFromOneCallerIsBatchedAndKeepsOrder() {
-    try (Engine engine = Engine.open(EngineSpec.of(MODEL).withDevice("cpu").withThreads(1))) {
+    try (Engine engine = Backends.open(EngineSpec.of(MODEL).withDevice("cpu").withThreads(1))) {
       List<GenerationRequest> rs = new ArrayList<>();
       for (int i = 0; i < 5; i++) rs.add(GenerationRequest.raw("r" + i, words(10 + 9 * i, i), 10));
       List<GenerationResult> alone = new ArrayList<>();
@@ -217,7 +225,7 @@ class BatchingEngineTest {
     }
     List<Call> calls = new ArrayList<>();
     for (int i = 0; i < 5; i++) calls.add(new Call(GenerationRequest.raw("m" + i, words(20 + 10 * i, i), 10), null));
-    try (Engine engine = new BatchingEngine(model, new LimitedRunner(cpu, 2), 2048, "dense", 5, 0)) {
+    try (Engine engine = new BatchingEngine(model, new LimitedRunner(cpu, 2), 2048, PolicySpec.DENSE, 5, 0)) {
       List<Outcome> alone = new ArrayList<>();
       for (Call c : calls) alone.add(outcome(c.on(engine)));
       List<Outcome> together = concurrently(engine, calls, calls.size());
@@ -232,7 +240,7 @@ class BatchingEngineTest {
 
   @Test
   void closingFailsWhatIsStillQueued() throws Exception {
-    BatchingEngine engine = (BatchingEngine) Engine.open(EngineSpec.of(MODEL).withDevice("cpu").withThreads(1));
+    BatchingEngine engine = (BatchingEngine) Backends.open(EngineSpec.of(MODEL).withDevice("cpu").withThreads(1));
     ExecutorService pool = Executors.newFixedThreadPool(3);
     try {
       engine.pauseAdmission(true);

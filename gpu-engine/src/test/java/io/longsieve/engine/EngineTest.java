@@ -7,6 +7,10 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.longsieve.bootstrap.Backends;
+import io.longsieve.engine.spi.EngineSpec;
+import io.longsieve.engine.spi.SamplingParams;
+import io.longsieve.policy.PolicySpec;
 import java.util.List;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -19,7 +23,7 @@ class EngineTest {
 
   @BeforeAll
   static void open() {
-    engine = Engine.open(EngineSpec.of(Goldens.MODELS.resolve("llama-gqa")).withDevice("cpu").withThreads(2));
+    engine = Backends.open(EngineSpec.of(Goldens.MODELS.resolve("llama-gqa")).withDevice("cpu").withThreads(2));
   }
 
   @AfterAll
@@ -80,7 +84,7 @@ class EngineTest {
   void chunkedPrefillGivesTheSameTokensAsOneChunk() {
     GenerationRequest g = GenerationRequest.raw("c", "A long prompt about rivers, mountains and the sea, told twice. "
         + "A long prompt about rivers, mountains and the sea, told twice.", 10);
-    try (Engine small = Engine.open(EngineSpec.of(Goldens.MODELS.resolve("llama-gqa")).withDevice("cpu")
+    try (Engine small = Backends.open(EngineSpec.of(Goldens.MODELS.resolve("llama-gqa")).withDevice("cpu")
         .withThreads(1).withPrefillChunk(7))) {
       assertArrayEquals(engine.generate(g).tokenIds(), small.generate(g).tokenIds());
     }
@@ -88,7 +92,7 @@ class EngineTest {
 
   @Test
   void promptLongerThanTheContextIsRefused() {
-    try (Engine tiny = Engine.open(EngineSpec.of(Goldens.MODELS.resolve("llama-gqa")).withDevice("cpu")
+    try (Engine tiny = Backends.open(EngineSpec.of(Goldens.MODELS.resolve("llama-gqa")).withDevice("cpu")
         .withMaxContext(16))) {
       var e = assertThrows(PromptTooLongException.class,
           () -> tiny.generate(GenerationRequest.raw("x", "word ".repeat(40), 4)));
@@ -103,7 +107,7 @@ class EngineTest {
   @Test
   void unknownPolicyIsAClearError() {
     var e = assertThrows(IllegalArgumentException.class,
-        () -> engine.generate(GenerationRequest.raw("p", "hi", 2).withPolicy("no-such-policy")));
+        () -> engine.generate(GenerationRequest.raw("p", "hi", 2).withPolicy(PolicySpec.parse("no-such-policy"))));
     assertTrue(e.getMessage().contains("no-such-policy"));
   }
 
@@ -118,7 +122,7 @@ class EngineTest {
 
   @Test
   void cpuDeviceNamedWhenAutoFindsNoGpu() {
-    try (Engine auto = Engine.open(EngineSpec.of(Goldens.MODELS.resolve("llama-tied")))) {
+    try (Engine auto = Backends.open(EngineSpec.of(Goldens.MODELS.resolve("llama-tied")))) {
       assertTrue(auto.backend().equals("cpu") || auto.backend().equals("cuda"));
       GenerationResult r = auto.generate(GenerationRequest.chat("t", "hello", 3)); // plain fallback template
       assertEquals(auto.backend(), r.stats().backend());

@@ -1,7 +1,10 @@
 package io.longsieve.engine;
 
-import io.longsieve.attention.PolicyStats;
+import io.longsieve.engine.spi.ModelRunner;
+import io.longsieve.engine.spi.Sampler;
 import io.longsieve.model.ModelConfig;
+import io.longsieve.policy.PolicySpec;
+import io.longsieve.policy.PolicyStats;
 
 /**
  * A runner that holds at most {@code limit} sequences open and fails a further open with the
@@ -35,7 +38,7 @@ final class LimitedRunner implements ModelRunner {
   }
 
   @Override
-  public Sequence open(int capacity, String policy) {
+  public Sequence open(int capacity, PolicySpec policy) {
     if (open == limit) throw new IllegalStateException("cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (test runner)");
     Sequence s = inner.open(capacity, policy);
     open++;
@@ -98,8 +101,8 @@ final class LimitedRunner implements ModelRunner {
       }
 
       @Override
-      public String policy() {
-        return s.policy();
+      public String policyResolved() {
+        return s.policyResolved();
       }
 
       @Override

@@ -5,7 +5,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.longsieve.cpu.CpuRunner;
+import io.longsieve.engine.spi.LoadedModel;
+import io.longsieve.engine.spi.ModelRunner;
+import io.longsieve.engine.spi.Sampler;
 import io.longsieve.model.Checkpoint;
+import io.longsieve.policy.PolicySpec;
 import java.nio.file.Path;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -39,14 +43,14 @@ class TransformersParityTest {
         assertArrayEquals(c.inputIds(), ids, where + ": token ids");
 
         float[] logits = new float[vocab];
-        try (ModelRunner.Sequence first = runner.open(1, "dense")) {
+        try (ModelRunner.Sequence first = runner.open(1, PolicySpec.DENSE)) {
           first.prefill(new int[] {ids[0]}, logits);
         }
         double errFirst = Goldens.relativeError(logits, c.logitsFirst());
         assertTrue(errFirst <= LOGIT_TOLERANCE, where + ": first-position logits off by " + errFirst);
 
         int steps = c.greedyIds().length;
-        try (ModelRunner.Sequence seq = runner.open(ids.length + steps, "dense")) {
+        try (ModelRunner.Sequence seq = runner.open(ids.length + steps, PolicySpec.DENSE)) {
           seq.prefill(ids, logits);
           double errLast = Goldens.relativeError(logits, c.logitsLast());
           assertTrue(errLast <= LOGIT_TOLERANCE, where + ": last-position logits off by " + errLast);

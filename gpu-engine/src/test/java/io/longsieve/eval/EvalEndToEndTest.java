@@ -93,6 +93,6 @@ class EvalEndToEndTest {
     assertEquals(EvalOptions.STANDARD_POLICIES, options(null, "--model", "m", "--output", "o", "--policies", "standard").policyList());
     assertEquals(List.of("dense", "tsa + selkv:ratio=0.25"),
         options(null, "--model", "m", "--output", "o", "--policy", "dense", "--policies", "tsa + selkv:ratio=0.25").policyList());
-    EvalRunner.validate(EvalOptions.STANDARD_POLICIES);
+    EvalRunner.parse(EvalOptions.STANDARD_POLICIES);
   }
 }

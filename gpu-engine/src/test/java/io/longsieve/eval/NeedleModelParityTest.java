@@ -6,13 +6,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import io.longsieve.engine.Goldens;
-import io.longsieve.engine.Sampler;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.longsieve.cpu.CpuRunner;
-import io.longsieve.engine.LoadedModel;
-import io.longsieve.engine.ModelRunner;
+import io.longsieve.engine.Goldens;
+import io.longsieve.engine.spi.LoadedModel;
+import io.longsieve.engine.spi.ModelRunner;
+import io.longsieve.engine.spi.Sampler;
 import io.longsieve.model.Checkpoint;
+import io.longsieve.policy.PolicySpec;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
@@ -49,7 +50,7 @@ class NeedleModelParityTest {
         float[] want = Goldens.floats(c.get("logits_last"));
         int[] greedy = Goldens.ints(c.get("greedy_ids"));
         double[] margins = doubles(c.get("greedy_margins"));
-        try (ModelRunner.Sequence seq = runner.open(ids.length + greedy.length + 1, "dense")) {
+        try (ModelRunner.Sequence seq = runner.open(ids.length + greedy.length + 1, PolicySpec.DENSE)) {
           seq.prefill(ids, logits);
           double scale = 0, maxDiff = 0;
           for (int v = 0; v < vocab; v++) {

@@ -1,7 +1,7 @@
 package io.longsieve.job;
 
-import io.longsieve.attention.PolicySpec;
-import io.longsieve.attention.PolicyTerm;
+import io.longsieve.policy.PolicySpec;
+import io.longsieve.policy.PolicyTerm;
 import java.io.Serializable;
 
 /**
@@ -52,16 +52,20 @@ public final class AttentionBudget implements Serializable {
   /** Dense attention: every pair in prefill, every cached key in decode. */
   public static final AttentionBudget DENSE = new AttentionBudget("dense", null, null, null);
 
-  /** The budget of a policy string; null, blank or unparseable is dense. */
+  /** The budget of a policy; null is dense. */
+  public static AttentionBudget of(PolicySpec spec) {
+    if (spec == null) return DENSE;
+    return new AttentionBudget(spec.canonical(), spec.prefill(), spec.kv(), spec.decode());
+  }
+
+  /** The budget of a policy's text, for tests and tools; null, blank or unparseable is dense. */
   public static AttentionBudget of(String policy) {
     if (policy == null || policy.isBlank()) return DENSE;
-    PolicySpec spec;
     try {
-      spec = PolicySpec.parse(policy);
+      return of(PolicySpec.parse(policy));
     } catch (IllegalArgumentException e) {
       return DENSE;
     }
-    return new AttentionBudget(spec.canonical(), spec.prefill(), spec.kv(), spec.decode());
   }
 
   /**

@@ -1,6 +1,7 @@
 package io.longsieve.job;
 
 import io.longsieve.model.ModelConfig;
+import io.longsieve.policy.PolicySpec;
 import java.io.Serializable;
 
 /**
@@ -41,7 +42,12 @@ public record CostModel(double pairCost, double decodeStep, double decodeKeyCost
     if (budget == null) budget = AttentionBudget.DENSE;
   }
 
-  /** Llama-3.1-8B-shaped defaults with the given policy string (null: dense). */
+  /** Llama-3.1-8B-shaped defaults with the given policy (null: dense). */
+  public static CostModel defaults(PolicySpec policy) {
+    return new CostModel(3.3e-5, 40, 1.2e-3, AttentionBudget.of(policy));
+  }
+
+  /** {@link #defaults(PolicySpec)} from a policy's text, for tests and tools (see {@link AttentionBudget#of(String)}). */
   public static CostModel defaults(String policy) {
     return new CostModel(3.3e-5, 40, 1.2e-3, AttentionBudget.of(policy));
   }
@@ -51,7 +57,7 @@ public record CostModel(double pairCost, double decodeStep, double decodeKeyCost
    * 150 · 2·layers·kvDim / params (the batch-1 step of 150 units is what a key read is measured
    * against, since batching shares weight reads but not KV reads).
    */
-  public static CostModel forModel(ModelConfig c, String policy) {
+  public static CostModel forModel(ModelConfig c, PolicySpec policy) {
     double params = parameters(c);
     double pair = 2.0 * c.numLayers() * c.qDim() / params;
     double key = 150.0 * 2.0 * c.numLayers() * c.kvDim() / params;

@@ -1,8 +1,8 @@
 package io.longsieve.job;
 
-import io.longsieve.engine.GenerationTimeoutException;
+import io.longsieve.engine.spi.GenerationTimeoutException;
+import io.longsieve.engine.spi.RequestLimits;
 import io.longsieve.engine.OutOfMemory;
-import io.longsieve.engine.RequestLimits;
 import java.io.Serializable;
 import java.util.Locale;
 import java.util.function.Supplier;

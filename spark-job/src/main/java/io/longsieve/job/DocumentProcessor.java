@@ -1,13 +1,14 @@
 package io.longsieve.job;
 
 import io.longsieve.engine.Engine;
-import io.longsieve.engine.EngineSpec;
 import io.longsieve.engine.GenerationRequest;
 import io.longsieve.engine.GenerationResult;
 import io.longsieve.engine.GenerationStats;
 import io.longsieve.engine.PromptTooLongException;
+import io.longsieve.engine.spi.EngineSpec;
 import io.longsieve.job.PromptBuilder.Document;
 import io.longsieve.job.PromptBuilder.Prompt;
+import io.longsieve.policy.PolicySpec;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
@@ -37,7 +38,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   private final EngineSpec spec;
   private final String runId;
   private final int maxNewTokens;
-  private final String policy;
+  private final PolicySpec policy;
   private final boolean truncate;
   private final DocumentAttempts attempts;
   private final JobMetrics metrics; // null: no accumulators (tests)
@@ -48,23 +49,24 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   private static final int OUT_TOKENS = JobSchemas.RESULT.fieldIndex("output_tokens");
 
   DocumentProcessor(RunOptions o) {
-    this(o, null);
+    this(o, null, CostModel.defaults(o.policy()));
   }
 
-  DocumentProcessor(RunOptions o, JobMetrics metrics) {
+  /** @param cost the driver's cost model (GenerationStage), so progress counts what the plan counted */
+  DocumentProcessor(RunOptions o, JobMetrics metrics, CostModel cost) {
     this(o.engineSpec(), o.runId(), o.maxNewTokens(), o.policy(), o.truncate(),
         new DocumentAttempts(o.production().docTimeoutSeconds(), o.prefillChunk(), o.production().injectOomDocId(),
             o.production().injectStickyCudaError()),
-        metrics, o.production().charsPerToken());
+        metrics, cost, o.production().charsPerToken());
   }
 
-  DocumentProcessor(EngineSpec spec, String runId, int maxNewTokens, String policy, boolean truncate) {
+  DocumentProcessor(EngineSpec spec, String runId, int maxNewTokens, PolicySpec policy, boolean truncate) {
     this(spec, runId, maxNewTokens, policy, truncate, new DocumentAttempts(0, spec.prefillChunk(), null), null,
-        CostModel.DEFAULT_CHARS_PER_TOKEN);
+        CostModel.defaults(policy), CostModel.DEFAULT_CHARS_PER_TOKEN);
   }
 
-  private DocumentProcessor(EngineSpec spec, String runId, int maxNewTokens, String policy, boolean truncate,
-      DocumentAttempts attempts, JobMetrics metrics, double charsPerToken) {
+  private DocumentProcessor(EngineSpec spec, String runId, int maxNewTokens, PolicySpec policy, boolean truncate,
+      DocumentAttempts attempts, JobMetrics metrics, CostModel cost, double charsPerToken) {
     this.spec = spec;
     this.runId = runId;
     this.maxNewTokens = maxNewTokens;
@@ -72,7 +74,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     this.truncate = truncate;
     this.attempts = attempts;
     this.metrics = metrics;
-    this.cost = CostModel.defaults(policy);
+    this.cost = cost;
     this.charsPerToken = charsPerToken;
   }
 
@@ -122,12 +124,12 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   private Row processOne(Row in, String executor, int partition) {
     long t0 = System.nanoTime();
     Out out = new Out(in);
+    out.policy = policy.canonical(); // canonical on every row, ok and error alike
     String status = in.getAs("status");
     if (status != null) return out.error(status, in.getAs("error")).row(runId, executor, partition, t0);
     Engine engine = ExecutorEngine.get(spec);
     out.backend = engine.backend();
     out.device = engine.device();
-    out.policy = policy;
     try {
       attempts.run(in.getAs("doc_id"), () -> {
         generate(engine, in, out);
@@ -180,7 +182,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   }
 
   private int count(Engine engine, String id, Prompt prompt) {
-    return engine.model().promptTokens(request(id, prompt)).length;
+    return engine.promptTokens(request(id, prompt)).length;
   }
 
   private static List<Document> documents(Row in) {
@@ -207,6 +209,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     String backend;
     String device;
     String policy;
+    String policyResolved;
     GenerationStats stats;
 
     Out(Row in) {
@@ -229,7 +232,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
       inputTokens = stats.inputTokens();
       backend = stats.backend();
       device = stats.device();
-      policy = stats.policy();
+      policyResolved = stats.policyResolved();
       outputTokens = stats.outputTokens();
     }
 
@@ -239,7 +242,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
       boolean ran = s != null;
       return new GenericRowWithSchema(new Object[] {docId, runId, task, status, error, notes, output, inputTokens, outputTokens,
           finishReason, reference, source,
-          backend, device, policy,
+          backend, device, policy, policyResolved,
           ran ? s.ttftMs() : null, ran ? s.prefillMs() : null, ran ? s.decodeMs() : null, totalMs,
           executor, partition,
           ran ? s.attendedTokensMean() : null, ran ? floats(s.selectedFractionByLayer()) : null,

@@ -1,8 +1,9 @@
 package io.longsieve.job;
 
+import io.longsieve.bootstrap.Backends;
 import io.longsieve.engine.Engine;
 import io.longsieve.engine.EngineCounters;
-import io.longsieve.engine.EngineSpec;
+import io.longsieve.engine.spi.EngineSpec;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -45,7 +46,7 @@ public final class ExecutorEngine {
       Engine e = ENGINES.get(bound);
       if (e == null) {
         LOG.info("opening engine for " + bound);
-        e = Engine.open(bound);
+        e = Backends.open(bound);
         OPENINGS.incrementAndGet();
         ENGINES.put(bound, e);
         if (!hookInstalled) {

@@ -134,7 +134,7 @@ final class GenerationStage {
         .mapToPair(r -> new Tuple2<>(new DocKey(r.getAs("doc_id"), r.<Long>getAs("size")), r))
         .repartitionAndSortWithinPartitions(partitioner, DocKey.LONGEST_FIRST)
         .values();
-    DocumentProcessor processor = new DocumentProcessor(o, metrics);
+    DocumentProcessor processor = new DocumentProcessor(o, metrics, model);
     // the index is the plan partition's (the slices prune this RDD), so partition_id is unique in the run
     JavaRDD<Row> results = ordered.mapPartitionsWithIndex((i, rows) -> processor.call(rows, i), true);
     ResourceProfile profile = profile(o, spark.sparkContext().master());

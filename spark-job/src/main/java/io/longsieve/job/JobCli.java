@@ -2,8 +2,8 @@ package io.longsieve.job;
 
 import io.longsieve.cli.GenerateCommand;
 import java.util.concurrent.Callable;
-import picocli.CommandLine;
 import picocli.CommandLine.Command;
+import picocli.CommandLine;
 
 /**
  * {@code longsieve}: the main class of bin/longsieve (all but the engine-only commands) and of
@@ -15,7 +15,7 @@ import picocli.CommandLine.Command;
         RunCommand.class,
         io.longsieve.report.ReportCommand.class,
         GenerateCommand.class,
-        io.longsieve.eval.EvalCommand.class,
+        io.longsieve.job.eval.EvalCommand.class,
     },
     description = "LongSieve: long-document LLM inference as a Spark batch job.",
     footer = {"", "Engine commands without Spark (bin/longsieve runs them; each has --help):",

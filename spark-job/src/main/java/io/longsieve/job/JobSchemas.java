@@ -80,7 +80,9 @@ public final class JobSchemas {
       .add("source", StringType, false)           // <file name>:<line or row>
       .add("backend", StringType, true)
       .add("device", StringType, true)
-      .add("policy", StringType, true)
+      .add("policy", StringType, true)            // canonical: as asked, every parameter; on every row
+      .add("policy_resolved", StringType, true)   // canonical with what the model folder decided, e.g.
+                                                  // layers=auto(2-3); null where the engine did not run
       .add("ttft_ms", DoubleType, true)
       .add("prefill_ms", DoubleType, true)
       .add("decode_ms", DoubleType, true)
@@ -104,8 +106,8 @@ public final class JobSchemas {
 
   /** Columns of DIR/stats (run_id is the partition column). */
   public static final List<String> STATS_COLUMNS = List.of(
-      "doc_id", "run_id", "status", "backend", "device", "policy", "ttft_ms", "prefill_ms", "decode_ms",
-      "total_ms", "executor_id", "partition_id", "input_tokens", "output_tokens", "attended_tokens_mean",
+      "doc_id", "run_id", "status", "backend", "device", "policy", "policy_resolved", "ttft_ms", "prefill_ms",
+      "decode_ms", "total_ms", "executor_id", "partition_id", "input_tokens", "output_tokens", "attended_tokens_mean",
       "selected_fraction_by_layer", "selection_cache_hit_rate", "kv_bytes_before", "kv_bytes_after",
       "sparse_layers", "selection_ms", "attention_ms");
 

@@ -137,7 +137,7 @@ public final class LongSieveJob {
     extra.put("skipped_input_files", files.skipped());
     Map<String, Object> budgetEntry = RunBudget.manifest(o, budget, summary);
     if (budgetEntry != null) extra.put("budget", budgetEntry);
-    if (audit != null) extra.put("audit", audit.manifest(o.ops(), o.policy()));
+    if (audit != null) extra.put("audit", audit.manifest(o.ops(), o.policy().canonical()));
     RunManifest.write(spark, o, format, summary, extra);
     writeReport(spark, o);
     return summary;

@@ -1,8 +1,8 @@
 package io.longsieve.job;
 
-import io.longsieve.attention.PolicySpec;
+import io.longsieve.policy.PolicySpec;
 import io.longsieve.engine.Engine;
-import io.longsieve.engine.EngineSpec;
+import io.longsieve.engine.spi.EngineSpec;
 import io.longsieve.engine.GenerationRequest;
 import io.longsieve.engine.GenerationResult;
 import io.longsieve.engine.GenerationStats;
@@ -100,11 +100,11 @@ public final class LongSieveSql {
   /** What the functions run on the executors: serializable, holding only the settings. */
   static final class Calls implements Serializable {
     private final EngineSpec spec;
-    private final String policy;        // the run's canonical policy
+    private final PolicySpec policy;    // the session's policy, unless a call names its own
     private final int maxNewTokens;
     private final DocumentAttempts attempts;
 
-    Calls(EngineSpec spec, String policy, int maxNewTokens, DocumentAttempts attempts) {
+    Calls(EngineSpec spec, PolicySpec policy, int maxNewTokens, DocumentAttempts attempts) {
       this.spec = spec;
       this.policy = policy;
       this.maxNewTokens = maxNewTokens;
@@ -149,7 +149,7 @@ public final class LongSieveSql {
         }
         if (n < 1) throw new IllegalArgumentException("max_new_tokens must be >= 1, not " + n);
       }
-      String p = options.containsKey("policy") ? PolicySpec.parse(options.get("policy")).canonical() : policy;
+      PolicySpec p = options.containsKey("policy") ? PolicySpec.parse(options.get("policy")) : policy;
       String raw = options.getOrDefault("raw", "false").trim();
       if (!raw.equals("true") && !raw.equals("false")) throw new IllegalArgumentException("raw must be true or false, not '" + raw + "'");
       // an id from the content, so a retried task's call is the same request

@@ -1,6 +1,6 @@
 package io.longsieve.job;
 
-import io.longsieve.engine.EngineSpec;
+import io.longsieve.engine.spi.EngineSpec;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;

@@ -17,12 +17,12 @@ import static io.longsieve.model.WeightNames.W_GATE;
 import static io.longsieve.model.WeightNames.W_UP;
 import static io.longsieve.model.WeightNames.layer;
 
-import io.longsieve.attention.LayerList;
-import io.longsieve.attention.PolicySpec;
-import io.longsieve.attention.PolicyTerm;
-import io.longsieve.engine.LoadedModel;
+import io.longsieve.engine.spi.LoadedModel;
 import io.longsieve.model.Checkpoint;
 import io.longsieve.model.ModelConfig;
+import io.longsieve.policy.LayerList;
+import io.longsieve.policy.PolicySpec;
+import io.longsieve.policy.PolicyTerm;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import org.apache.logging.log4j.LogManager;
@@ -67,7 +67,7 @@ final class ModelCheck {
     } catch (RuntimeException e) {
       throw new IllegalArgumentException("model " + dir + ": " + firstLine(e), e);
     }
-    checkPolicy(PolicySpec.parse(o.policy()), config, dir);
+    checkPolicy(o.policy(), config, dir);
   }
 
   /** The shapes the engine's weight loaders ask for; a tensor missing or of another shape is named. */

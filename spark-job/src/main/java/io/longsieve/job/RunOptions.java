@@ -1,7 +1,7 @@
 package io.longsieve.job;
 
-import io.longsieve.attention.PolicySpec;
-import io.longsieve.engine.EngineSpec;
+import io.longsieve.engine.spi.EngineSpec;
+import io.longsieve.policy.PolicySpec;
 import java.io.Serializable;
 import java.nio.file.Path;
 import java.time.Instant;
@@ -24,7 +24,7 @@ import java.util.regex.Pattern;
  * @param master       Spark master URL; local[*] runs in this JVM on all cores
  * @param runId        names this run in the run_id partitions and runs/&lt;runId&gt;.json; [A-Za-z0-9_-]{1,64}
  * @param maxNewTokens most tokens generated per document
- * @param policy       attention policy in canonical form (from --policy or --prefill/--kv/--decode)
+ * @param policy       attention policy (from --policy or --prefill/--kv/--decode), parsed once here
  * @param device       auto (CUDA when usable, else CPU), cpu or cuda
  * @param truncate     cut over-long documents to fit the context (head and tail kept) instead of too_long
  * @param threads      CPU threads per engine for matmul; 0 means all cores of the executor
@@ -42,7 +42,7 @@ public record RunOptions(
     String master,
     String runId,
     int maxNewTokens,
-    String policy,
+    PolicySpec policy,
     String device,
     boolean truncate,
     int threads,
@@ -161,7 +161,7 @@ public record RunOptions(
     String runId = value(values, Key.RUN_ID);
     if (runId == null) runId = defaultRunId(Instant.now());
     checkRunId(runId);
-    String policy = PolicySpec.compose(value(values, Key.POLICY), value(values, Key.PREFILL),
+    PolicySpec policy = PolicySpec.compose(value(values, Key.POLICY), value(values, Key.PREFILL),
         value(values, Key.KV), value(values, Key.DECODE));
     String device = value(values, Key.DEVICE);
     if (!device.equals("auto") && !device.equals("cpu") && !device.equals("cuda")) {
@@ -187,7 +187,7 @@ public record RunOptions(
    * engine's default stays dense: runs that differ only in policy share one engine per JVM.
    */
   public EngineSpec engineSpec() {
-    return new EngineSpec(model, device, -1, threads, prefillChunk, maxContext, production.gpuMemoryFraction(), "dense")
+    return new EngineSpec(model, device, -1, threads, prefillChunk, maxContext, production.gpuMemoryFraction(), PolicySpec.DENSE)
         .withMaxBatch(production.maxBatch());
   }
 
@@ -212,7 +212,7 @@ public record RunOptions(
     m.put("spark.master", master);
     m.put(Key.RUN_ID.conf(), runId);
     m.put(Key.MAX_NEW_TOKENS.conf(), Integer.toString(maxNewTokens));
-    m.put(Key.POLICY.conf(), policy);
+    m.put(Key.POLICY.conf(), policy.canonical());
     m.put(Key.DEVICE.conf(), device);
     m.put(Key.TRUNCATE.conf(), Boolean.toString(truncate));
     m.put(Key.THREADS.conf(), Integer.toString(threads));

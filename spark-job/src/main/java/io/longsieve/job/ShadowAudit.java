@@ -11,6 +11,8 @@ import static org.apache.spark.sql.types.DataTypes.DoubleType;
 import static org.apache.spark.sql.types.DataTypes.IntegerType;
 import static org.apache.spark.sql.types.DataTypes.StringType;
 
+
+import io.longsieve.policy.PolicySpec;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
@@ -114,14 +116,14 @@ final class ShadowAudit {
     double fraction = ops.auditFraction();
     Dataset<Row> sample = todo.where(col("status").isNull())
         .filter((FilterFunction<Row>) r -> sampled(r.getAs("doc_id"), seed, fraction));
-    DocumentProcessor dense = new DocumentProcessor(o.engineSpec(), o.runId(), o.maxNewTokens(), "dense", o.truncate());
+    DocumentProcessor dense = new DocumentProcessor(o.engineSpec(), o.runId(), o.maxNewTokens(), PolicySpec.DENSE, o.truncate());
     int parts = Math.max(1, spark.sparkContext().defaultParallelism());
     JavaRDD<Row> denseRows = sample.javaRDD().repartition(parts).mapPartitions(dense::call);
     Dataset<Row> d = spark.createDataFrame(denseRows, JobSchemas.RESULT).select(col("doc_id"),
         col("status").as("dense_status"), col("output").as("dense_output"), col("output_tokens").as("dense_output_tokens"),
         col("total_ms").as("dense_total_ms"));
     Dataset<Row> mine = done.select("doc_id", "run_id", "policy", "status", "output", "output_tokens", "total_ms");
-    String policy = o.policy();
+    String policy = o.policy().canonical();
     String runId = o.runId();
     Dataset<Row> audit = mine.join(d, "doc_id").map((MapFunction<Row, Row>) r -> compare(r, runId, policy),
         Encoders.row(AUDIT));

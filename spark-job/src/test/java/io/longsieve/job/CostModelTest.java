@@ -42,12 +42,12 @@ class CostModelTest {
 
   @Test
   void sparsePolicyMakesA128kDocumentCheaperAndOutputTokensCost() {
-    double dense = CostModel.defaults(null).cost(131_072, 256);
+    double dense = CostModel.defaults((String) null).cost(131_072, 256);
     double tsa = CostModel.defaults("tsa + selkv:ratio=0.25 + tokenselect:k=2048").cost(131_072, 256);
     double tokenSelect = CostModel.defaults("tokenselect").cost(131_072, 256);
     assertTrue(tsa < 0.75 * dense, "TSA prefill: " + tsa + " vs " + dense);
     assertTrue(tokenSelect < dense / 2, "TokenSelect prefill and decode: " + tokenSelect + " vs " + dense);
-    assertTrue(CostModel.defaults(null).cost(1000, 512) > CostModel.defaults(null).cost(1000, 0) + 512 * 40 - 1);
+    assertTrue(CostModel.defaults((String) null).cost(1000, 512) > CostModel.defaults((String) null).cost(1000, 0) + 512 * 40 - 1);
   }
 
   @Test

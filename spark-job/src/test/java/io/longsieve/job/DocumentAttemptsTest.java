@@ -4,8 +4,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.longsieve.engine.GenerationTimeoutException;
-import io.longsieve.engine.RequestLimits;
+import io.longsieve.engine.spi.GenerationTimeoutException;
+import io.longsieve.engine.spi.RequestLimits;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;

@@ -5,7 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.longsieve.engine.EngineSpec;
+import io.longsieve.engine.spi.EngineSpec;
+import io.longsieve.policy.PolicySpec;
 import org.apache.spark.sql.Row;
 import org.junit.jupiter.api.Test;
 
@@ -33,7 +34,7 @@ class DocumentProcessorTest {
 
   @Test
   void aShortDocumentIsOkWithOutputAndStats() {
-    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, "dense", false);
+    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, PolicySpec.DENSE, false);
     Row r = run(p, JobTestSupport.json("d1", "qa", "The bridge opened in May.", "When did the bridge open?"));
     assertEquals(JobSchemas.OK, r.getAs("status"));
     assertNull(r.getAs("error"));
@@ -42,13 +43,14 @@ class DocumentProcessorTest {
     assertTrue((int) r.getAs("input_tokens") > 10);
     assertEquals("cpu", r.getAs("backend"));
     assertEquals("dense", r.getAs("policy"));
+    assertEquals("dense", r.getAs("policy_resolved"));
     assertNotNull(r.getAs("finish_reason"));
     assertNotNull(r.getList(r.fieldIndex("selected_fraction_by_layer")), "the engine's stats come along");
   }
 
   @Test
   void aPromptOverTheContextIsTooLong() {
-    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, "dense", false);
+    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, PolicySpec.DENSE, false);
     Row r = run(p, JobTestSupport.json("d1", "summary", longText(300), null));
     assertEquals(JobSchemas.TOO_LONG, r.getAs("status"));
     String error = r.getAs("error");
@@ -59,7 +61,7 @@ class DocumentProcessorTest {
 
   @Test
   void truncateKeepsHeadAndTailAndSaysSoInNotes() {
-    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, "dense", true);
+    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, PolicySpec.DENSE, true);
     Row r = run(p, JobTestSupport.json("d1", "qa", longText(300), "What is this about?"));
     assertEquals(JobSchemas.OK, r.getAs("status"));
     String notes = r.getAs("notes");
@@ -70,7 +72,7 @@ class DocumentProcessorTest {
 
   @Test
   void truncateCannotHelpWhenTheQuestionAloneIsTooLong() {
-    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, "dense", true);
+    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, PolicySpec.DENSE, true);
     Row r = run(p, JobTestSupport.json("d1", "qa", "Short text.", longText(200) + "?"));
     assertEquals(JobSchemas.TOO_LONG, r.getAs("status"));
     assertTrue(((String) r.getAs("error")).contains("the instruction and question alone do not fit"));
@@ -78,17 +80,21 @@ class DocumentProcessorTest {
 
   @Test
   void anExceptionWhileGeneratingIsAnEngineErrorRow() {
-    // a policy the engine does not know fails inside generate, for this document only
-    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, "no-such-policy", false);
+    // a TSA layer the model does not have fails inside generate (the driver's ModelCheck would refuse
+    // it before Spark starts), for this document only
+    PolicySpec tooDeep = PolicySpec.parse("tsa:layers=99");
+    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, tooDeep, false);
     Row r = run(p, JobTestSupport.json("d1", "summary", "A short text.", null));
     assertEquals(JobSchemas.ENGINE_ERROR, r.getAs("status"));
-    assertTrue(((String) r.getAs("error")).startsWith("IllegalArgumentException: unknown attention policy"),
+    assertTrue(((String) r.getAs("error")).startsWith("IllegalArgumentException: tsa: layer 99"),
         (String) r.getAs("error"));
+    assertEquals(tooDeep.canonical(), r.getAs("policy"), "error rows carry the canonical policy too");
+    assertNull(r.getAs("policy_resolved"));
   }
 
   @Test
   void aRowThatArrivesBadPassesThroughWithoutTheEngine() {
-    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, "dense", false);
+    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, PolicySpec.DENSE, false);
     Row r = run(p, "{not json");
     assertEquals(JobSchemas.BAD_INPUT, r.getAs("status"));
     assertEquals("docs.jsonl:1", r.getAs("doc_id"));

@@ -3,7 +3,7 @@ package io.longsieve.job;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.longsieve.engine.EngineSpec;
+import io.longsieve.engine.spi.EngineSpec;
 import java.util.List;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.SparkSession;

@@ -45,7 +45,7 @@ class LongSieveSqlTest extends SparkSessionTest {
   static String direct(String prompt, int maxNewTokens) {
     RunOptions o = JobTestSupport.options(java.nio.file.Path.of("in"), java.nio.file.Path.of("out"), "x", Map.of());
     Engine e = ExecutorEngine.get(o.engineSpec());
-    return e.generate(GenerationRequest.chat("direct", prompt, maxNewTokens).withPolicy("dense")).text();
+    return e.generate(GenerationRequest.chat("direct", prompt, maxNewTokens).withPolicy(io.longsieve.policy.PolicySpec.DENSE)).text();
   }
 
   @BeforeEach

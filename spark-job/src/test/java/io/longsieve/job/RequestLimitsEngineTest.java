@@ -3,12 +3,13 @@ package io.longsieve.job;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import io.longsieve.bootstrap.Backends;
 import io.longsieve.engine.Engine;
-import io.longsieve.engine.EngineSpec;
 import io.longsieve.engine.GenerationRequest;
 import io.longsieve.engine.GenerationResult;
-import io.longsieve.engine.GenerationTimeoutException;
-import io.longsieve.engine.RequestLimits;
+import io.longsieve.engine.spi.EngineSpec;
+import io.longsieve.engine.spi.GenerationTimeoutException;
+import io.longsieve.engine.spi.RequestLimits;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -20,7 +21,7 @@ class RequestLimitsEngineTest {
 
   @BeforeAll
   static void open() {
-    engine = Engine.open(EngineSpec.of(JobTestSupport.MODEL).withDevice("cpu").withThreads(1).withPrefillChunk(64));
+    engine = Backends.open(EngineSpec.of(JobTestSupport.MODEL).withDevice("cpu").withThreads(1).withPrefillChunk(64));
   }
 
   @AfterAll

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.longsieve.policy.PolicySpec;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -30,7 +31,7 @@ class RunOptionsTest {
     RunOptions o = RunOptions.fromSettings(minimal());
     assertEquals("local[*]", o.master());
     assertEquals(64, o.maxNewTokens());
-    assertEquals("dense", o.policy());
+    assertEquals(PolicySpec.DENSE, o.policy());
     assertEquals("auto", o.device());
     assertFalse(o.truncate());
     assertTrue(o.model().endsWith("models/longsieve-needle-7m"), o.model());

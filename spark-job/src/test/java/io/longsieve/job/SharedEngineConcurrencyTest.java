@@ -6,8 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.longsieve.engine.Engine;
 import io.longsieve.engine.EngineCounters;
-import io.longsieve.engine.EngineSpec;
 import io.longsieve.engine.GenerationRequest;
+import io.longsieve.engine.spi.EngineSpec;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;

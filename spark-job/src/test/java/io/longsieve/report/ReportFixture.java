@@ -4,7 +4,6 @@ import static org.apache.spark.sql.functions.col;
 import static org.apache.spark.sql.functions.lit;
 
 import io.longsieve.job.JobSchemas;
-
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -80,7 +79,8 @@ final class ReportFixture {
             "cast(input_tokens as long) * " + (LAYERS * 2 * 2 * 64 * 2) + " as kv_bytes_before",
             "if(policy = '" + SELKV + "', 0.25, 1.0) as kv_ratio",
             "if(policy = '" + DENSE + "', 0, " + (LAYERS - 2) + ") as sparse_layers")
-        .selectExpr("doc_id", "status", "backend", "device", "policy", "input_tokens", "output_tokens", "ttft_ms",
+        .selectExpr("doc_id", "status", "backend", "device", "policy",
+            "if(status = 'ok', policy, null) as policy_resolved", "input_tokens", "output_tokens", "ttft_ms",
             "prefill_ms", "decode_ms", "total_ms", "executor_id", "partition_id",
             "if(policy = '" + DENSE + "', cast(input_tokens as double), input_tokens * 0.2) as attended_tokens_mean",
             "selected_fraction_by_layer", "selection_cache_hit_rate", "kv_bytes_before",

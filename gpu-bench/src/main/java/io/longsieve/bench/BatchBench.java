@@ -1,0 +1,195 @@
+package io.longsieve.bench;
+
+import io.longsieve.cuda.CudaModel;
+import io.longsieve.cuda.CudaRunner;
+import io.longsieve.cuda.CudaWeights;
+import io.longsieve.cuda.driver.CudaContext;
+import io.longsieve.cuda.kernels.Kernels;
+import io.longsieve.cuda.kv.PagedKvCache;
+import io.longsieve.cuda.policy.GpuPolicy;
+import io.longsieve.cuda.policy.GpuTokenSelect;
+import io.longsieve.model.ModelConfig;
+import io.longsieve.policy.PolicySpec;
+import java.util.Arrays;
+import java.util.Locale;
+import java.util.Random;
+
+/**
+ * Batched decode on the synthetic Llama-3.1-8B (issue 7 §3 on the GPU): B sequences of L prompt
+ * tokens each decode one token per step through {@link CudaModel#decodeBatch} (every weight matrix
+ * streamed once per step for all B rows), against B = 1 through the same call. Rows give ms per
+ * step and tokens per second over the batch; the ratio is to B = 1 in the same run.
+ *
+ * <p>{@link #policies} does the same at long contexts per decode policy (issue 5 §4's end-to-end
+ * target as an executor meets it: several documents decoding together share each pass over the
+ * weights, so the attention's share of a step, and what a sparse policy saves, grows with B).
+ */
+public final class BatchBench {
+  private BatchBench() {}
+
+  public static void run(Bench b, ModelConfig c, int promptTokens, int steps, int[] batches) {
+    CudaContext ctx = b.ctx();
+    Kernels k = b.kernels();
+    int maxB = Arrays.stream(batches).max().orElse(1);
+    PagedKvCache[] kvs = new PagedKvCache[maxB];
+    try (CudaWeights w = CudaWeights.synthetic(ctx, k, c, 11);
+         CudaModel m = new CudaModel(c, ctx, k, w, Math.max(promptTokens, CudaRunner.MIN_GPU_CHUNK))) {
+      Random r = new Random(5);
+      for (int i = 0; i < maxB; i++) kvs[i] = new PagedKvCache(ctx, c, promptTokens + steps + 4);
+      m.reserveDecode(kvs[0].capacity);
+      double base = Double.NaN;
+      for (int bs : batches) {
+        for (int i = 0; i < bs; i++) {  // a fresh prompt per sequence
+          kvs[i].reset();
+          int[] ids = new int[promptTokens];
+          for (int t = 0; t < ids.length; t++) ids[t] = r.nextInt(c.vocabSize());
+          m.prefill(ids, 0, kvs[i], null);
+        }
+        int[] tokens = new int[bs], pos = new int[bs], next = new int[bs];
+        double[] zero = new double[bs], one = new double[bs];
+        Arrays.fill(one, 1.0);
+        PagedKvCache[] group = Arrays.copyOf(kvs, bs);
+        GpuPolicy[] dense = new GpuPolicy[bs];  // null: dense attention
+        double[] t = new double[steps];
+        for (int s = 0; s < steps + 2; s++) {
+          for (int i = 0; i < bs; i++) pos[i] = promptTokens + s;
+          long t0 = System.nanoTime();
+          m.decodeBatch(tokens, pos, group, dense, bs);
+          m.pickBatch(bs, zero, one, zero, next);  // greedy; waits for the step
+          if (s >= 2) t[s - 2] = (System.nanoTime() - t0) / 1e6;
+          System.arraycopy(next, 0, tokens, 0, bs);
+        }
+        Arrays.sort(t);
+        double ms = t[steps / 2], tps = bs * 1000 / ms;
+        if (bs == 1) base = tps;
+        b.add(new Bench.Row("batch", "batched decode B=" + bs + " L=" + promptTokens,
+            String.format(Locale.ROOT, "%.0f tok/s; %.2fx B=1", tps, tps / base), ms, Double.NaN, Double.NaN,
+            tps / base, Double.NaN));
+      }
+    } finally {
+      for (PagedKvCache kv : kvs) if (kv != null) kv.close();
+    }
+  }
+
+  /**
+   * Decode policies of {@link #policies}, each against dense at the same B and context. threshold=-1 makes
+   * every TokenSelect step after a layer's first a Selection Cache hit (cosine ≥ -1 always holds): the
+   * hit step's cost, which random weights (near-random consecutive queries) never reach by themselves.
+   */
+  static final String[] POLICIES = {"dense", "decode=tokenselect", "decode=tokenselect:index=int4",
+      "decode=tokenselect:threshold=-1", "decode=streaming"};
+
+  /** Device bytes one sequence of {@link #policies} takes at a capacity: its cache and TokenSelect's int4 copy. */
+  static long sequenceBytes(ModelConfig c, int capacity) {
+    // each layer's int4 keys and scales, sized as GpuTokenSelect.index grows them
+    long slots = GpuTokenSelect.int4Slots(capacity);
+    long layer = CudaContext.grownBytes(slots * c.numKvHeads() * (c.headDim() / 2))
+        + CudaContext.grownBytes(slots * c.numKvHeads() * 4);
+    return PagedKvCache.bytesFor(c, capacity) + c.numLayers() * layer;
+  }
+
+  /** Most sequences of capacity slots that fit in free bytes (keeping spare for workspaces), at most the batch limit. */
+  static int maxSequences(ModelConfig c, int capacity, long free, long spare) {
+    long n = Math.max(0, free - spare) / sequenceBytes(c, capacity);
+    return (int) Math.min(n, CudaModel.MAX_DECODE_BATCH);
+  }
+
+  /**
+   * At each context L, B sequences (each batch size that fits in device memory) decode one token per
+   * step through {@link CudaModel#decodeBatch}, every sequence under its own instance of each policy
+   * of {@link #POLICIES}. The caches are filled with random bf16 on the device instead of prefilled:
+   * random weights would give near-random keys and values anyway, and B prefills of 128K tokens would
+   * take most of a device call; the kernels' cost depends on the bytes and the selection sizes, not on
+   * the values. Rows: ms per step (median of steps after two warm-up steps, the first of which builds
+   * TokenSelect's int4 copy), tokens/s over the batch, the ratio to dense at the same L and B, the
+   * Selection Cache hit rate the policy reports and the host's enqueue time per step (when it nears
+   * the step's time, launches bound the step, not the GPU).
+   */
+  public static void policies(Bench b, ModelConfig c, int[] contexts, int steps, int[] batches) {
+    CudaContext ctx = b.ctx();
+    Kernels k = b.kernels();
+    int maxL = Arrays.stream(contexts).max().orElse(0);
+    try (CudaWeights w = CudaWeights.synthetic(ctx, k, c, 11);
+         CudaModel m = new CudaModel(c, ctx, k, w, CudaRunner.MIN_GPU_CHUNK)) {
+      m.reserveDecode(maxL + steps + 4);
+      for (int L : contexts) {
+        int capacity = L + steps + 4;
+        int fit = maxSequences(c, capacity, ctx.budgetBytes() - ctx.usedBytes(), 2L << 30);
+        int[] sizes = Arrays.stream(batches).filter(x -> x <= fit).toArray();
+        b.log().printf(Locale.ROOT, "batched policies L=%d: %d sequences fit, batches %s%n", L, fit, Arrays.toString(sizes));
+        if (sizes.length == 0) continue;
+        PagedKvCache[] kvs = new PagedKvCache[sizes[sizes.length - 1]];
+        try {
+          for (int i = 0; i < kvs.length; i++) kvs[i] = randomCache(ctx, k, c, capacity, 100 + 10 * i);
+          for (int bs : sizes) {
+            double denseMs = Double.NaN;
+            for (String policy : POLICIES) {
+              Cell cell = cell(b, m, Arrays.copyOf(kvs, bs), policy, L, steps);
+              if (cell == null) continue;
+              if (policy.equals("dense")) denseMs = cell.ms;
+              b.add(new Bench.Row("batch-policy", "decode B=" + bs + " L=" + L + " " + policy,
+                  String.format(Locale.ROOT, "%.1f tok/s; %.2fx dense; hits %s; host %.2f ms", bs * 1000 / cell.ms,
+                      denseMs / cell.ms, Double.isNaN(cell.hitRate) ? "-" : String.format(Locale.ROOT, "%.2f", cell.hitRate),
+                      cell.hostMs),
+                  cell.ms, Double.NaN, Double.NaN, denseMs / cell.ms, Double.NaN));
+            }
+          }
+        } finally {
+          for (PagedKvCache kv : kvs) if (kv != null) kv.close();
+        }
+      }
+    }
+  }
+
+  /**
+   * A cache of capacity slots, every slot of every layer random (pre-RoPE keys, rotated keys, values);
+   * {@link #cell} sets its lengths.
+   */
+  private static PagedKvCache randomCache(CudaContext ctx, Kernels k, ModelConfig c, int capacity, long seed) {
+    PagedKvCache kv = new PagedKvCache(ctx, c, capacity);
+    long elems = (long) kv.pages * kv.nKv * kv.pageSize * kv.headDim;  // a private pool: every page, identity table
+    for (int l = 0; l < kv.layers; l++) ColdLists.fillRandomKv(k, kv.layer(l), elems, seed + 3L * l);
+    return kv;
+  }
+
+  /** One row's medians: ms per step, the host's enqueue ms per step, the mean Selection Cache hit rate (NaN: none). */
+  private record Cell(double ms, double hostMs, double hitRate) {}
+
+  /** Steps of kvs.length sequences from position L under one policy each; null (logged) when the policy fails. */
+  private static Cell cell(Bench b, CudaModel m, PagedKvCache[] kvs, String policy, int L, int steps) {
+    int bs = kvs.length;
+    GpuPolicy[] ps = new GpuPolicy[bs];
+    try {
+      for (int i = 0; i < bs; i++) ps[i] = GpuPolicy.open(PolicySpec.parse(policy), m.env(null));
+      for (PagedKvCache kv : kvs) for (int l = 0; l < kv.layers; l++) kv.setLength(l, L);
+      int[] tokens = new int[bs], pos = new int[bs], next = new int[bs];
+      for (int i = 0; i < bs; i++) tokens[i] = 1 + i;
+      double[] zero = new double[bs], one = new double[bs];
+      Arrays.fill(one, 1.0);
+      double[] t = new double[steps], host = new double[steps];
+      for (int s = 0; s < steps + 2; s++) {
+        Arrays.fill(pos, L + s);
+        long t0 = System.nanoTime();
+        m.decodeBatch(tokens, pos, kvs, ps, bs);
+        long th = System.nanoTime();
+        m.pickBatch(bs, zero, one, zero, next);  // greedy; waits for the step
+        if (s >= 2) {
+          t[s - 2] = (System.nanoTime() - t0) / 1e6;
+          host[s - 2] = (th - t0) / 1e6;
+        }
+        System.arraycopy(next, 0, tokens, 0, bs);
+      }
+      double hits = 0;
+      for (GpuPolicy p : ps) hits += p.stats().selectionCacheHitRate() / bs;
+      Arrays.sort(t);
+      Arrays.sort(host);
+      return new Cell(t[steps / 2], host[steps / 2], hits);
+    } catch (RuntimeException e) {
+      b.log().println("batched " + policy + " B=" + bs + " L=" + L + " failed: " + e);
+      b.kernels().stream().synchronize();
+      return null;
+    } finally {
+      for (GpuPolicy p : ps) if (p != null) p.close();
+    }
+  }
+}

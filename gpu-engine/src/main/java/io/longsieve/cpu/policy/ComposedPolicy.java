@@ -1,0 +1,154 @@
+package io.longsieve.cpu.policy;
+
+import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.policy.PolicyCatalog.Backend;
+import io.longsieve.policy.PolicySpec;
+import io.longsieve.policy.PolicyStats;
+import io.longsieve.policy.SelectionStats;
+import java.nio.file.Path;
+
+/**
+ * A request's policy on the CPU: one part per slot of its {@link PolicySpec}. Prefill chunks go to
+ * the prefill part (and are shown to the KV part, which may record the queries it scores with),
+ * the KV part rewrites the cache once after the prompt, decode steps go to the decode part. Parts
+ * are built on the first call, when the model's shapes are known. Not thread-safe: one request.
+ *
+ * <p>The CPU backend's one policy factory ({@link #of}): which names it runs comes from
+ * {@link io.longsieve.policy.PolicyCatalog}'s backends column.
+ */
+public final class ComposedPolicy implements AttentionPolicy {
+
+  /** Prefill attention of a chunk; same contract as {@link AttentionPolicy#prefill}. */
+  interface Prefill {
+    void prefill(int layer, float[] q, int n, int pos0, KvCache kv, float[] out, AttentionContext ctx);
+  }
+
+  /** KV compression: sees every prefill chunk's queries, then rewrites the cache once. */
+  interface Kv {
+    default void observe(int layer, float[] q, int n, int pos0, KvCache kv, AttentionContext ctx) {}
+
+    void compress(KvCache kv, AttentionContext ctx);
+
+    /** After a decode step's attention in this layer; returns true when it rewrote the cache (eviction). */
+    default boolean afterDecode(int layer, float[] q, int pos, KvCache kv, AttentionContext ctx) {
+      return false;
+    }
+  }
+
+  /** Decode attention of one step; same contract as {@link AttentionPolicy#decode}. */
+  interface Decode {
+    void decode(int layer, float[] q, int pos, KvCache kv, float[] out, AttentionContext ctx);
+
+    /** The cache was rewritten (compression): forget anything keyed by slot. */
+    default void reset() {}
+  }
+
+  private final PolicySpec spec;
+  private final Path modelDir;
+  private SelectionStats stats;
+  private Prefill prefill;
+  private Kv kvPart;       // null: no compression
+  private Decode decode;
+  private String described;
+
+  /**
+   * A fresh CPU policy object for one request.
+   *
+   * @param modelDir the checkpoint folder, where {@code layers=auto} finds the sparse-layer profile; may
+   *     be null (the default layers)
+   * @throws IllegalArgumentException when the catalog says the CPU does not run a slot of {@code spec}
+   */
+  public static ComposedPolicy of(PolicySpec spec, Path modelDir) {
+    String why = spec.unsupportedReason(Backend.CPU);
+    if (why != null) throw new IllegalArgumentException("the CPU backend does not run " + why + " (of '" + spec + "')");
+    return new ComposedPolicy(spec, modelDir);
+  }
+
+  /** {@link #of} with no model folder (TSA's {@code layers=auto} uses its default). */
+  public static ComposedPolicy of(PolicySpec spec) {
+    return of(spec, null);
+  }
+
+  private ComposedPolicy(PolicySpec spec, Path modelDir) {
+    this.spec = spec;
+    this.modelDir = modelDir;
+    this.described = spec.canonical();
+  }
+
+  private void init(AttentionContext ctx) {
+    if (stats != null) return;
+    stats = new SelectionStats(ctx.config().numLayers());
+    TokenSelect tsPrefill = null;
+    switch (spec.prefill().name()) {
+      case "dense": prefill = new DenseParts.Prefill(stats); break;
+      case "tokenselect": prefill = tsPrefill = new TokenSelect(spec.prefill(), stats, ctx); break;
+      case "tsa": {
+        TokenSparseAttention t = new TokenSparseAttention(spec.prefill(), stats, ctx, modelDir);
+        prefill = t;
+        described = spec.resolved(t.layerList());
+        break;
+      }
+      default: throw new IllegalStateException("not a prefill policy: " + spec.prefill().name());
+    }
+    switch (spec.kv().name()) {
+      case "none": kvPart = null; break;
+      case "selkv": kvPart = new SelKv(spec.kv(), ctx); break;
+      case "snapkv": kvPart = new SnapKv(spec.kv(), ctx); break;
+      case "h2o": kvPart = new H2o(spec.kv(), ctx); break;
+      case "streaming": kvPart = new StreamingLlm.Eviction(spec.kv()); break;
+      default: throw new IllegalStateException("not a kv policy: " + spec.kv().name());
+    }
+    switch (spec.decode().name()) {
+      case "dense": decode = new DenseParts.Decode(stats); break;
+      case "tokenselect":
+        decode = spec.sharesTokenSelect() ? tsPrefill : new TokenSelect(spec.decode(), stats, ctx);
+        break;
+      case "quest": decode = new Quest(spec.decode(), stats, ctx); break;
+      case "streaming": decode = new StreamingLlm.Window(spec.decode(), stats, ctx); break;
+      default: throw new IllegalStateException("not a decode policy: " + spec.decode().name());
+    }
+  }
+
+  @Override
+  public String describe() {
+    return described;
+  }
+
+  @Override
+  public void prefill(int layer, float[] q, int n, int pos0, KvCache kv, float[] out, AttentionContext ctx) {
+    init(ctx);
+    if (kvPart != null) {
+      long t = System.nanoTime();
+      kvPart.observe(layer, q, n, pos0, kv, ctx);
+      stats.selectionNanos += System.nanoTime() - t;
+    }
+    prefill.prefill(layer, q, n, pos0, kv, out, ctx);
+  }
+
+  @Override
+  public void afterPrefill(KvCache kv, AttentionContext ctx) {
+    init(ctx);
+    if (kvPart == null) return;
+    long t = System.nanoTime();
+    kvPart.compress(kv, ctx);
+    stats.selectionNanos += System.nanoTime() - t;
+    stats.kvBytesAfter = kv.bf16Bytes();
+    decode.reset();
+  }
+
+  @Override
+  public void decode(int layer, float[] q, int pos, KvCache kv, float[] out, AttentionContext ctx) {
+    init(ctx);
+    decode.decode(layer, q, pos, kv, out, ctx);
+    if (kvPart != null) {
+      long t = System.nanoTime();
+      if (kvPart.afterDecode(layer, q, pos, kv, ctx)) decode.reset();
+      stats.selectionNanos += System.nanoTime() - t;
+    }
+  }
+
+  @Override
+  public PolicyStats stats() {
+    return stats == null ? PolicyStats.DENSE : stats.snapshot();
+  }
+}

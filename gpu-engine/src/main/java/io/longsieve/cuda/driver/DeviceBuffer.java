@@ -1,0 +1,99 @@
+package io.longsieve.cuda.driver;
+
+import static jcuda.driver.JCudaDriver.*;
+
+import jcuda.Pointer;
+import jcuda.Sizeof;
+import jcuda.driver.CUdeviceptr;
+
+/**
+ * A block of device memory, freed on close (idempotent). Copies here are synchronous and meant for
+ * set-up and tests; the forward pass uses {@link CudaStream}'s asynchronous copies.
+ */
+public final class DeviceBuffer implements AutoCloseable {
+
+  private final CudaContext ctx;
+  private final CUdeviceptr ptr = new CUdeviceptr();
+  private final long bytes;
+  private boolean freed;
+
+  DeviceBuffer(CudaContext ctx, long bytes) {
+    this.ctx = ctx;
+    this.bytes = bytes;
+    cuMemAlloc(ptr, Math.max(bytes, 16));
+  }
+
+  public long bytes() {
+    return bytes;
+  }
+
+  /** The device address of the first byte. */
+  public CUdeviceptr ptr() {
+    if (freed) throw new IllegalStateException("device buffer used after close");
+    return ptr;
+  }
+
+  /** The device address {@code offset} bytes in. */
+  public CUdeviceptr at(long offset) {
+    if (offset < 0 || offset > bytes) throw new IndexOutOfBoundsException("offset " + offset + " outside " + bytes + " bytes");
+    return ptr().withByteOffset(offset);
+  }
+
+  public void upload(float[] a) {
+    check((long) a.length * Sizeof.FLOAT);
+    cuMemcpyHtoD(ptr(), Pointer.to(a), (long) a.length * Sizeof.FLOAT);
+  }
+
+  public void upload(short[] a) {
+    check((long) a.length * Sizeof.SHORT);
+    cuMemcpyHtoD(ptr(), Pointer.to(a), (long) a.length * Sizeof.SHORT);
+  }
+
+  public void upload(int[] a) {
+    check((long) a.length * Sizeof.INT);
+    cuMemcpyHtoD(ptr(), Pointer.to(a), (long) a.length * Sizeof.INT);
+  }
+
+  public float[] downloadFloats(int n) {
+    check((long) n * Sizeof.FLOAT);
+    float[] a = new float[n];
+    ctx.synchronize();
+    cuMemcpyDtoH(Pointer.to(a), ptr(), (long) n * Sizeof.FLOAT);
+    return a;
+  }
+
+  public short[] downloadShorts(int n) {
+    check((long) n * Sizeof.SHORT);
+    short[] a = new short[n];
+    ctx.synchronize();
+    cuMemcpyDtoH(Pointer.to(a), ptr(), (long) n * Sizeof.SHORT);
+    return a;
+  }
+
+  public int[] downloadInts(int n) {
+    check((long) n * Sizeof.INT);
+    int[] a = new int[n];
+    ctx.synchronize();
+    cuMemcpyDtoH(Pointer.to(a), ptr(), (long) n * Sizeof.INT);
+    return a;
+  }
+
+  /** Fills every 32-bit word with {@code bits} (tests poison outputs with a NaN pattern). */
+  public void fill32(int bits) {
+    ctx.makeCurrent();
+    cuMemsetD32(ptr(), bits, bytes / 4);
+  }
+
+  private void check(long n) {
+    if (n > bytes) throw new IndexOutOfBoundsException(n + " bytes do not fit a buffer of " + bytes);
+  }
+
+  @Override
+  public void close() {
+    if (freed) return;
+    freed = true;
+    ctx.makeCurrent();
+    cuMemFree(ptr);
+    ctx.released(bytes);
+  }
+}

@@ -1,0 +1,331 @@
+package io.longsieve.cuda.kernels;
+
+import io.longsieve.cuda.driver.CudaContext;
+import io.longsieve.cuda.driver.CudaStream;
+import io.longsieve.cuda.driver.DeviceBuffer;
+import io.longsieve.cuda.driver.KernelModule;
+import io.longsieve.cuda.driver.Launcher;
+import io.longsieve.cuda.driver.TensorMaps;
+import jcuda.driver.CUdeviceptr;
+
+/**
+ * Typed launches of the project's kernels (src/main/cuda), one method per operation, shapes in the
+ * parameter names. Everything is asynchronous on the stream given at construction. The CPU twin of
+ * each is named in its kernel file; the parity tests (src/test/.../cuda) hold them together.
+ */
+public final class Kernels {
+
+  public static final int OUT_F32 = 0;
+  public static final int OUT_F32_ADD = 1;
+  public static final int OUT_BF16 = 2;
+
+  /** Page size of the KV cache; the tensor-core attention kernel takes one page per key tile. */
+  public static final int PAGE_SIZE = 64;
+
+  private static final int GEMM_SMEM = 3 * (128 + 128) * 72 * 2;  // stages x (A + W tiles) x padded row, bf16
+  private static final int GEMM_SMEM_2 = 2 * (128 + 128) * 72 * 2; // the 2-stage variant for 99 KB GPUs
+  private static final int SPLIT_THREADS = 256;
+
+  private final Launcher l;
+  private final int smCount;
+  private final boolean hopper;        // the sm_90a kernels (hopper/*.cu): wgmma, TMA
+  private final TensorMaps maps;       // null unless hopper: other GPUs never bind libcuda through JNA
+
+  public Kernels(KernelModule module, CudaStream stream) {
+    this(module, stream, Hopper.usable(module));
+  }
+
+  /** hopper false keeps the sm_80 kernels on any GPU (parity tests run both paths on an H200). */
+  public Kernels(KernelModule module, CudaStream stream, boolean hopper) {
+    if (hopper && !Hopper.supported(module)) {
+      throw new IllegalArgumentException("the sm_90a kernels need " + Hopper.requirement() + "; "
+          + module.context().describe() + " has compute capability " + module.context().computeCapability());
+    }
+    this.l = new Launcher(module, stream);
+    this.smCount = module.context().smCount();
+    this.hopper = hopper;
+    this.maps = hopper ? new TensorMaps(module.context()) : null;
+  }
+
+  /** Whether prefill GEMMs and attention run the sm_90a (wgmma + TMA) kernels. */
+  public boolean hopper() {
+    return hopper;
+  }
+
+
+  public CudaStream stream() {
+    return l.stream();
+  }
+
+  /** The launcher, shared by the other kernel families' wrappers (ListKernels, ...). */
+  Launcher launcher() {
+    return l;
+  }
+
+  public int smCount() {
+    return smCount;
+  }
+
+  /** x (n, dim) f32 = table (vocab, dim) bf16 rows of tokens (n) int. */
+  public void embed(CUdeviceptr x, CUdeviceptr table, CUdeviceptr tokens, int n, int dim, int vocab) {
+    l.launch("embed_rows", n, 1, 1, 256, 0, x, table, tokens, dim, vocab);
+  }
+
+  /** out (n, dim) bf16 = rmsnorm(x (n, dim) f32) * w (dim) f32. */
+  public void rmsNorm(CUdeviceptr out, CUdeviceptr x, CUdeviceptr w, int n, int dim, double eps) {
+    l.launch("rmsnorm_rows", n, 1, 1, dim >= 2048 ? 1024 : 256, 0, out, x, w, dim, eps);
+  }
+
+  /**
+   * out (n, heads, headDim) bf16 = RoPE of in (rows of inStride f32); row i at positions[i] when
+   * positions (n) int is non-null, else at pos0 + i.
+   */
+  public void rope(CUdeviceptr out, CUdeviceptr in, int inStride, int n, int heads, int headDim, CUdeviceptr invFreq,
+                   CUdeviceptr positions, int pos0) {
+    l.launch("rope_rows", n, (heads * headDim / 2 + 255) / 256, 1, 256, 0, out, in, inStride, heads, headDim, invFreq,
+        positions, pos0);
+  }
+
+  /**
+   * Appends n rows of keys (before RoPE) and values from qkv (rows of stride f32, keys at kOff,
+   * values at vOff) to one layer of the paged cache at slots slot0.., positions pos0...
+   */
+  public void kvAppend(KvView kv, CUdeviceptr qkv, int stride, int kOff, int vOff, int n, int slot0, int pos0,
+                       CUdeviceptr invFreq) {
+    l.launch("kv_append", n, (kv.nKv() * kv.headDim() / 2 + 255) / 256, 1, 256, 0, kv.kPre(), kv.kRope(), kv.v(), qkv, stride, kOff, vOff, kv.nKv(),
+        kv.headDim(), kv.pageSize(), kv.pageTable(), slot0, pos0, invFreq);
+  }
+
+  /** out (n, hidden) bf16 = silu(gate) * up, gu (n, 2 * hidden) bf16 holding [gate | up]. */
+  public void swiglu(CUdeviceptr out, CUdeviceptr gu, int n, int hidden) {
+    l.launch("swiglu_rows", n, (hidden + 255) / 256, 1, 256, 0, out, gu, hidden);
+  }
+
+  /**
+   * out (m, n) (mode: f32, f32 +=, bf16) = a (m, k) bf16 . w (n, k)^T bf16 + bias (n) f32 or null.
+   * m <= 8 streams w once (GEMV); larger m runs the tensor-core GEMM.
+   */
+  public void matmul(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k) {
+    if (m <= 8) gemv(out, mode, a, w, bias, m, n, k);
+    else gemm(out, mode, a, w, bias, m, n, k);
+  }
+
+  public void gemm(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k) {
+    checkK(k);
+    if (hopper) {
+      gemmSm90(out, mode, a, w, bias, m, n, k);
+      return;
+    }
+    boolean three = l.context().maxSharedPerBlockOptin() >= GEMM_SMEM;
+    l.launch(three ? "gemm_bf16" : "gemm_bf16_s2", ((n + 127) / 128) * ((m + 127) / 128), 1, 1, 256,
+        three ? GEMM_SMEM : GEMM_SMEM_2, out, a, w, bias, m, n, k, mode);
+  }
+
+  /**
+   * gemm_sm90 (hopper/gemm_sm90.cu): a persistent grid of at most one block per multiprocessor over
+   * 128 x 256 tiles, A and W read by TMA through tensor maps (boxes of 128 and 256 rows by 64).
+   */
+  private void gemmSm90(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k) {
+    CUdeviceptr ma = maps.matrix(a, m, k, 2L * k, 128), mw = maps.matrix(w, n, k, 2L * k, 256);
+    long tiles = (long) ((m + 127) / 128) * ((n + 255) / 256);
+    l.launch("gemm_sm90", (int) Math.min(tiles, smCount), 1, 1, Hopper.THREADS, Hopper.GEMM_SMEM, ma, mw, out, bias, m,
+        n, k, mode, Hopper.gemmRowGroup(m));
+  }
+
+  public void gemv(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k) {
+    checkK(k);
+    if (m < 1 || m > 8) throw new IllegalArgumentException("gemv takes 1..8 rows, not " + m);
+    String name = m == 1 ? "gemv_bf16_b1" : m == 2 ? "gemv_bf16_b2" : m <= 4 ? "gemv_bf16_b4" : "gemv_bf16_b8";
+    l.launch(name, (n + 1) / 2, 1, 1, 256, 0, out, a, w, bias, m, n, k, mode);  // 2 rows per block, 4 warps each
+  }
+
+  private static void checkK(int k) {
+    if (k % 8 != 0) throw new IllegalArgumentException("inner dimension " + k + " must be a multiple of 8");
+  }
+
+  /**
+   * Dense causal attention of n query rows q (n, nHeads, headDim) bf16, already rotated, sitting at
+   * slots before .. before + n - 1 of the layer; out (n, nHeads, headDim) bf16. Tensor cores for
+   * multi-row calls with headDim 64 or 128, flash decoding otherwise.
+   */
+  public void attention(CUdeviceptr out, CUdeviceptr q, KvView kv, int n, int nHeads, int before, int window,
+                        float scale, Workspace ws) {
+    boolean tensorCores = (kv.headDim() == 64 || kv.headDim() == 128) && kv.pageSize() == PAGE_SIZE
+        && nHeads / kv.nKv() <= 16;
+    if (tensorCores && n > 1) flashPrefill(out, q, kv, n, nHeads, before, window, scale);
+    else if (tensorCores) flashDecode(out, q, kv, n, nHeads, before, window, scale, ws);
+    else splitAttention(out, q, kv, n, nHeads, before, window, scale, ws);
+  }
+
+  /**
+   * Flash decoding on tensor cores: the group's query heads form one mma tile, warps stream the
+   * split's 32-key tiles, then {@code attn_combine} merges the splits (headDim 64 or 128). Adds
+   * kv's logit bias when it carries one.
+   */
+  public void flashDecode(CUdeviceptr out, CUdeviceptr q, KvView kv, int n, int nHeads, int before, int window,
+                          float scale, Workspace ws) {
+    int d = kv.headDim(), g = nHeads / kv.nKv();
+    if ((d != 64 && d != 128) || kv.pageSize() != PAGE_SIZE || g > 16) {
+      throw new IllegalArgumentException("flash decode takes headDim 64/128, page size 64, <= 16 heads per KV head");
+    }
+    SplitPlan p = decodePlan(n, before + n, kv.nKv(), smCount);
+    long partO = (long) n * nHeads * p.splits() * d, partMl = (long) n * nHeads * p.splits() * 2;
+    DeviceBuffer w = ws.ensure((partO + partMl) * 4);
+    CUdeviceptr o = w.ptr(), ml = w.at(partO * 4);
+    int smem = (16 + 4 * 2 * 2 * 32) * (d + 8) * 2;
+    l.launch(d == 64 ? "flash_decode_d64" : "flash_decode_d128", kv.nKv(), p.splits(), n, 128, smem, o, ml, q, kv.kRope(),
+        kv.v(), kv.pageTable(), nHeads, kv.nKv(), before, window, p.chunk(), scale, kv.bias());
+    combine(out, o, ml, n, nHeads, p.splits(), d);
+  }
+
+  /** Threads of attn_combine's blocks (AC_THREADS in split_attention.cu): one per (head, four dims) of a row. */
+  static final int COMBINE_THREADS = 128;
+
+  /**
+   * out (n, nHeads, d) bf16 = the merge of the splits' partials partO (n, nHeads, splits, d) f32 and partMl
+   * (n, nHeads, splits, 2) f32 (max, sum) that the split kernels wrote (attn_combine).
+   */
+  void combine(CUdeviceptr out, CUdeviceptr partO, CUdeviceptr partMl, int n, int nHeads, int splits, int d) {
+    if (d % 4 != 0) throw new IllegalArgumentException("the split merge takes head dims that are multiples of 4, not " + d);
+    l.launch("attn_combine", (nHeads * (d / 4) + COMBINE_THREADS - 1) / COMBINE_THREADS, n, 1, COMBINE_THREADS, 0, out,
+        partO, partMl, nHeads, splits, d);
+  }
+
+  /** Splits for flash decoding: about four blocks per multiprocessor (one is resident at a time). */
+  public static SplitPlan decodePlan(int rows, int keys, int nKv, int sms) {
+    int target = Math.max(1, (4 * sms + nKv * rows - 1) / (nKv * rows));
+    int chunk = (int) Math.max(64, ((long) (keys + target - 1) / target + 63) / 64 * 64);
+    return new SplitPlan(chunk, (keys + chunk - 1) / chunk);
+  }
+
+  public void flashPrefill(CUdeviceptr out, CUdeviceptr q, KvView kv, int n, int nHeads, int before, int window,
+                           float scale) {
+    int d = kv.headDim();
+    if ((d != 64 && d != 128) || kv.pageSize() != PAGE_SIZE) {
+      throw new IllegalArgumentException("flash prefill takes headDim 64/128 and page size 64, not " + d + "/" + kv.pageSize());
+    }
+    int g = nHeads / kv.nKv();
+    if (hopper && Hopper.packs(g)) {
+      CUdeviceptr mq = queryMap(q, d, nHeads, n, g), mk = cacheMap(kv.kRope(), d), mv = cacheMap(kv.v(), d);
+      int posPerBlock = Hopper.ATTN_ROWS / g;
+      l.launch(d == 64 ? "attn_prefill_sm90_d64" : "attn_prefill_sm90_d128", (n + posPerBlock - 1) / posPerBlock,
+          kv.nKv(), 1, Hopper.THREADS, Hopper.attnSmem(d), mq, mk, mv, out, kv.pageTable(), n, nHeads, kv.nKv(),
+          Integer.numberOfTrailingZeros(g), before, window, scale);
+      return;
+    }
+    int smem = (64 + 4 * 64) * (d + 8) * 2;
+    l.launch(d == 64 ? "flash_prefill_d64" : "flash_prefill_d128", (n + 63) / 64, nHeads, 1, 128, smem, out, q, kv.kRope(),
+        kv.v(), kv.pageTable(), n, nHeads, kv.nKv(), before, window, scale);
+  }
+
+  /**
+   * A tensor map over one layer's K or V pages (page, nKv, 64, d) as rows of d: boxes of one page's
+   * 64 rows by 64 dims. The row count is an upper bound (the kernels read only pages the page
+   * table names); the map is the same for every call on the layer, so it is cached.
+   */
+  CUdeviceptr cacheMap(CUdeviceptr layer, int d) {
+    return maps.matrix(layer, Integer.MAX_VALUE, d, 2L * d, PAGE_SIZE);
+  }
+
+  /**
+   * A tensor map over queries q (rows, nHeads, d) in boxes of the g heads that share a KV head by
+   * 128 / g positions (GQA packing: one attention tile of 128 rows).
+   */
+  CUdeviceptr queryMap(CUdeviceptr q, int d, int nHeads, int rows, int g) {
+    return maps.tensor3(q, d, nHeads, rows, 2L * d, 2L * nHeads * d, g, Hopper.ATTN_ROWS / g);
+  }
+
+  /** Flash decoding: split the key range over blocks, then merge (any row count); adds kv's logit bias if any. */
+  public void splitAttention(CUdeviceptr out, CUdeviceptr q, KvView kv, int n, int nHeads, int before, int window,
+                             float scale, Workspace ws) {
+    int d = kv.headDim(), g = nHeads / kv.nKv();
+    if (Integer.bitCount(d) != 1 || d < 8 || d > 256) throw new IllegalArgumentException("headDim " + d + " must be a power of two in [8, 256]");
+    if (g > 8) throw new IllegalArgumentException("at most 8 query heads per KV head, not " + g);
+    if (Integer.bitCount(kv.pageSize()) != 1 || kv.pageSize() < 64) {
+      throw new IllegalArgumentException("page size " + kv.pageSize() + " must be a power of two >= 64");
+    }
+    SplitPlan p = splitPlan(n, before + n, g, kv.nKv(), smCount);
+    long partO = (long) n * nHeads * p.splits() * d, partMl = (long) n * nHeads * p.splits() * 2;
+    DeviceBuffer w = ws.ensure((partO + partMl) * 4);
+    CUdeviceptr o = w.ptr(), ml = w.at(partO * 4);
+    int smem = (g * p.chunk() + SPLIT_THREADS * 8) * 4;
+    l.launch(g <= 4 ? "attn_split_g4" : "attn_split_g8", kv.nKv(), p.splits(), n, SPLIT_THREADS, smem, o, ml, q, kv.kRope(), kv.v(), kv.pageTable(),
+        nHeads, kv.nKv(), d, kv.pageSize(), before, window, p.chunk(), scale, kv.bias());
+    combine(out, o, ml, n, nHeads, p.splits(), d);
+  }
+
+  /** Keys per split and split count: about two blocks per multiprocessor, at most 40 KB of scores. */
+  public record SplitPlan(int chunk, int splits) {}
+
+  public static SplitPlan splitPlan(int rows, int keys, int group, int nKv, int sms) {
+    int chunkMax = Math.max(64, Math.min(2048, (40 * 1024 / (4 * group)) / 64 * 64));
+    int target = Math.max(1, (2 * sms + nKv * rows - 1) / (nKv * rows));
+    int chunk = (int) Math.min(chunkMax, Math.max(64, ((long) (keys + target - 1) / target + 63) / 64 * 64));
+    return new SplitPlan(chunk, (keys + chunk - 1) / chunk);
+  }
+
+  /** token (1) int = argmax of logits (vocab) f32, lowest id on ties. */
+  public void argmax(CUdeviceptr token, CUdeviceptr logits, int vocab) {
+    l.launch("argmax_f32", 1, 1, 1, 1024, 0, token, logits, vocab);
+  }
+
+  /** token (1) int = top-p sample of softmax(logits / temperature) at uniform u; probs (vocab) f32 scratch. */
+  public void sampleTopP(CUdeviceptr token, CUdeviceptr probs, CUdeviceptr logits, int vocab, float temperature,
+                         float topP, float u) {
+    l.launch("sample_top_p", 1, 1, 1, 1024, 0, token, probs, logits, vocab, 1f / temperature, topP, u);
+  }
+
+  /** n bf16 uniform in [-scale, scale) from a seeded counter hash. */
+  public void fillRandomBf16(CUdeviceptr p, long n, long seed, float scale) {
+    l.launch("fill_random_bf16", (int) Math.min(65535, (n + 255) / 256), 1, 1, 256, 0, p, n, seed, scale);
+  }
+
+
+  public void fillF32(CUdeviceptr p, long n, float value) {
+    l.launch("fill_f32", (int) Math.min(65535, (n + 255) / 256), 1, 1, 256, 0, p, n, value);
+  }
+
+  public void bf16ToF32(CUdeviceptr out, CUdeviceptr in, long n) {
+    l.launch("bf16_to_f32", (int) Math.min(65535, (n + 255) / 256), 1, 1, 256, 0, out, in, n);
+  }
+
+  /**
+   * One layer's view of the paged cache: kPre, kRope and v each (pages, nKv, pageSize, headDim)
+   * bf16, pageTable (pages) int mapping logical to physical pages, bias (slots, nKv) f32 additive
+   * logit bias per slot and KV head (KV compression's merges), null while no policy set one.
+   */
+  public record KvView(CUdeviceptr kPre, CUdeviceptr kRope, CUdeviceptr v, CUdeviceptr pageTable, int nKv, int headDim,
+                       int pageSize, CUdeviceptr bias) {
+    public KvView(CUdeviceptr kPre, CUdeviceptr kRope, CUdeviceptr v, CUdeviceptr pageTable, int nKv, int headDim,
+                  int pageSize) {
+      this(kPre, kRope, v, pageTable, nKv, headDim, pageSize, null);
+    }
+  }
+
+  /** Scratch device memory that grows on demand (growth allocates, so it happens outside steady state). */
+  public static final class Workspace implements AutoCloseable {
+    private final CudaContext ctx;
+    private DeviceBuffer buf;
+
+    public Workspace(CudaContext ctx) {
+      this.ctx = ctx;
+    }
+
+    public DeviceBuffer ensure(long bytes) {
+      if (buf == null || buf.bytes() < bytes) {
+        if (buf != null) {
+          ctx.synchronize();
+          buf.close();
+        }
+        buf = ctx.alloc(Math.max(bytes, 1 << 20), "attention workspace");
+      }
+      return buf;
+    }
+
+    @Override
+    public void close() {
+      if (buf != null) buf.close();
+      buf = null;
+    }
+  }
+}

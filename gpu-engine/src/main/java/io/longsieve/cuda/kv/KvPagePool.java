@@ -1,0 +1,131 @@
+package io.longsieve.cuda.kv;
+
+import io.longsieve.cuda.driver.CudaContext;
+import io.longsieve.cuda.driver.DeviceBuffer;
+import io.longsieve.cuda.kernels.Kernels;
+import io.longsieve.model.ModelConfig;
+import jcuda.driver.CUdeviceptr;
+
+/**
+ * The KV memory of many sequences: one big set of kPre / kRope / v buffers cut into pages of
+ * {@link Kernels#PAGE_SIZE} slots that sequences ({@link PagedKvCache}) take as they grow and give
+ * back when compression shrinks them or they close, so memory freed by SelKV is memory another
+ * document can use. A pool page spans all layers (one page table per sequence serves every layer).
+ *
+ * <p>Failure semantics: the constructor throws IllegalStateException when the context's budget
+ * cannot hold the pool; {@link #take} throws IllegalStateException when no page is free (nothing
+ * changes). Not thread-safe: one engine thread hands pages out.
+ */
+public final class KvPagePool implements AutoCloseable {
+
+  public final int layers, nKv, headDim, pageSize, pages;
+  public final long layerBytes;             // one layer of one of kPre / kRope / v
+  private final DeviceBuffer kPre;   // (layer, poolPage, nKv, pageSize, headDim) bf16, keys before RoPE
+  private final DeviceBuffer kRope;  // (layer, poolPage, nKv, pageSize, headDim) bf16, keys rotated at their position
+  private final DeviceBuffer v;      // (layer, poolPage, nKv, pageSize, headDim) bf16
+  private final FreeList free;
+
+  public KvPagePool(CudaContext ctx, ModelConfig c, int pages) {
+    if (pages < 1) throw new IllegalArgumentException("a pool needs at least one page, not " + pages);
+    this.layers = c.numLayers();
+    this.nKv = c.numKvHeads();
+    this.headDim = c.headDim();
+    this.pageSize = Kernels.PAGE_SIZE;
+    this.pages = pages;
+    this.layerBytes = (long) pages * nKv * pageSize * headDim * 2;
+    DeviceBuffer a = null, b = null;
+    try {
+      a = ctx.alloc(layerBytes * layers, "KV pool keys before RoPE");
+      b = ctx.alloc(layerBytes * layers, "KV pool rotated keys");
+      this.v = ctx.alloc(layerBytes * layers, "KV pool values");
+    } catch (RuntimeException e) {
+      if (a != null) a.close();
+      if (b != null) b.close();
+      throw e;
+    }
+    this.kPre = a;
+    this.kRope = b;
+    this.free = new FreeList(pages);
+  }
+
+  /** Device bytes of one pool page (all layers, keys twice and values). */
+  public static long pageBytes(ModelConfig c) {
+    return pageBytes(c.numLayers(), c.numKvHeads(), c.headDim());
+  }
+
+  static long pageBytes(int layers, int nKv, int headDim) {
+    return 3L * layers * nKv * Kernels.PAGE_SIZE * headDim * 2;
+  }
+
+  /** The most pages that fit `bytes` of device memory. */
+  public static int pagesFitting(ModelConfig c, long bytes) {
+    return (int) Math.min(Integer.MAX_VALUE, Math.max(0, bytes / pageBytes(c)));
+  }
+
+  /** A free page's index. */
+  public int take() {
+    return free.take();
+  }
+
+  /** Returns a page taken earlier (the caller made sure no queued work still touches it). */
+  public void give(int page) {
+    free.give(page);
+  }
+
+  public int freePages() {
+    return free.free();
+  }
+
+  public CUdeviceptr kPre(int layer) {
+    return kPre.at(layer * layerBytes);
+  }
+
+  public CUdeviceptr kRope(int layer) {
+    return kRope.at(layer * layerBytes);
+  }
+
+  public CUdeviceptr v(int layer) {
+    return v.at(layer * layerBytes);
+  }
+
+  @Override
+  public void close() {
+    kPre.close();
+    kRope.close();
+    v.close();
+  }
+
+  /** Free page indices as a stack (lowest first out); pure host logic, tested on the CPU. */
+  public static final class FreeList {
+    private final int[] stack;       // (pages) free page ids, top at count - 1
+    private final boolean[] isFree;  // (pages)
+    private int count;
+
+    public FreeList(int pages) {
+      stack = new int[pages];
+      isFree = new boolean[pages];
+      for (int i = 0; i < pages; i++) {
+        stack[i] = pages - 1 - i;
+        isFree[i] = true;
+      }
+      count = pages;
+    }
+
+    public int take() {
+      if (count == 0) throw new IllegalStateException("KV page pool exhausted (" + stack.length + " pages in use)");
+      int p = stack[--count];
+      isFree[p] = false;
+      return p;
+    }
+
+    public void give(int p) {
+      if (p < 0 || p >= stack.length || isFree[p]) throw new IllegalArgumentException("page " + p + " is not taken");
+      isFree[p] = true;
+      stack[count++] = p;
+    }
+
+    public int free() {
+      return count;
+    }
+  }
+}

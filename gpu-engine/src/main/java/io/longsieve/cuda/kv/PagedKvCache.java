@@ -1,0 +1,189 @@
+package io.longsieve.cuda.kv;
+
+import io.longsieve.cuda.driver.CudaContext;
+import io.longsieve.cuda.driver.DeviceBuffer;
+import io.longsieve.cuda.kernels.Kernels;
+import io.longsieve.model.ModelConfig;
+
+/**
+ * One sequence's KV cache on the GPU, paged. Keys are stored before RoPE (kPre: TokenSelect scores
+ * position-neutrally and re-positions what it picks); kRope holds the same keys rotated at their
+ * original positions, the copy dense attention reads (as cpu/kernels/KvCache's ropedKeys). The pages come
+ * from a {@link KvPagePool}: a private one holding every page (the plain constructor: the page
+ * table is the identity) or a shared one, whose pages are taken as the sequence grows
+ * ({@link #reserve}) and given back when compression shrank it ({@link #shrink}) or on close; the
+ * kernels only ever go through the page table. Lengths are per layer, as compression may shrink a
+ * layer. Failure semantics: {@link #reserve} throws IllegalStateException when the capacity or the
+ * pool is exhausted, leaving the pages it took mapped.
+ */
+public final class PagedKvCache implements AutoCloseable {
+
+  public final int layers;
+  public final int nKv;
+  public final int headDim;
+  public final int pageSize;
+  public final int pages;            // logical pages per layer
+  public final int capacity;         // pages * pageSize slots
+  private final KvPagePool pool;     // where the pages live (kPre, kRope, v of every layer)
+  private final boolean ownsPool;    // a private pool: closed with the cache
+  private final int[] table;         // (pages) logical → pool page, valid below `mapped`
+  private int mapped;                // logical pages backed by a pool page
+  private final DeviceBuffer pageTable; // (pages) int, logical → pool page of every layer
+  private final int[] length;        // (layer) slots in use
+  private final CudaContext ctx;
+  private DeviceBuffer bias;         // (layer, capacity, nKv) f32 logit bias, null until a policy asks (KV compression)
+
+  public PagedKvCache(CudaContext ctx, ModelConfig c, int capacity) {
+    this(ctx, c, capacity, null);
+  }
+
+  /** A cache whose pages come from a shared pool (taken on demand), or a private one when pool is null. */
+  public PagedKvCache(CudaContext ctx, ModelConfig c, int capacity, KvPagePool shared) {
+    this.layers = c.numLayers();
+    this.nKv = c.numKvHeads();
+    this.headDim = c.headDim();
+    this.pageSize = Kernels.PAGE_SIZE;
+    this.pages = Math.max(1, (capacity + pageSize - 1) / pageSize);
+    this.capacity = pages * pageSize;
+    this.length = new int[layers];
+    this.ctx = ctx;
+    this.table = new int[pages];
+    this.ownsPool = shared == null;
+    if (shared != null && (shared.layers != layers || shared.nKv != nKv || shared.headDim != headDim)) {
+      throw new IllegalArgumentException("the page pool holds another model's shapes");
+    }
+    this.pool = shared != null ? shared : new KvPagePool(ctx, c, pages);
+    try {
+      this.pageTable = ctx.alloc(pages * 4L, "KV page table");
+    } catch (RuntimeException e) {
+      if (ownsPool) pool.close();
+      throw e;
+    }
+    if (ownsPool) {
+      for (int i = 0; i < pages; i++) table[i] = pool.take();  // 0, 1, ...: the identity
+      mapped = pages;
+    }
+    pageTable.upload(table);
+  }
+
+  /**
+   * Makes sure every layer can take {@code more} slots beyond its length: takes pool pages for the
+   * logical pages that will be written (a no-op with a private pool). Call before appending.
+   */
+  public void reserve(int more) {
+    int need = 0;
+    for (int n : length) need = Math.max(need, n);
+    long slots = (long) need + more;
+    if (slots > capacity) throw new IllegalStateException("KV cache full: " + slots + " > " + capacity);
+    int needPages = (int) ((slots + pageSize - 1) / pageSize);
+    if (needPages <= mapped) return;
+    try {
+      while (mapped < needPages) {
+        table[mapped] = pool.take();
+        mapped++;
+      }
+    } finally {
+      pageTable.upload(table);  // only entries no queued kernel reads change
+    }
+  }
+
+  /**
+   * Gives back the pages beyond the longest layer to a shared pool (after compression; a private
+   * pool keeps them: its memory cannot go anywhere else). Synchronises the context first: queued
+   * kernels may still read the pages.
+   */
+  public void shrink() {
+    if (ownsPool) return;
+    int need = 0;
+    for (int n : length) need = Math.max(need, n);
+    int keep = (need + pageSize - 1) / pageSize;
+    if (keep >= mapped) return;
+    ctx.synchronize();
+    for (int i = keep; i < mapped; i++) pool.give(table[i]);
+    mapped = keep;
+  }
+
+  /** Pool pages this sequence holds. */
+  public int mappedPages() {
+    return mapped;
+  }
+
+  /** Device bytes this sequence holds: its pool pages (kPre, kRope, v), page table and bias. */
+  public long deviceBytes() {
+    return mapped * KvPagePool.pageBytes(layers, nKv, headDim) + pages * 4L
+        + (bias == null ? 0 : (long) layers * capacity * nKv * 4);
+  }
+
+  /** Pages of the pool behind this cache (the physical extent of each layer's buffers). */
+  public int poolPages() {
+    return pool.pages;
+  }
+
+  /** Bytes this cache takes on the device for a given capacity (for memory planning). */
+  public static long bytesFor(ModelConfig c, int capacity) {
+    long pages = (capacity + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE;
+    return 3L * c.numLayers() * pages * c.numKvHeads() * Kernels.PAGE_SIZE * c.headDim() * 2 + pages * 4;
+  }
+
+  public Kernels.KvView layer(int l) {
+    return new Kernels.KvView(pool.kPre(l), pool.kRope(l), pool.v(l), pageTable.ptr(), nKv, headDim, pageSize,
+        bias == null ? null : bias.at((long) l * capacity * nKv * 4));
+  }
+
+  /**
+   * Allocates the per-slot logit bias (zeros) on first use; from then on every layer's view
+   * carries it and the decode kernels add it to their logits.
+   */
+  public void ensureBias() {
+    if (bias != null) return;
+    bias = ctx.alloc((long) layers * capacity * nKv * 4, "KV logit bias");
+    bias.fill32(0);
+  }
+
+  public boolean hasBias() {
+    return bias != null;
+  }
+
+  /** Sets a layer's length after a policy compacted it on the device. */
+  public void setLength(int layer, int n) {
+    if (n < 0 || n > capacity) throw new IllegalArgumentException("length " + n + " outside [0, " + capacity + "]");
+    length[layer] = n;
+  }
+
+  public int length(int layer) {
+    return length[layer];
+  }
+
+  /** Records n more slots in use on a layer after the kernels appended them. */
+  public void advance(int layer, int n) {
+    if (length[layer] + n > capacity) throw new IllegalStateException("KV cache full: " + (length[layer] + n) + " > " + capacity);
+    if (length[layer] + n > mapped * pageSize) {
+      throw new IllegalStateException("slots beyond the reserved pages: call reserve before appending");
+    }
+    length[layer] += n;
+  }
+
+  public void reset() {
+    java.util.Arrays.fill(length, 0);
+  }
+
+  /** Bytes of keys and values in use, bf16, one copy of the keys, plus f32 logit biases (as cpu/kernels/KvCache.bf16Bytes). */
+  public long bf16Bytes() {
+    long slots = 0;
+    for (int n : length) slots += n;
+    return slots * nKv * headDim * 2L * 2L + (bias == null ? 0 : slots * nKv * 4L);
+  }
+
+  @Override
+  public void close() {
+    if (ownsPool) {
+      pool.close();
+    } else if (mapped > 0) {
+      ctx.synchronize();  // queued kernels may still use the pages
+      for (int i = 0; i < mapped; i++) pool.give(table[i]);
+    }
+    mapped = 0;
+    pageTable.close();
+    if (bias != null) bias.close();
+  }
+}

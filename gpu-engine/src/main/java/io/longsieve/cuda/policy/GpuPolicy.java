@@ -1,0 +1,121 @@
+package io.longsieve.cuda.policy;
+
+import io.longsieve.cuda.kv.PagedKvCache;
+import io.longsieve.policy.PolicyCatalog.Backend;
+import io.longsieve.policy.PolicySpec;
+import io.longsieve.policy.PolicyStats;
+import io.longsieve.policy.SelectionStats;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * A request's attention policy on the GPU: one part per slot of its {@link PolicySpec}, the same
+ * composition as cpu/policy/ComposedPolicy on the CPU and the same statistics, so a run can be
+ * moved between backends and compared. Prefill chunks go to the prefill part (and are shown to the
+ * KV part first), the KV part rewrites the cache once after the prompt, decode steps go to the
+ * decode part. This is the CUDA backend's one policy factory; which names it runs comes from
+ * {@link io.longsieve.policy.PolicyCatalog}'s backends column.
+ *
+ * <p>Failure semantics: {@link #open} refuses a policy the GPU does not run ({@link #supported}
+ * says which) with IllegalArgumentException before any device memory is taken; CUDA errors
+ * propagate from the call that queued the work. Not thread-safe: one sequence.
+ */
+public final class GpuPolicy implements AutoCloseable {
+
+  private final SelectionStats stats;
+  private final GpuParts.Prefill prefill;
+  private final GpuParts.Kv kvPart;   // null: no compression
+  private final GpuParts.Decode decode;
+  private final List<GpuParts.Part> parts = new ArrayList<>();
+  private final String described;
+
+  /** Null when the GPU runs every slot of the policy, else why not (e.g. H2O's per-step eviction). */
+  public static String unsupportedReason(PolicySpec spec) {
+    return spec.unsupportedReason(Backend.CUDA);
+  }
+
+  public static boolean supported(PolicySpec spec) {
+    return unsupportedReason(spec) == null;
+  }
+
+  public static GpuPolicy open(PolicySpec spec, GpuEnv env) {
+    String why = unsupportedReason(spec);
+    if (why != null) throw new IllegalArgumentException("the CUDA backend does not run " + why + " (of '" + spec + "')");
+    return new GpuPolicy(spec, env);
+  }
+
+  private GpuPolicy(PolicySpec spec, GpuEnv env) {
+    stats = new SelectionStats(env.config().numLayers());
+    String desc = spec.canonical();
+    try {
+      GpuTokenSelect tsPrefill = null;
+      switch (spec.prefill().name()) {
+        case "dense" -> prefill = add(new GpuDense.Prefill(stats, env));
+        case "tokenselect" -> prefill = tsPrefill = add(new GpuTokenSelect(spec.prefill(), stats, env));
+        case "tsa" -> {
+          GpuTsa t = add(new GpuTsa(spec.prefill(), stats, env));
+          prefill = t;
+          desc = spec.resolved(t.layerList());
+        }
+        default -> throw new IllegalStateException("not a prefill policy: " + spec.prefill().name());
+      }
+      kvPart = switch (spec.kv().name()) {
+        case "none" -> null;
+        case "selkv" -> add(new GpuSelKv(spec.kv(), stats, env));
+        case "snapkv" -> add(new GpuSnapKv(spec.kv(), stats, env));
+        case "streaming" -> add(new GpuStreamingEviction(spec.kv(), stats, env));
+        default -> throw new IllegalStateException("not a kv policy: " + spec.kv().name());
+      };
+      decode = switch (spec.decode().name()) {
+        case "dense" -> add(new GpuDense.Decode(stats, env));
+        case "tokenselect" -> spec.sharesTokenSelect() ? tsPrefill : add(new GpuTokenSelect(spec.decode(), stats, env));
+        case "quest" -> add(new GpuQuest(spec.decode(), stats, env));
+        case "streaming" -> add(new GpuStreaming.Window(spec.decode(), stats, env));
+        default -> throw new IllegalStateException("not a decode policy: " + spec.decode().name());
+      };
+    } catch (RuntimeException | Error e) {
+      close();
+      throw e;
+    }
+    described = desc;
+  }
+
+  private <T extends GpuParts.Part> T add(T part) {
+    parts.add(part);
+    return part;
+  }
+
+  public String describe() {
+    return described;
+  }
+
+  public void prefill(LayerCall c) {
+    if (kvPart != null) kvPart.observe(c);
+    prefill.prefill(c);
+  }
+
+  /** Once after the whole prompt is cached, before the first decode step. */
+  public void afterPrefill(PagedKvCache kv) {
+    if (kvPart == null) return;
+    kvPart.compress(kv);
+    stats.kvBytesAfter = kv.bf16Bytes();
+    decode.reset();
+  }
+
+  public void decode(LayerCall c, PagedKvCache kv) {
+    decode.decode(c);
+    if (kvPart != null && kvPart.afterDecode(c, kv)) decode.reset();
+  }
+
+  /** Statistics so far; folds device-side counters in (synchronises the stream). */
+  public PolicyStats stats() {
+    for (GpuParts.Part p : parts) p.collect();
+    return stats.snapshot();
+  }
+
+  @Override
+  public void close() {
+    for (GpuParts.Part p : parts) p.close();
+    parts.clear();
+  }
+}

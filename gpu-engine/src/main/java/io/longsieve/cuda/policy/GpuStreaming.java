@@ -1,0 +1,103 @@
+package io.longsieve.cuda.policy;
+
+import io.longsieve.cuda.driver.DeviceBuffer;
+import io.longsieve.cuda.kernels.ListKernels;
+import io.longsieve.cuda.kernels.QuestKernels;
+import io.longsieve.policy.PolicyTerm;
+import io.longsieve.policy.SelectionStats;
+
+/** StreamingLLM on the GPU: the decode window (the KV eviction part is GpuStreamingEviction). */
+public final class GpuStreaming {
+  private GpuStreaming() {}
+
+  /**
+   * StreamingLLM's decode window (twin: cpu/policy/StreamingLlm.Window): each step attends to the
+   * first {@code sinks} slots and the last {@code recent} ones, with positions re-assigned by list
+   * index ({@code positions=compact}, the official pos_shift) or original; dense while the cache
+   * fits the window. The list is written on the device (no host copy per step). Failure semantics:
+   * construction allocates the list, the compact RoPE table and the query buffer (IllegalStateException
+   * beyond the memory budget); CUDA errors surface from the launches.
+   */
+  public static final class Window implements GpuParts.Decode {
+    private final SelectionStats stats;
+    private final GpuEnv env;
+    private final int sinks, recent, heads, d;
+    private final boolean compact;
+    private final ListKernels lists;
+    private final QuestKernels qk;
+    private final DeviceBuffer list;   // (sinks + recent) int cache slots: sinks ++ recent
+    private final DeviceBuffer cos;    // (sinks + recent, headDim / 2) f32 RoPE table by list index; compact only
+    private final DeviceBuffer sin;    // (sinks + recent, headDim / 2) f32; compact only
+    private final DeviceBuffer qList;  // (1, heads, headDim) bf16 query rotated at list index len - 1; compact only
+
+    public Window(PolicyTerm t, SelectionStats stats, GpuEnv env) {
+      this.stats = stats;
+      this.env = env;
+      sinks = t.intParam("sinks");
+      recent = Math.max(1, t.intParam("recent"));
+      compact = t.text("positions").equals("compact");
+      heads = env.config().numHeads();
+      d = env.config().headDim();
+      int len = sinks + recent, half = d / 2;
+      qk = new QuestKernels(env.k());
+      DeviceBuffer a = null, b = null, c = null, q = null;
+      ListKernels lk = null;
+      try {
+        lk = new ListKernels(env.k(), env.ctx());
+        a = env.ctx().alloc(len * 4L, "StreamingLLM window list");
+        if (compact) {
+          b = env.ctx().alloc((long) len * half * 4, "StreamingLLM RoPE cos");
+          c = env.ctx().alloc((long) len * half * 4, "StreamingLLM RoPE sin");
+          q = env.ctx().alloc((long) heads * d * 2, "StreamingLLM compact query");
+          lk.ropeTable(b.ptr(), c.ptr(), env.invFreq(), len, half);
+        }
+      } catch (RuntimeException | Error e) {
+        for (AutoCloseable x : new AutoCloseable[] {a, b, c, q, lk}) {
+          try {
+            if (x != null) x.close();
+          } catch (Exception ignored) {
+            // already failing: keep the first error
+          }
+        }
+        throw e;
+      }
+      lists = lk;
+      list = a;
+      cos = b;
+      sin = c;
+      qList = q;
+    }
+
+    @Override
+    public void decode(LayerCall c) {
+      int layer = c.layer(), n = c.before() + 1, len = sinks + recent;
+      if (len >= n) {
+        env.k().attention(c.out(), c.q(), c.kv(), 1, heads, c.before(), env.config().slidingWindow(), env.scale(),
+            env.ws());
+        stats.decode(layer, (double) n * heads, c.pos0() + 1, heads);
+        return;
+      }
+      qk.windowList(list.ptr(), sinks, recent, n);
+      if (compact) {
+        // the query sits at the last list index, as the CPU's table.rotate(qr, 0, len - 1)
+        env.k().rope(qList.ptr(), c.qPre(), c.qStride(), 1, heads, d, env.invFreq(), null, len - 1);
+        lists.attend(c.out(), qList.ptr(), c.kv(), list.ptr(), 1, len, 1, heads, true, cos.ptr(), sin.ptr(),
+            env.invFreq(), env.scale());
+      } else {
+        lists.attend(c.out(), c.q(), c.kv(), list.ptr(), 1, len, 1, heads, false, null, null, null, env.scale());
+      }
+      stats.decode(layer, (double) len * heads, c.pos0() + 1, heads);
+    }
+
+    @Override
+    public void close() {
+      lists.close();
+      list.close();
+      if (compact) {
+        cos.close();
+        sin.close();
+        qList.close();
+      }
+    }
+  }
+}

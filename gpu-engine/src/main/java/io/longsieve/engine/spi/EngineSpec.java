@@ -1,0 +1,103 @@
+package io.longsieve.engine.spi;
+
+import io.longsieve.policy.PolicySpec;
+import java.io.Serializable;
+import java.nio.file.Path;
+
+/**
+ * Everything needed to open an engine, small and serializable so the Spark driver can send it to
+ * executors. The engine itself is not serializable: each executor opens its own from this spec.
+ *
+ * @param modelDir        Hugging Face checkpoint folder (config.json, *.safetensors, tokenizer.json)
+ * @param device          "auto" (cuda when a GPU and the driver load, else cpu), "cpu" or "cuda"
+ * @param gpuOrdinal      CUDA device ordinal to bind; -1 lets the engine take device 0
+ * @param threads         CPU threads for matmul; 0 means all available processors
+ * @param prefillChunk    tokens per prefill chunk; bounds activation memory for long prompts
+ * @param maxContext      longest prompt + output the engine accepts; 0 means the model's own limit
+ * @param memoryFraction  share of free GPU memory (cuMemGetInfo) the engine may take
+ * @param defaultPolicy   attention policy used when a request names none; null means dense
+ * @param maxBatch        most requests the engine runs at once (prefilling or decoding); decode steps batch them
+ * @param kvBudgetBytes   KV cache bytes the admitted requests may reserve together (prompt + maxNewTokens slots
+ *                        each); 0 means the backend's default (CPU: half the heap; CUDA: no engine-side bound)
+ */
+public record EngineSpec(
+    String modelDir,
+    String device,
+    int gpuOrdinal,
+    int threads,
+    int prefillChunk,
+    int maxContext,
+    double memoryFraction,
+    PolicySpec defaultPolicy,
+    int maxBatch,
+    long kvBudgetBytes) implements Serializable {
+
+  /** Requests run at once when a spec does not say. */
+  public static final int DEFAULT_MAX_BATCH = 8;
+
+  /** A spec with the default batching limits (see {@link #DEFAULT_MAX_BATCH}, backend KV budget). */
+  public EngineSpec(String modelDir, String device, int gpuOrdinal, int threads, int prefillChunk, int maxContext,
+                    double memoryFraction, PolicySpec defaultPolicy) {
+    this(modelDir, device, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction, defaultPolicy,
+        DEFAULT_MAX_BATCH, 0);
+  }
+
+  public EngineSpec {
+    if (modelDir == null || modelDir.isBlank()) throw new IllegalArgumentException("modelDir is required");
+    if (!device.equals("auto") && !device.equals("cpu") && !device.equals("cuda")) {
+      throw new IllegalArgumentException("device must be auto, cpu or cuda, not '" + device + "'");
+    }
+    if (threads < 0) throw new IllegalArgumentException("threads must be >= 0");
+    if (prefillChunk <= 0) throw new IllegalArgumentException("prefillChunk must be > 0");
+    if (maxContext < 0) throw new IllegalArgumentException("maxContext must be >= 0");
+    if (!(memoryFraction > 0 && memoryFraction <= 1)) throw new IllegalArgumentException("memoryFraction must be in (0, 1]");
+    if (defaultPolicy == null) defaultPolicy = PolicySpec.DENSE;
+    if (maxBatch <= 0) throw new IllegalArgumentException("maxBatch must be > 0");
+    if (kvBudgetBytes < 0) throw new IllegalArgumentException("kvBudgetBytes must be >= 0");
+  }
+
+  /** A spec with the defaults: auto device, all cores, 512-token prefill chunks, dense attention. */
+  public static EngineSpec of(Path modelDir) {
+    return new EngineSpec(modelDir.toString(), "auto", -1, 0, 512, 0, 0.9, PolicySpec.DENSE);
+  }
+
+  public EngineSpec withDevice(String d) {
+    return new EngineSpec(modelDir, d, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction,
+        defaultPolicy, maxBatch, kvBudgetBytes);
+  }
+
+  public EngineSpec withGpuOrdinal(int ordinal) {
+    return new EngineSpec(modelDir, device, ordinal, threads, prefillChunk, maxContext, memoryFraction,
+        defaultPolicy, maxBatch, kvBudgetBytes);
+  }
+
+  public EngineSpec withThreads(int n) {
+    return new EngineSpec(modelDir, device, gpuOrdinal, n, prefillChunk, maxContext, memoryFraction,
+        defaultPolicy, maxBatch, kvBudgetBytes);
+  }
+
+  public EngineSpec withPrefillChunk(int n) {
+    return new EngineSpec(modelDir, device, gpuOrdinal, threads, n, maxContext, memoryFraction,
+        defaultPolicy, maxBatch, kvBudgetBytes);
+  }
+
+  public EngineSpec withMaxContext(int n) {
+    return new EngineSpec(modelDir, device, gpuOrdinal, threads, prefillChunk, n, memoryFraction,
+        defaultPolicy, maxBatch, kvBudgetBytes);
+  }
+
+  public EngineSpec withDefaultPolicy(PolicySpec p) {
+    return new EngineSpec(modelDir, device, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction,
+        p, maxBatch, kvBudgetBytes);
+  }
+
+  public EngineSpec withMaxBatch(int n) {
+    return new EngineSpec(modelDir, device, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction, defaultPolicy,
+        n, kvBudgetBytes);
+  }
+
+  public EngineSpec withKvBudgetBytes(long bytes) {
+    return new EngineSpec(modelDir, device, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction, defaultPolicy,
+        maxBatch, bytes);
+  }
+}

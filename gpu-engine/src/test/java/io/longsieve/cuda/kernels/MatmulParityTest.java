@@ -1,0 +1,77 @@
+package io.longsieve.cuda.kernels;
+
+import static io.longsieve.cuda.Gpu.BF16_TOLERANCE;
+import static io.longsieve.cuda.Gpu.assertClose;
+
+import io.longsieve.cpu.kernels.CpuOps;
+import io.longsieve.cuda.Gpu;
+import io.longsieve.cuda.GpuPoolTest;
+import io.longsieve.cuda.driver.DeviceBuffer;
+import java.util.Random;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * The tensor-core GEMM (prefill) and the GEMV (decode, 1-8 rows) against CpuOps.matmul, in every
+ * output mode, at sizes that are and are not multiples of the tiles. On an H100/H200 {@code matmul}
+ * runs the sm_90a kernel (wgmma + TMA); the sm_80 kernel is checked on the same cases through
+ * {@code k80}.
+ */
+@Tag("gpu")
+class MatmulParityTest extends GpuPoolTest {
+
+  @ParameterizedTest(name = "m={0} n={1} k={2} mode={3} bias={4}")
+  @CsvSource({
+      "1, 64, 64, 0, false", "1, 4096, 4096, 0, true", "2, 1000, 264, 1, false", "3, 160, 64, 2, false",
+      "8, 6144, 4096, 0, false", "5, 333, 1032, 1, true",
+      "9, 64, 64, 0, true", "16, 192, 160, 2, false", "130, 300, 72, 1, false", "512, 1024, 1024, 0, false",
+      "257, 6144, 4096, 2, true", "1000, 128, 14336, 1, false", "33, 333, 64, 2, true", "130, 77, 128, 0, true"})
+  void matmulMatchesCpu(int m, int n, int k, int mode, boolean withBias) {
+    check(gpu.k, m, n, k, mode, withBias);
+  }
+
+  @ParameterizedTest(name = "sm80 m={0} n={1} k={2} mode={3} bias={4}")
+  @CsvSource({"9, 64, 64, 0, true", "130, 300, 72, 1, false", "257, 6144, 4096, 2, true", "1000, 128, 14336, 1, false",
+      "130, 77, 128, 0, true"})
+  void sm80GemmMatchesCpu(int m, int n, int k, int mode, boolean withBias) {
+    check(gpu.k80, m, n, k, mode, withBias);
+  }
+
+  /** Shapes of the 8B model's prefill chunks (fused q/k/v, o, gate/up, down) at ragged row counts. */
+  @ParameterizedTest(name = "8B shapes m={0} n={1} k={2} mode={3}")
+  @CsvSource({"300, 6144, 4096, 0", "257, 4096, 4096, 1", "129, 28672, 4096, 2", "200, 4096, 14336, 1"})
+  void prefillShapesMatchCpu(int m, int n, int k, int mode) {
+    check(gpu.k, m, n, k, mode, false);
+  }
+
+  private void check(Kernels kernels, int m, int n, int k, int mode, boolean withBias) {
+    Random r = new Random(31L * m + n + k);
+    float[] a = Gpu.random(r, m * k, 1), w = Gpu.random(r, n * k, 1.0 / Math.sqrt(k));
+    float[] bias = withBias ? Gpu.random(r, n, 0.5) : null;
+    float[] base = Gpu.random(r, m * n, 1);  // what OUT_F32_ADD adds to
+    DeviceBuffer out;
+    if (mode == Kernels.OUT_F32_ADD) out = gpu.f32(base);
+    else out = gpu.poisoned((long) m * n * (mode == Kernels.OUT_BF16 ? 2 : 4), mode == Kernels.OUT_BF16);
+    kernels.matmul(out.ptr(), mode, gpu.bf16(a).ptr(), gpu.bf16(w).ptr(), withBias ? gpu.f32(bias).ptr() : null, m, n, k);
+    float[] ref = new float[m * n];
+    CpuOps.matmul(pool, ref, a, m, w, bias, n, k);
+    if (mode == Kernels.OUT_F32_ADD) for (int i = 0; i < ref.length; i++) ref[i] += base[i];
+    float[] got = mode == Kernels.OUT_BF16 ? gpu.readBf16(out, m * n) : gpu.readF32(out, m * n);
+    // f32 outputs keep f32 accumulation error only; bf16 outputs add one rounding
+    assertClose(got, ref, mode == Kernels.OUT_BF16 ? BF16_TOLERANCE : 1e-4, (m <= 8 ? "gemv" : "gemm") + " " + m + "x" + n + "x" + k);
+  }
+
+  @ParameterizedTest(name = "forced gemm m={0}")
+  @CsvSource({"1", "4", "8"})
+  void tensorCoreGemmHandlesSkinnyInputs(int m) {
+    Random r = new Random(m);
+    int n = 384, k = 512;
+    float[] a = Gpu.random(r, m * k, 1), w = Gpu.random(r, n * k, 0.05);
+    DeviceBuffer out = gpu.poisoned((long) m * n * 4, false);
+    gpu.k.gemm(out.ptr(), Kernels.OUT_F32, gpu.bf16(a).ptr(), gpu.bf16(w).ptr(), null, m, n, k);
+    float[] ref = new float[m * n];
+    CpuOps.matmul(pool, ref, a, m, w, null, n, k);
+    assertClose(gpu.readF32(out, m * n), ref, 1e-4, "gemm with " + m + " rows");
+  }
+}
