@@ -40,8 +40,7 @@ mkdir -p "$WORK/app/test/classes"
 (cd "$ROOT/gpu-bench/target/test-classes" && tar -cf - . | tar -xf - -C "$WORK/app/test/classes")
 
 tr ':' '\n' <"$WORK/cp.txt" | while read -r jar || [[ -n "$jar" ]]; do
-  # in one reactor gpu-bench sees gpu-engine as its classes folder; both modules' jars are in already
-  [[ -z "$jar" || -d "$jar" ]] && continue
+  [[ -z "$jar" || -d "$jar" ]] && continue  # a reactor module's classes folder: its jar is copied above
   slim_engine_natives "$jar" && continue
   case "$(basename "$jar")" in
     junit-*|opentest4j-*|apiguardian-*) ;;  # test-only: the console launcher carries JUnit
