@@ -232,6 +232,7 @@ final class BatchScheduler implements AutoCloseable {
     }
     for (int i = 0; i < n; i++) {
       Pending p = inStep[i];
+      p.task.countDecodeStep(n);
       try {
         p.task.accept(next[i]);
       } catch (Throwable e) {

@@ -27,6 +27,9 @@ import java.io.Serializable;
  * @param sparseLayers           layers whose prefill attention was sparse
  * @param selectionMs            time spent choosing tokens (scoring, top-k, KV compression, merging)
  * @param attentionMs            time in the attention hooks minus selectionMs
+ * @param decodeBatchMean        mean number of sequences in the engine's decode steps this request took part
+ *                               in (1 when it decoded alone, more when other documents were batched with it;
+ *                               NaN without decode steps)
  */
 public record GenerationStats(
     int inputTokens,
@@ -46,4 +49,5 @@ public record GenerationStats(
     long kvBytesAfter,
     int sparseLayers,
     double selectionMs,
-    double attentionMs) implements Serializable {}
+    double attentionMs,
+    double decodeBatchMean) implements Serializable {}

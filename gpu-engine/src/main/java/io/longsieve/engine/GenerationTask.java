@@ -40,6 +40,7 @@ public final class GenerationTask implements AutoCloseable {
   private int prefilled;           // prompt tokens run so far
   private boolean prefillDone;
   private int produced;
+  private long batchedSequences, batchedSteps; // decode steps this request was in, and their sizes summed
   private double prefillMs;
   private double ttftMs;
   private long td;                 // nanoTime of the first token
@@ -142,6 +143,7 @@ public final class GenerationTask implements AutoCloseable {
   public void decodeAlone() {
     limits.with(() -> {
       limits.check();
+      countDecodeStep(1);
       accept(seq.decodeNext(nextToken(), nextPosition(), logits, sampler));
       return null;
     });
@@ -181,9 +183,15 @@ public final class GenerationTask implements AutoCloseable {
     GenerationStats stats = new GenerationStats(prompt.length, produced, ttft, prefillMs, decodeMs, totalMs,
         runner.backend(), runner.device(), policy.canonical(), seq.policyResolved(), ps.attendedTokensMean(), ps.selectedFractionByLayer(),
         ps.selectionCacheHitRate(), kvBefore, kvAfter, ps.sparseLayers(), ps.selectionMs(),
-        Math.max(0, attentionMs - ps.selectionMs()));
+        Math.max(0, attentionMs - ps.selectionMs()), batchedSteps == 0 ? Double.NaN : (double) batchedSequences / batchedSteps);
     result = new GenerationResult(request.id(), text, ids, finish, stats);
     close();
+  }
+
+  /** Counts one decode step of {@code sequences} sequences (this one included) that this request took part in. */
+  void countDecodeStep(int sequences) {
+    batchedSequences += sequences;
+    batchedSteps++;
   }
 
   /** The result once {@link #done()}. */

@@ -211,6 +211,9 @@ class BatchingEngineTest {
       List<GenerationResult> together = pending.join();
       for (int i = 0; i < rs.size(); i++) {
         assertSame(new Outcome(alone.get(i), null), new Outcome(together.get(i), null), "r" + i);
+        assertEquals(1.0, alone.get(i).stats().decodeBatchMean(), "alone, every decode step held one sequence");
+        double shared = together.get(i).stats().decodeBatchMean();
+        assertTrue(shared > 1 && shared <= rs.size(), "decoded together with others: " + shared);
       }
       assertTrue(engine.counters().batchedDecodeSteps() > 0, engine.counters().toString());
     }

@@ -247,7 +247,8 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
           executor, partition,
           ran ? s.attendedTokensMean() : null, ran ? floats(s.selectedFractionByLayer()) : null,
           ran ? s.selectionCacheHitRate() : null, ran ? s.kvBytesBefore() : null, ran ? s.kvBytesAfter() : null,
-          ran ? s.sparseLayers() : null, ran ? s.selectionMs() : null, ran ? s.attentionMs() : null},
+          ran ? s.sparseLayers() : null, ran ? s.selectionMs() : null, ran ? s.attentionMs() : null,
+          ran && !Double.isNaN(s.decodeBatchMean()) ? s.decodeBatchMean() : null},
           JobSchemas.RESULT);
     }
 

@@ -97,7 +97,8 @@ public final class JobSchemas {
       .add("kv_bytes_after", LongType, true)
       .add("sparse_layers", IntegerType, true)
       .add("selection_ms", DoubleType, true)
-      .add("attention_ms", DoubleType, true);
+      .add("attention_ms", DoubleType, true)
+      .add("decode_batch_mean", DoubleType, true); // documents per decode step this one shared, on average
 
   /** Columns of DIR/outputs (run_id is the partition column). */
   public static final List<String> OUTPUT_COLUMNS = List.of(
@@ -109,7 +110,7 @@ public final class JobSchemas {
       "doc_id", "run_id", "status", "backend", "device", "policy", "policy_resolved", "ttft_ms", "prefill_ms",
       "decode_ms", "total_ms", "executor_id", "partition_id", "input_tokens", "output_tokens", "attended_tokens_mean",
       "selected_fraction_by_layer", "selection_cache_hit_rate", "kv_bytes_before", "kv_bytes_after",
-      "sparse_layers", "selection_ms", "attention_ms");
+      "sparse_layers", "selection_ms", "attention_ms", "decode_batch_mean");
 
   /** Schema of DIR/outputs as written (Spark moves run_id, the partition column, last on reading). */
   public static final StructType OUTPUTS = project(RESULT, OUTPUT_COLUMNS);

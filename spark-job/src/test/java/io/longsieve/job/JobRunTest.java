@@ -143,6 +143,8 @@ class JobRunTest {
     assertEquals("dense", s1.getAs("policy"));
     assertTrue((double) s1.getAs("ttft_ms") > 0);
     assertTrue((double) s1.getAs("total_ms") >= (double) s1.getAs("ttft_ms"));
+    Double batch = s1.getAs("decode_batch_mean"); // null only without decode steps
+    assertTrue((int) s1.getAs("output_tokens") <= 1 ? batch == null : batch >= 1, "documents per decode step: " + s1);
     assertEquals("driver", s1.getAs("executor_id"), "local mode runs tasks in the driver's executor");
   }
 

@@ -85,7 +85,8 @@ final class ReportFixture {
             "if(policy = '" + DENSE + "', cast(input_tokens as double), input_tokens * 0.2) as attended_tokens_mean",
             "selected_fraction_by_layer", "selection_cache_hit_rate", "kv_bytes_before",
             "cast(kv_bytes_before * kv_ratio as long) as kv_bytes_after", "sparse_layers",
-            "if(policy = '" + DENSE + "', 0.0, decode_ms * 0.1) as selection_ms", "decode_ms * 0.3 as attention_ms");
+            "if(policy = '" + DENSE + "', 0.0, decode_ms * 0.1) as selection_ms", "decode_ms * 0.3 as attention_ms",
+            "if(status = 'ok', 1.0 + partition_id % 4, null) as decode_batch_mean");
     Dataset<Row> outputs = docs.selectExpr("doc_id", "if(id % 2 = 0, 'summary', 'qa') as task", "status", "error",
         "if(status = 'ok', concat('answer for ', doc_id), null) as output",
         "if(status = 'ok', input_tokens, null) as input_tokens",
