@@ -62,6 +62,9 @@ if ok:
     med = lambda v: v[len(v) // 2]
     print(f"  per document (ok): total ms median {med(tot):.0f} max {tot[-1]:.0f}; prefill median {med(pre):.0f}; "
           f"decode median {med(dec):.0f}; input tokens {sorted(set(r['input_tokens'] for r in ok))[:4]}")
+    batch = sorted(r["decode_batch_mean"] for r in ok if r.get("decode_batch_mean") is not None)
+    if batch:
+        print(f"  documents per decode step (decode_batch_mean): median {med(batch):.2f}, min {batch[0]:.2f}, max {batch[-1]:.2f}")
 EOF
 }
 
