@@ -92,10 +92,15 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   public Iterator<Row> call(Iterator<Row> rows, int partition) {
     String executor = SparkEnv.get() == null ? "driver" : SparkEnv.get().executorId();
     return new Iterator<>() {
+      private boolean counted; // hasNext() may be asked again after the end: log the counters once
+
       @Override
       public boolean hasNext() {
         boolean more = rows.hasNext();
-        if (!more) ExecutorEngine.logCounters("partition " + partition + " done"); // batching, seen per executor
+        if (!more && !counted) {
+          counted = true;
+          ExecutorEngine.logCounters("partition " + partition + " done"); // batching, seen per executor
+        }
         return more;
       }
 
