@@ -8,7 +8,14 @@
 // rotated; bias (slots, nKv) f32 or null is added to the logits; row i sees slots
 // [max(0, before + i + 1 - window), before + i + 1). CPU twin:
 // cpu/policy/DenseAttention.
+//
+// flash_decode_rows_*: the same kernel for one row of each of several sequences (a batched decode
+// step), each in its own cache; what changes per step (slot, chunk, page table, pool) comes from the
+// step's DecodeRow records in device memory, so a CUDA graph replays it. The grid's split count is
+// the most Kernels.decodePlan ever gives; a row's splits beyond its own are empty (max -inf) and
+// attn_combine weighs them 0, so a row's result is bit for bit that of flash_decode_* on it alone.
 #include "../common/attn_tile.cuh"
+#include "../common/decode_row.cuh"
 
 #define FD_TK 32       // keys per tile
 #define FD_PAGE 64     // page size the kernel assumes (Kernels.PAGE_SIZE)
@@ -18,7 +25,7 @@ template <int D>
 __device__ __forceinline__ void flash_decode(float* __restrict__ partO, float* __restrict__ partML,
                                              const bf16* __restrict__ Q, const bf16* __restrict__ K,
                                              const bf16* __restrict__ V, const int* __restrict__ pageTable,
-                                             int nHeads, int nKv, int before, int window, int chunk, float scale,
+                                             int nHeads, int nKv, int end, int window, int chunk, float scale,
                                              const float* __restrict__ bias) {
   constexpr int LD = D + 8;
   extern __shared__ __align__(16) unsigned char fd_smem[];
@@ -27,7 +34,6 @@ __device__ __forceinline__ void flash_decode(float* __restrict__ partO, float* _
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int kvh = blockIdx.x, split = blockIdx.y, row = blockIdx.z, splits = gridDim.y;
   const int G = nHeads / nKv;
-  const int end = before + row + 1;
   const int start = window > 0 ? max(0, end - window) : 0;
   const int ks = start + split * chunk, ke = min(end, ks + chunk);
 
@@ -101,10 +107,33 @@ __device__ __forceinline__ void flash_decode(float* __restrict__ partO, float* _
 extern "C" __global__ void __launch_bounds__(FD_WARPS * 32)
     flash_decode_d64(float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
                      int nHeads, int nKv, int before, int window, int chunk, float scale, const float* bias) {
-  flash_decode<64>(partO, partML, Q, K, V, pageTable, nHeads, nKv, before, window, chunk, scale, bias);
+  flash_decode<64>(partO, partML, Q, K, V, pageTable, nHeads, nKv, before + blockIdx.z + 1, window, chunk, scale, bias);
 }
 extern "C" __global__ void __launch_bounds__(FD_WARPS * 32)
     flash_decode_d128(float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
                       int nHeads, int nKv, int before, int window, int chunk, float scale, const float* bias) {
-  flash_decode<128>(partO, partML, Q, K, V, pageTable, nHeads, nKv, before, window, chunk, scale, bias);
+  flash_decode<128>(partO, partML, Q, K, V, pageTable, nHeads, nKv, before + blockIdx.z + 1, window, chunk, scale,
+                    bias);
+}
+
+// Q (rows, nHeads, D) bf16: row b is sequence b's one query of the step, attending its slots
+// [.., rows[b].slot + 1) of layer `layer`; partials as above (rows, nHeads, gridDim.y, D).
+template <int D>
+__device__ __forceinline__ void flash_decode_row(float* partO, float* partML, const bf16* Q,
+                                                 const DecodeRow* __restrict__ rows, int layer, int nHeads, int nKv,
+                                                 int window, float scale) {
+  const DecodeRow r = rows[blockIdx.z];
+  const size_t at = (size_t)layer * r.layerElems;
+  flash_decode<D>(partO, partML, Q, r.kRope + at, r.v + at, r.pageTable, nHeads, nKv, r.slot + 1, window, r.chunk,
+                  scale, nullptr);
+}
+extern "C" __global__ void __launch_bounds__(FD_WARPS * 32)
+    flash_decode_rows_d64(float* partO, float* partML, const bf16* Q, const DecodeRow* rows, int layer, int nHeads,
+                          int nKv, int window, float scale) {
+  flash_decode_row<64>(partO, partML, Q, rows, layer, nHeads, nKv, window, scale);
+}
+extern "C" __global__ void __launch_bounds__(FD_WARPS * 32)
+    flash_decode_rows_d128(float* partO, float* partML, const bf16* Q, const DecodeRow* rows, int layer, int nHeads,
+                           int nKv, int window, float scale) {
+  flash_decode_row<128>(partO, partML, Q, rows, layer, nHeads, nKv, window, scale);
 }

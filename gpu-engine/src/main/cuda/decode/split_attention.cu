@@ -8,6 +8,7 @@
 //       kernel merges the splits (also used by decode_attention.cu).
 #include "../common/attn_tile.cuh"
 #include "../common/attn_merge.cuh"  // merge_splits4
+#include "../common/decode_row.cuh"
 
 #define AS_THREADS 256
 #define AS_UNROLL 8      // keys per thread whose loads are in flight together
@@ -20,7 +21,7 @@ template <int MAXG>
 __device__ __forceinline__ void attn_split_body(float* __restrict__ partO, float* __restrict__ partML,
                                                 const bf16* __restrict__ Q, const bf16* __restrict__ K,
                                                 const bf16* __restrict__ V, const int* __restrict__ pageTable,
-                                                int nHeads, int nKv, int D, int pageSize, int before, int window,
+                                                int nHeads, int nKv, int D, int pageSize, int end, int window,
                                                 int chunk, float scale, const float* __restrict__ bias) {
   extern __shared__ float sh[];
   __shared__ float stat[MAXG][2];
@@ -29,7 +30,6 @@ __device__ __forceinline__ void attn_split_body(float* __restrict__ partO, float
   const int G = nHeads / nKv, tid = threadIdx.x;
   const int TPK = D / 8, KPP = AS_THREADS / TPK;  // threads per key, keys per pass
   const int pageShift = __ffs(pageSize) - 1;
-  const int end = before + row + 1;
   const int start = window > 0 ? max(0, end - window) : 0;
   const int ks = start + split * chunk, ke = min(end, ks + chunk);
   float* sc = sh;                // (G, chunk) scores, then probabilities
@@ -121,13 +121,39 @@ extern "C" __global__ void __launch_bounds__(AS_THREADS, 2)
     attn_split_g4(float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
                   int nHeads, int nKv, int D, int pageSize, int before, int window, int chunk, float scale,
                   const float* bias) {
-  attn_split_body<4>(partO, partML, Q, K, V, pageTable, nHeads, nKv, D, pageSize, before, window, chunk, scale, bias);
+  attn_split_body<4>(partO, partML, Q, K, V, pageTable, nHeads, nKv, D, pageSize, before + blockIdx.z + 1, window, chunk,
+                     scale, bias);
 }
 extern "C" __global__ void __launch_bounds__(AS_THREADS)
     attn_split_g8(float* partO, float* partML, const bf16* Q, const bf16* K, const bf16* V, const int* pageTable,
                   int nHeads, int nKv, int D, int pageSize, int before, int window, int chunk, float scale,
                   const float* bias) {
-  attn_split_body<8>(partO, partML, Q, K, V, pageTable, nHeads, nKv, D, pageSize, before, window, chunk, scale, bias);
+  attn_split_body<8>(partO, partML, Q, K, V, pageTable, nHeads, nKv, D, pageSize, before + blockIdx.z + 1, window, chunk,
+                     scale, bias);
+}
+
+// A batched decode step (decode_row.cuh): row b of Q is sequence b's query, attending slots [.., rows[b].slot + 1)
+// of layer `layer` of its own cache in splits of rows[b].chunk keys; the grid's split count covers the
+// longest row, a row's extra splits are empty and weigh 0 in attn_combine (as in flash_decode_rows_*).
+// Dynamic shared memory sized for the largest chunk the host plans.
+template <int MAXG>
+__device__ __forceinline__ void attn_split_row(float* partO, float* partML, const bf16* Q,
+                                               const DecodeRow* __restrict__ rows, int layer, int nHeads, int nKv,
+                                               int D, int pageSize, int window, float scale) {
+  const DecodeRow r = rows[blockIdx.z];
+  const size_t at = (size_t)layer * r.layerElems;
+  attn_split_body<MAXG>(partO, partML, Q, r.kRope + at, r.v + at, r.pageTable, nHeads, nKv, D, pageSize, r.slot + 1,
+                        window, r.chunk, scale, nullptr);
+}
+extern "C" __global__ void __launch_bounds__(AS_THREADS, 2)
+    attn_split_rows_g4(float* partO, float* partML, const bf16* Q, const DecodeRow* rows, int layer, int nHeads,
+                       int nKv, int D, int pageSize, int window, float scale) {
+  attn_split_row<4>(partO, partML, Q, rows, layer, nHeads, nKv, D, pageSize, window, scale);
+}
+extern "C" __global__ void __launch_bounds__(AS_THREADS)
+    attn_split_rows_g8(float* partO, float* partML, const bf16* Q, const DecodeRow* rows, int layer, int nHeads,
+                       int nKv, int D, int pageSize, int window, float scale) {
+  attn_split_row<8>(partO, partML, Q, rows, layer, nHeads, nKv, D, pageSize, window, scale);
 }
 
 // out (rows, nHeads, D) bf16 = merge of the splits' partial outputs (merge_splits4, attn_tile.cuh): a thread

@@ -2,6 +2,7 @@
 // plus the fills the synthetic benchmark model and the tests use. CPU twins: cpu/kernels/CpuOps, model/Rope,
 // cpu/kernels/KvCache.
 #include "../common/common.cuh"
+#include "../common/decode_row.cuh"
 
 // x (n, dim) f32 = table[tokens[i]] (vocab, dim) bf16. Token ids out of range are clamped so a bad
 // id can never read outside the table (the host validates prompt ids before they get here).
@@ -49,16 +50,15 @@ extern "C" __global__ void rope_rows(bf16* __restrict__ out, const float* __rest
   }
 }
 
-// Appends n tokens to one layer of the paged cache at slots slot0.., positions pos0..: keys before
-// RoPE into kpre, the same keys rotated at their position into krope (the copy dense attention
-// reads), values into v. Row i of k and v is at qkv + i * stride + kOff / vOff (f32).
-extern "C" __global__ void kv_append(bf16* __restrict__ kpre, bf16* __restrict__ krope, bf16* __restrict__ v,
-                                     const float* __restrict__ qkv, int stride, int kOff, int vOff, int nKv,
-                                     int headDim, int pageSize, const int* __restrict__ pageTable, int slot0,
-                                     int pos0, const float* __restrict__ invFreq) {
-  int row = blockIdx.x, half = headDim / 2, slot = slot0 + row, pos = pos0 + row;
-  const float* kr = qkv + (size_t)row * stride + kOff;
-  const float* vr = qkv + (size_t)row * stride + vOff;
+// One token's key (before RoPE) and value into one layer of a paged cache at (slot, pos): the keys
+// as they are into kpre, rotated at pos into krope (the copy dense attention reads), values into v.
+// Threads of the grid's y blocks share the nKv * headDim / 2 rotations.
+__device__ __forceinline__ void append_token(bf16* __restrict__ kpre, bf16* __restrict__ krope,
+                                             bf16* __restrict__ v, const float* __restrict__ kr,
+                                             const float* __restrict__ vr, int nKv, int headDim, int pageSize,
+                                             const int* __restrict__ pageTable, int slot, int pos,
+                                             const float* __restrict__ invFreq) {
+  const int half = headDim / 2;
   for (int t = blockIdx.y * blockDim.x + threadIdx.x; t < nKv * half; t += blockDim.x * gridDim.y) {
     int h = t / half, i = t % half;
     size_t base = kv_offset(pageTable, slot, h, nKv, pageSize, headDim);
@@ -72,6 +72,30 @@ extern "C" __global__ void kv_append(bf16* __restrict__ kpre, bf16* __restrict__
     v[base + i] = f2bf(vr[h * headDim + i]);
     v[base + half + i] = f2bf(vr[h * headDim + half + i]);
   }
+}
+
+// Appends n tokens to one layer of the paged cache at slots slot0.., positions pos0..: keys before
+// RoPE into kpre, the same keys rotated at their position into krope (the copy dense attention
+// reads), values into v. Row i of k and v is at qkv + i * stride + kOff / vOff (f32).
+extern "C" __global__ void kv_append(bf16* __restrict__ kpre, bf16* __restrict__ krope, bf16* __restrict__ v,
+                                     const float* __restrict__ qkv, int stride, int kOff, int vOff, int nKv,
+                                     int headDim, int pageSize, const int* __restrict__ pageTable, int slot0,
+                                     int pos0, const float* __restrict__ invFreq) {
+  const int row = blockIdx.x;
+  const float* r = qkv + (size_t)row * stride;
+  append_token(kpre, krope, v, r + kOff, r + vOff, nKv, headDim, pageSize, pageTable, slot0 + row, pos0 + row, invFreq);
+}
+
+// A batched decode step's append: row b of qkv is sequence b's token, written into layer `layer` of
+// its own cache at the slot and position its DecodeRow gives (decode_row.cuh).
+extern "C" __global__ void kv_append_rows(const DecodeRow* __restrict__ rows, int layer,
+                                          const float* __restrict__ qkv, int stride, int kOff, int vOff, int nKv,
+                                          int headDim, int pageSize, const float* __restrict__ invFreq) {
+  const DecodeRow d = rows[blockIdx.x];
+  const size_t at = (size_t)layer * d.layerElems;
+  const float* r = qkv + (size_t)blockIdx.x * stride;
+  append_token(d.kPre + at, d.kRope + at, d.v + at, r + kOff, r + vOff, nKv, headDim, pageSize, d.pageTable, d.slot,
+               d.pos, invFreq);
 }
 
 // out (n, hidden) bf16 = silu(gate) * up where gu (n, 2 * hidden) holds [gate | up] per row.

@@ -5,8 +5,7 @@
 #define SAMPLE_THREADS 1024
 
 // token[0] = argmax(logits), the lowest id on ties. One block.
-extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
-    argmax_f32(int* __restrict__ token, const float* __restrict__ logits, int vocab) {
+__device__ __forceinline__ void argmax_block(int* __restrict__ token, const float* __restrict__ logits, int vocab) {
   __shared__ float bv[32];
   __shared__ int bi[32];
   float best = -INFINITY;
@@ -41,9 +40,9 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
 //   mass reaches topP (found by bisection on the bits of t, exact for positive floats); the token
 //   is the first id, in id order, at which the running kept mass exceeds u * kept mass. u in
 //   [0, 1) comes from the host's seeded generator, so no state lives on the device.
-extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
-    sample_top_p(int* __restrict__ token, float* __restrict__ probs, const float* __restrict__ logits, int vocab,
-                 float invTemp, float topP, float u) {
+__device__ __forceinline__ void top_p_block(int* __restrict__ token, float* __restrict__ probs,
+                                            const float* __restrict__ logits, int vocab, float invTemp, float topP,
+                                            float u) {
   __shared__ float red[32];
   __shared__ float scan[SAMPLE_THREADS];
   const int tid = threadIdx.x;
@@ -120,4 +119,29 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     }
     token[0] = c < 0 ? 0 : c;
   }
+}
+
+extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
+    argmax_f32(int* __restrict__ token, const float* __restrict__ logits, int vocab) {
+  argmax_block(token, logits, vocab);
+}
+
+extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
+    sample_top_p(int* __restrict__ token, float* __restrict__ probs, const float* __restrict__ logits, int vocab,
+                 float invTemp, float topP, float u) {
+  top_p_block(token, probs, logits, vocab, invTemp, topP, u);
+}
+
+// The picks of a batched decode step, one block per row: tokens[b] from logits (rows, vocab) f32 with
+// row b's (invTemp, topP, u) from params (rows, 3) f32 in device memory (a CUDA graph replays the
+// launch with each step's values); invTemp 0 is greedy. Row b's pick is the one argmax_f32 or
+// sample_top_p makes with the same values. probs (rows, vocab) f32 is scratch.
+extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
+    sample_rows(int* __restrict__ tokens, float* __restrict__ probs, const float* __restrict__ logits,
+                const float* __restrict__ params, int vocab) {
+  const int b = blockIdx.x;
+  const float invTemp = params[3 * b], topP = params[3 * b + 1], u = params[3 * b + 2];
+  const float* row = logits + (size_t)b * vocab;
+  if (invTemp == 0.f) argmax_block(tokens + b, row, vocab);
+  else top_p_block(tokens + b, probs + (size_t)b * vocab, row, vocab, invTemp, topP, u);
 }

@@ -27,10 +27,10 @@ import java.util.Random;
 public final class BatchBench {
   private BatchBench() {}
 
-  public static void run(Bench b, ModelConfig c, int promptTokens, int steps, int[] batches) {
+  public static void run(Bench b, ModelConfig c, int promptTokens, int steps, int[] batches, int[] graphBatches) {
     CudaContext ctx = b.ctx();
     Kernels k = b.kernels();
-    int maxB = Arrays.stream(batches).max().orElse(1);
+    int maxB = Math.max(Arrays.stream(batches).max().orElse(1), Arrays.stream(graphBatches).max().orElse(1));
     PagedKvCache[] kvs = new PagedKvCache[maxB];
     try (CudaWeights w = CudaWeights.synthetic(ctx, k, c, 11);
          CudaModel m = new CudaModel(c, ctx, k, w, Math.max(promptTokens, CudaRunner.MIN_GPU_CHUNK))) {
@@ -66,8 +66,49 @@ public final class BatchBench {
             String.format(Locale.ROOT, "%.0f tok/s; %.2fx B=1", tps, tps / base), ms, Double.NaN, Double.NaN,
             tps / base, Double.NaN));
       }
+      graphs(b, c, m, kvs, promptTokens, steps, graphBatches, r);
     } finally {
       for (PagedKvCache kv : kvs) if (kv != null) kv.close();
+    }
+  }
+
+  /**
+   * The same batches through {@link CudaModel#decodeDense}: each group of up to
+   * {@link CudaModel#MAX_DECODE_BATCH} sequences one CUDA graph per step (batches above that run
+   * as several groups, as the engine runs them); tokens/s against B = 1 through the same path.
+   */
+  private static void graphs(Bench b, ModelConfig c, CudaModel m, PagedKvCache[] kvs, int promptTokens, int steps,
+                             int[] batches, Random r) {
+    int g = CudaModel.MAX_DECODE_BATCH;
+    double base = Double.NaN;
+    for (int bs : batches) {
+      for (int i = 0; i < bs; i++) {
+        kvs[i].reset();
+        int[] ids = new int[promptTokens];
+        for (int t = 0; t < ids.length; t++) ids[t] = r.nextInt(c.vocabSize());
+        m.prefill(ids, 0, kvs[i], null);
+      }
+      int[] all = new int[bs], tokens = new int[g], pos = new int[g], next = new int[g];
+      float[] zero = new float[g], one = new float[g];
+      Arrays.fill(one, 1f);
+      double[] t = new double[steps];
+      for (int s = 0; s < steps + 2; s++) {
+        long t0 = System.nanoTime();
+        for (int s0 = 0; s0 < bs; s0 += g) {
+          int n = Math.min(g, bs - s0);
+          Arrays.fill(pos, promptTokens + s);
+          System.arraycopy(all, s0, tokens, 0, n);
+          m.decodeDense(tokens, pos, Arrays.copyOfRange(kvs, s0, s0 + n), zero, one, zero, n, next);
+          System.arraycopy(next, 0, all, s0, n);
+        }
+        if (s >= 2) t[s - 2] = (System.nanoTime() - t0) / 1e6;
+      }
+      Arrays.sort(t);
+      double ms = t[steps / 2], tps = bs * 1000 / ms;
+      if (bs == 1) base = tps;
+      b.add(new Bench.Row("batch", "batched decode B=" + bs + " L=" + promptTokens + " (CUDA graphs)",
+          String.format(Locale.ROOT, "%.0f tok/s; %.2fx B=1 through graphs", tps, tps / base), ms, Double.NaN,
+          Double.NaN, tps / base, Double.NaN));
     }
   }
 

@@ -86,7 +86,7 @@ public final class BenchCommand implements Callable<Integer> {
         if (!skipModel) b.model(c, contexts, chunk, decodeSteps);
       }
       if (sparse) SparseBench.run(b, c, contexts, chunk, decodeSteps, !skipModel);
-      if (batch) BatchBench.run(b, c, 1024, decodeSteps, new int[] {1, 2, 4, 8});
+      if (batch) BatchBench.run(b, c, 1024, decodeSteps, new int[] {1, 2, 4, 8}, new int[] {1, 2, 4, 8, 16, 32});
       if (batchPolicies) {
         b.section("batched policies", () -> BatchBench.policies(b, c, contexts, decodeSteps, new int[] {1, 2, 4, 8}));
       }

@@ -54,6 +54,9 @@ public final class CudaModel implements AutoCloseable {
   private final DeviceBuffer invFreq; // (headDim / 2) f32 RoPE inverse frequencies from model/Rope
   private final DeviceBuffer batchLogits; // (MAX_DECODE_BATCH, vocab) f32 logits of a batched decode step
   private final DeviceBuffer batchPos;    // (MAX_DECODE_BATCH) int positions of a batched decode step's rows
+  private final DeviceBuffer batchProbs;  // (MAX_DECODE_BATCH, vocab) f32 sampling scratch of a dense step's rows
+  private final DecodeStep step;          // the dense decode step's plan on the device, and its CUDA graphs
+  private boolean decodeGraphs = !"false".equals(System.getProperty("longsieve.decodeGraphs"));
   private final int[] batchHost = new int[MAX_DECODE_BATCH];
   private final int[] batchPosHost = new int[MAX_DECODE_BATCH];
   private final int[] tokenHost = new int[1];
@@ -82,7 +85,9 @@ public final class CudaModel implements AutoCloseable {
       invFreq = act(c.headDim() / 2 * 4L, "rope");
       batchLogits = act((long) MAX_DECODE_BATCH * c.vocabSize() * 4, "batch logits");
       batchPos = act(MAX_DECODE_BATCH * 4L, "batch positions");
+      batchProbs = act((long) MAX_DECODE_BATCH * c.vocabSize() * 4, "batch probs");
       invFreq.upload(new Rope(c).inverseFrequencies());
+      step = new DecodeStep(ctx);
     } catch (RuntimeException e) {
       close();
       throw e;
@@ -111,7 +116,7 @@ public final class CudaModel implements AutoCloseable {
   public static long activationBytes(ModelConfig c, int chunk) {
     long n = chunk, dim = c.hiddenSize(), h = c.intermediateSize();
     return n * dim * 6 + n * (c.qDim() + 2L * c.kvDim()) * 4 + n * c.qDim() * 4 + n * h * 6 + 8L * c.vocabSize()
-        + n * 4 + dim * 2 + 4L * MAX_DECODE_BATCH * (c.vocabSize() + 1);
+        + n * 4 + dim * 2 + 4L * MAX_DECODE_BATCH * (2L * c.vocabSize() + 1) + 1024;
   }
 
   /** Starts timing GEMMs and attention with events (benchmarks); null stops. */
@@ -129,7 +134,99 @@ public final class CudaModel implements AutoCloseable {
     Kernels.SplitPlan p = Kernels.splitPlan(1, capacity, c.group(), c.numKvHeads(), ctx.smCount());
     Kernels.SplitPlan f = Kernels.decodePlan(1, capacity, c.numKvHeads(), ctx.smCount());
     long splits = Math.max(p.splits(), f.splits()) + 2;
-    ws.ensure((long) c.numHeads() * splits * (c.headDim() + 2) * 4);
+    long rows = (long) MAX_DECODE_BATCH * k.rowSplits(capacity, c.numHeads(), c.numKvHeads(), c.headDim());
+    ws.ensure((long) c.numHeads() * Math.max(splits, rows) * (c.headDim() + 2) * 4);
+  }
+
+  /**
+   * Whether {@link #decodeDense} runs the step from CUDA graphs (the default; the eager launches of
+   * the same kernels otherwise). {@code -Dlongsieve.decodeGraphs=false} starts with it off.
+   */
+  public void useDecodeGraphs(boolean on) {
+    this.decodeGraphs = on;
+  }
+
+  /** Dense decode steps that ran from a captured graph so far (tests, benchmarks). */
+  public long graphReplays() {
+    return step.replays();
+  }
+
+  /**
+   * Whether a sequence's cache can take {@link #decodeDense} steps: dense attention over the whole
+   * cache, every layer the same length, no logit bias (KV compression's merges).
+   */
+  public static boolean denseDecodable(PagedKvCache kv) {
+    return !kv.hasBias() && kv.uniformLength();
+  }
+
+  /**
+   * One dense decode step for n sequences (1 to {@link #MAX_DECODE_BATCH}): sequence b runs ids[b]
+   * at positions[b] on kvs[b] (appended at its length) and picks greedily where invTemp[b] is 0,
+   * else top-p at topP[b] with the uniform u[b]; returns the picks in next. The step's plan goes to
+   * the device in one copy and the step runs from a CUDA graph (see {@link DecodeStep}), so the
+   * host's cost does not grow with the layers. Each sequence gets the bits {@link #decode} and
+   * {@link #decodeBatch} give it: the same kernels' arithmetic on its row, whatever the batch.
+   * Every cache must be {@link #denseDecodable}.
+   */
+  public void decodeDense(int[] ids, int[] positions, PagedKvCache[] kvs, float[] invTemp, float[] topP, float[] u,
+                          int n, int[] next) {
+    if (n < 1 || n > MAX_DECODE_BATCH) throw new IllegalArgumentException("batch of " + n + " outside [1, 8]");
+    int heads = c.numHeads(), nKv = c.numKvHeads(), d = c.headDim(), maxKeys = 0;
+    for (int b = 0; b < n; b++) {
+      PagedKvCache kv = kvs[b];
+      if (!denseDecodable(kv)) throw new IllegalArgumentException("sequence " + b + "'s cache is compressed");
+      kv.reserve(1);
+      int slot = kv.length(0);
+      maxKeys = Math.max(maxKeys, slot + 1);
+      step.row(b, ids[b], positions[b], kv, slot, k.rowChunk(slot + 1, heads, nKv, d), invTemp[b], topP[b], u[b]);
+    }
+    int splits = k.rowSplits(maxKeys, heads, nKv, d);
+    ws.ensure((long) n * heads * splits * (d + 2) * 4);  // before any capture: a graph must never reallocate
+    step.upload(k.stream());
+    if (decodeGraphs) step.run(k.stream(), n, splits, ws.generation(), () -> denseStep(n, splits));
+    else denseStep(n, splits);
+    step.read(k.stream(), n, next);
+    for (int b = 0; b < n; b++) {
+      for (int l = 0; l < c.numLayers(); l++) kvs[b].advance(l, 1);
+    }
+  }
+
+  /**
+   * The kernels of a dense decode step for n rows, reading the step's plan from the device: the
+   * same order as {@link #layers}, every per-sequence value (token, position, cache, slot, chunk,
+   * sampling) in {@link #step}'s buffer, so the launches can be captured and replayed.
+   */
+  private void denseStep(int n, int splits) {
+    int dim = c.hiddenSize(), hidden = c.intermediateSize(), qDim = c.qDim(), kvDim = c.kvDim();
+    int stride = qDim + 2 * kvDim;
+    k.embed(x.ptr(), w.embed.ptr(), step.tokens(), n, dim, c.vocabSize());
+    for (int l = 0; l < c.numLayers(); l++) {
+      CudaWeights.Layer lw = w.layers[l];
+      k.rmsNorm(xb.ptr(), x.ptr(), lw.attnNorm().ptr(), n, dim, c.rmsNormEps());
+      k.matmul(qkv.ptr(), Kernels.OUT_F32, xb.ptr(), lw.wqkv().ptr(), lw.bqkv() == null ? null : lw.bqkv().ptr(), n,
+          stride, dim);                                                          // (n, qDim + 2 kvDim)
+      k.rope(q.ptr(), qkv.ptr(), stride, n, c.numHeads(), c.headDim(), invFreq.ptr(), step.positions(), 0);
+      k.kvAppendRows(step.rows(), n, l, qkv.ptr(), stride, qDim, qDim + kvDim, c.numKvHeads(), c.headDim(),
+          invFreq.ptr());                                                        // keys before RoPE
+      k.attentionRows(att.ptr(), q.ptr(), step.rows(), n, l, c.numHeads(), c.numKvHeads(), c.headDim(),
+          c.slidingWindow(), scale, splits, ws);                                 // (n, qDim)
+      k.matmul(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo().ptr(), null, n, dim, qDim);   // x += att · woᵀ
+      k.rmsNorm(xb.ptr(), x.ptr(), lw.ffnNorm().ptr(), n, dim, c.rmsNormEps());
+      k.matmul(gu.ptr(), Kernels.OUT_BF16, xb.ptr(), lw.wgu().ptr(), null, n, 2 * hidden, dim); // (n, 2 hidden)
+      k.swiglu(hb.ptr(), gu.ptr(), n, hidden);
+      k.matmul(x.ptr(), Kernels.OUT_F32_ADD, hb.ptr(), lw.wDown().ptr(), null, n, dim, hidden); // x += h · w_downᵀ
+    }
+    k.rmsNorm(xb.ptr(), x.ptr(), w.finalNorm.ptr(), n, dim, c.rmsNormEps());             // (n, dim)
+    k.matmul(batchLogits.ptr(), Kernels.OUT_F32, xb.ptr(), w.lmHead.ptr(), null, n, c.vocabSize(), dim); // (n, vocab)
+    k.sampleRows(step.tokens(), batchProbs.ptr(), batchLogits.ptr(), step.sampling(), n, c.vocabSize());
+  }
+
+  /** Row b's logits (vocab) of the last {@link #decodeDense} or {@link #decodeBatch} step (tests; synchronises). */
+  public float[] batchLogits(int b) {
+    float[] out = new float[c.vocabSize()];
+    k.stream().copyToHost(Pointer.to(out), batchLogits, (long) b * c.vocabSize() * 4, c.vocabSize() * 4L);
+    k.stream().synchronize();
+    return out;
   }
 
   /**
@@ -304,6 +401,7 @@ public final class CudaModel implements AutoCloseable {
 
   @Override
   public void close() {
+    if (step != null) step.close();
     ws.close();
     acts.forEach(DeviceBuffer::close);
   }

@@ -136,6 +136,10 @@ public final class CudaRunner implements ModelRunner {
     double[] temp = new double[g], topP = new double[g], u = new double[g];
     for (int s = 0; s < n; s += g) {
       int m = Math.min(g, n - s);
+      if (denseDecodable(seqs, s, m)) {
+        decodeDense(seqs, tokens, positions, samplers, s, m, next);
+        continue;
+      }
       if (m == 1) {
         next[s] = seqs[s].decodeNext(tokens[s], positions[s], logits[s], samplers[s]);
         continue;
@@ -161,6 +165,55 @@ public final class CudaRunner implements ModelRunner {
         cs.lastOnDevice = false;
         next[s + i] = picked[i];
       }
+    }
+  }
+
+  /** Whether sequences s .. s + m - 1 all decode densely over uncompressed caches: one dense step can take them. */
+  private static boolean denseDecodable(Sequence[] seqs, int s, int m) {
+    for (int i = s; i < s + m; i++) {
+      CudaSequence cs = (CudaSequence) seqs[i];
+      if (!cs.policy.decodesDense() || !CudaModel.denseDecodable(cs.kv)) return false;
+    }
+    return true;
+  }
+
+  private final float[] invTemp = new float[CudaModel.MAX_DECODE_BATCH];
+  private final float[] topP = new float[CudaModel.MAX_DECODE_BATCH];
+  private final float[] uniform = new float[CudaModel.MAX_DECODE_BATCH];
+  private final int[] denseIds = new int[CudaModel.MAX_DECODE_BATCH];
+  private final int[] densePos = new int[CudaModel.MAX_DECODE_BATCH];
+  private final int[] densePicks = new int[CudaModel.MAX_DECODE_BATCH];
+  private final PagedKvCache[] denseKvs = new PagedKvCache[CudaModel.MAX_DECODE_BATCH];
+  private final int[] denseBefore = new int[CudaModel.MAX_DECODE_BATCH];
+  // a lone sequence's step through the same call, without arrays made per step
+  private final Sequence[] oneSeq = new Sequence[1];
+  private final Sampler[] oneSampler = new Sampler[1];
+  private final int[] oneToken = new int[1], onePos = new int[1], oneNext = new int[1];
+
+  /**
+   * Sequences s .. s + m - 1 through one {@link CudaModel#decodeDense} step (a CUDA graph): the
+   * uniforms drawn in order, one per top-p pick, as {@link Sequence#decodeNext} draws them, and each
+   * policy's statistics counted as its dense decode part counts them.
+   */
+  private void decodeDense(Sequence[] seqs, int[] tokens, int[] positions, Sampler[] samplers, int s, int m, int[] next) {
+    for (int i = 0; i < m; i++) {
+      CudaSequence cs = (CudaSequence) seqs[s + i];
+      SamplingParams sp = samplers[s + i].params();
+      invTemp[i] = sp.greedy() ? 0f : 1f / (float) sp.temperature();
+      topP[i] = (float) sp.topP();
+      uniform[i] = sp.greedy() ? 0f : (float) samplers[s + i].uniform();
+      denseIds[i] = tokens[s + i];
+      densePos[i] = positions[s + i];
+      denseKvs[i] = cs.kv;
+    }
+    for (int i = 0; i < m; i++) denseBefore[i] = denseKvs[i].length(0);
+    tokenOwner = null;  // the step's tokens travel in its plan, not the device token slot
+    model.decodeDense(denseIds, densePos, denseKvs, invTemp, topP, uniform, m, densePicks);
+    for (int i = 0; i < m; i++) {
+      CudaSequence cs = (CudaSequence) seqs[s + i];
+      cs.policy.countDenseDecode(denseBefore[i], densePos[i]);
+      cs.lastOnDevice = false;
+      next[s + i] = densePicks[i];
     }
   }
 
@@ -239,6 +292,15 @@ public final class CudaRunner implements ModelRunner {
     @Override
     public int decodeNext(int token, int pos, float[] logits, Sampler sampler) {
       ctx.makeCurrent();
+      if (policy.decodesDense() && CudaModel.denseDecodable(kv)) {
+        oneSeq[0] = this;
+        oneToken[0] = token;
+        onePos[0] = pos;
+        oneSampler[0] = sampler;
+        decodeDense(oneSeq, oneToken, onePos, oneSampler, 0, 1, oneNext);
+        lastPicked = oneNext[0];
+        return lastPicked;
+      }
       // the batching engine interleaves sequences: the slot holds our token only if no other sequence picked since
       model.decode(token, tokenOwner == this && lastOnDevice && token == lastPicked, pos, kv, policy);
       return pick(sampler);

@@ -34,6 +34,10 @@ public final class SelectionStats {
     sparse = new boolean[layers];
   }
 
+  public int layers() {
+    return attended.length;
+  }
+
   /** Pairs for a block of prefill work: {@code keys} attended, {@code avail} visible. */
   public void prefill(int layer, double keys, double avail) {
     attended[layer] += keys;

@@ -12,7 +12,7 @@ import jcuda.driver.CUdeviceptr;
  * offset of {@code withByteOffset}), for packing kernel arguments into one buffer. JCuda keeps both
  * behind protected accessors; they are opened once by reflection (JCuda sits on the class path).
  */
-final class DeviceAddress {
+public final class DeviceAddress {
   private DeviceAddress() {}
 
   private static final MethodHandle NATIVE;
@@ -32,7 +32,7 @@ final class DeviceAddress {
     }
   }
 
-  static long of(CUdeviceptr p) {
+  public static long of(CUdeviceptr p) {
     try {
       return (long) NATIVE.invokeExact(p) + (long) OFFSET.invokeExact(p);
     } catch (Throwable t) {

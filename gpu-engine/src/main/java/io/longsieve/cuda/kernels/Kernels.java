@@ -254,11 +254,75 @@ public final class Kernels {
     combine(out, o, ml, n, nHeads, p.splits(), d);
   }
 
+  /**
+   * Attention of a batched decode step (decode_row.cuh): out (n, nHeads, d) bf16 = row b's query q (n,
+   * nHeads, d) bf16 over layer {@code layer} of the cache its record in {@code rows} (n DecodeRow) names,
+   * up to and including its slot. Everything that changes per step is in {@code rows}, so the launch
+   * can be captured in a CUDA graph and replayed. The kernel family is the one {@link #attention}
+   * takes for one row; {@code splits} comes from {@link #rowSplits} and each row's chunk from
+   * {@link #rowChunk}, so each row gets the bits it gets alone. No logit bias (KV compression).
+   */
+  public void attentionRows(CUdeviceptr out, CUdeviceptr q, CUdeviceptr rows, int n, int layer, int nHeads, int nKv,
+                            int d, int window, float scale, int splits, Workspace ws) {
+    long partO = (long) n * nHeads * splits * d, partMl = (long) n * nHeads * splits * 2;
+    DeviceBuffer w = ws.ensure((partO + partMl) * 4);
+    CUdeviceptr o = w.ptr(), ml = w.at(partO * 4);
+    int g = nHeads / nKv;
+    if (flashDecodes(d, g)) {
+      l.launch(d == 64 ? "flash_decode_rows_d64" : "flash_decode_rows_d128", nKv, splits, n, 128,
+          (16 + 4 * 2 * 2 * 32) * (d + 8) * 2, o, ml, q, rows, layer, nHeads, nKv, window, scale);
+    } else {
+      int smem = (g * splitChunkMax(g) + SPLIT_THREADS * 8) * 4;
+      l.launch(g <= 4 ? "attn_split_rows_g4" : "attn_split_rows_g8", nKv, splits, n, SPLIT_THREADS, smem, o, ml, q, rows,
+          layer, nHeads, nKv, d, PAGE_SIZE, window, scale);
+    }
+    combine(out, o, ml, n, nHeads, splits, d);
+  }
+
+  /** A batched decode step's KV append: row b of qkv (rows of stride f32) into the cache rows[b] names. */
+  public void kvAppendRows(CUdeviceptr rows, int n, int layer, CUdeviceptr qkv, int stride, int kOff, int vOff, int nKv,
+                           int headDim, CUdeviceptr invFreq) {
+    l.launch("kv_append_rows", n, (nKv * headDim / 2 + 255) / 256, 1, 256, 0, rows, layer, qkv, stride, kOff, vOff, nKv,
+        headDim, PAGE_SIZE, invFreq);
+  }
+
+  /** Whether one decode row takes flash decoding on tensor cores (else the CUDA-core split kernel), as in {@link #attention}. */
+  static boolean flashDecodes(int headDim, int group) {
+    return (headDim == 64 || headDim == 128) && group <= 16;
+  }
+
+  /** Keys per split of one decode row with {@code keys} keys: the chunk {@link #attention} plans for it alone. */
+  public int rowChunk(int keys, int nHeads, int nKv, int headDim) {
+    int g = nHeads / nKv;
+    return flashDecodes(headDim, g) ? decodePlan(1, keys, nKv, smCount).chunk() : splitPlan(1, keys, g, nKv, smCount).chunk();
+  }
+
+  /** The grid's split count for decode rows of at most maxKeys keys: the most splits any such row plans alone. */
+  public int rowSplits(int maxKeys, int nHeads, int nKv, int headDim) {
+    int g = nHeads / nKv;
+    if (flashDecodes(headDim, g)) return Math.max(1, (4 * smCount + nKv - 1) / nKv);  // decodePlan's target
+    int target = Math.max(1, (2 * smCount + nKv - 1) / nKv);                          // splitPlan's
+    return Math.max(target, (maxKeys + splitChunkMax(g) - 1) / splitChunkMax(g));
+  }
+
+  private static int splitChunkMax(int group) {
+    return Math.max(64, Math.min(2048, (40 * 1024 / (4 * group)) / 64 * 64));
+  }
+
+  /**
+   * The picks of a batched decode step: tokens (n) int from logits (n, vocab) f32, row b with (1 /
+   * temperature, top-p, uniform) from params (n, 3) f32 on the device, 1 / temperature 0 for greedy;
+   * the same pick as {@link #argmax} or {@link #sampleTopP} with those values. probs (n, vocab) f32 scratch.
+   */
+  public void sampleRows(CUdeviceptr tokens, CUdeviceptr probs, CUdeviceptr logits, CUdeviceptr params, int n, int vocab) {
+    l.launch("sample_rows", n, 1, 1, 1024, 0, tokens, probs, logits, params, vocab);
+  }
+
   /** Keys per split and split count: about two blocks per multiprocessor, at most 40 KB of scores. */
   public record SplitPlan(int chunk, int splits) {}
 
   public static SplitPlan splitPlan(int rows, int keys, int group, int nKv, int sms) {
-    int chunkMax = Math.max(64, Math.min(2048, (40 * 1024 / (4 * group)) / 64 * 64));
+    int chunkMax = splitChunkMax(group);
     int target = Math.max(1, (2 * sms + nKv * rows - 1) / (nKv * rows));
     int chunk = (int) Math.min(chunkMax, Math.max(64, ((long) (keys + target - 1) / target + 63) / 64 * 64));
     return new SplitPlan(chunk, (keys + chunk - 1) / chunk);
@@ -306,6 +370,7 @@ public final class Kernels {
   public static final class Workspace implements AutoCloseable {
     private final CudaContext ctx;
     private DeviceBuffer buf;
+    private int generation;  // counts reallocations: a captured CUDA graph holds the old pointer
 
     public Workspace(CudaContext ctx) {
       this.ctx = ctx;
@@ -318,8 +383,14 @@ public final class Kernels {
           buf.close();
         }
         buf = ctx.alloc(Math.max(bytes, 1 << 20), "attention workspace");
+        generation++;
       }
       return buf;
+    }
+
+    /** Changes whenever {@link #ensure} reallocates. */
+    public int generation() {
+      return generation;
     }
 
     @Override

@@ -119,6 +119,17 @@ public final class PagedKvCache implements AutoCloseable {
     return pool.pages;
   }
 
+  /** Bytes between consecutive layers of kPre / kRope / v in the pool (a batched decode step's layer stride). */
+  public long layerBytes() {
+    return pool.layerBytes;
+  }
+
+  /** Whether every layer holds the same number of slots (nothing compacted one layer apart). */
+  public boolean uniformLength() {
+    for (int n : length) if (n != length[0]) return false;
+    return true;
+  }
+
   /** Bytes this cache takes on the device for a given capacity (for memory planning). */
   public static long bytesFor(ModelConfig c, int capacity) {
     long pages = (capacity + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE;

@@ -38,8 +38,14 @@ final class GpuDense {
     public void decode(LayerCall c) {
       int heads = env.config().numHeads();
       env.k().attention(c.out(), c.q(), c.kv(), 1, heads, c.before(), env.config().slidingWindow(), env.scale(), env.ws());
+      count(c.layer(), c.before(), c.pos0());
+    }
+
+    /** The statistics of one layer's dense decode step (also for steps the model ran batched, outside decode). */
+    void count(int layer, int before, int pos0) {
+      int heads = env.config().numHeads();
       // context: the whole sequence, compressed or not
-      stats.decode(c.layer(), (double) (c.before() + 1) * heads, c.pos0() + 1, heads);
+      stats.decode(layer, (double) (before + 1) * heads, pos0 + 1, heads);
     }
   }
 }

@@ -102,6 +102,21 @@ public final class GpuPolicy implements AutoCloseable {
     decode.reset();
   }
 
+  /**
+   * Whether this policy's decode steps are dense attention over the whole cache with nothing
+   * rewriting it after a step: then the model can run them as one batched step outside
+   * {@link #decode} (a CUDA graph), and {@link #countDenseDecode} keeps the statistics.
+   */
+  public boolean decodesDense() {
+    return decode instanceof GpuDense.Decode && kvPart == null;
+  }
+
+  /** Counts one dense decode step of every layer, run outside {@link #decode}: before slots cached, at position pos0. */
+  public void countDenseDecode(int before, int pos0) {
+    GpuDense.Decode dense = (GpuDense.Decode) decode;
+    for (int l = 0; l < stats.layers(); l++) dense.count(l, before, pos0);
+  }
+
   public void decode(LayerCall c, PagedKvCache kv) {
     decode.decode(c);
     if (kvPart != null && kvPart.afterDecode(c, kv)) decode.reset();

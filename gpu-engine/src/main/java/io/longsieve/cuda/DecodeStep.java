@@ -1,0 +1,145 @@
+package io.longsieve.cuda;
+
+import io.longsieve.cuda.driver.CudaContext;
+import io.longsieve.cuda.driver.CudaGraph;
+import io.longsieve.cuda.driver.CudaStream;
+import io.longsieve.cuda.driver.DeviceAddress;
+import io.longsieve.cuda.driver.DeviceBuffer;
+import io.longsieve.cuda.kernels.Kernels;
+import io.longsieve.cuda.kv.PagedKvCache;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.HashMap;
+import java.util.Map;
+import jcuda.Pointer;
+import jcuda.driver.CUdeviceptr;
+
+/**
+ * The plan of one batched dense decode step, written once per step into device memory and read by
+ * every layer's kernels (FlashInfer's plan/run), and the CUDA graphs that replay the step.
+ *
+ * <p>Per sequence b of the step the host writes, before the step: its token, its position, its
+ * cache (page table and page pool, as the {@code DecodeRow} of common/decode_row.cuh), the slot its
+ * token goes to, the keys per split of its attention, and its sampling values. One host-to-device
+ * copy carries all of it; the kernels of the step take only pointers into this buffer and values
+ * fixed for the model, so one captured graph per batch size replays every step: the host then
+ * pays one copy, one graph launch and one read-back per step instead of hundreds of launches.
+ *
+ * <p>A graph is keyed by what it bakes in: the batch size and the grid's split count; it is
+ * dropped when the attention workspace it points into is reallocated. Not thread-safe: the
+ * model's one stream.
+ */
+final class DecodeStep implements AutoCloseable {
+
+  // DecodeRow (common/decode_row.cuh) field by field: byte offsets, and its size (DecodeStepLayoutTest)
+  static final int PAGE_TABLE = 0, K_PRE = 8, K_ROPE = 16, V = 24, LAYER_ELEMS = 32, SLOT = 40, POS = 44, CHUNK = 48;
+  static final int ROW_BYTES = 56;
+  private static final int MAX = CudaModel.MAX_DECODE_BATCH;
+  private static final int TOKENS = MAX * ROW_BYTES;   // byte offsets of the regions of the buffer
+  private static final int POSITIONS = TOKENS + MAX * 4;
+  private static final int SAMPLING = POSITIONS + MAX * 4;
+  private static final int BYTES = SAMPLING + MAX * 3 * 4;
+
+  private final DeviceBuffer dev;  // (BYTES) rows (MAX, DecodeRow) | tokens (MAX) int | positions (MAX) int | sampling (MAX, 3) f32
+  private final ByteBuffer host = ByteBuffer.allocateDirect(BYTES).order(ByteOrder.LITTLE_ENDIAN);
+  private final int[] picked = new int[MAX];
+  private final Map<Long, CudaGraph> graphs = new HashMap<>();
+  private int workspaceGeneration = -1;
+  private long replays;
+
+  DecodeStep(CudaContext ctx) {
+    dev = ctx.alloc(BYTES, "decode step plan");
+  }
+
+  /**
+   * Row b of the step: token id at position pos, appended to kv at slot (its length before the
+   * step), attended in splits of chunk keys; sampling with 1/temperature invTemp (0: greedy), topP
+   * and the uniform u.
+   */
+  void row(int b, int token, int pos, PagedKvCache kv, int slot, int chunk, float invTemp, float topP, float u) {
+    int at = b * ROW_BYTES;
+    Kernels.KvView layer0 = kv.layer(0);
+    host.putLong(at + PAGE_TABLE, DeviceAddress.of(layer0.pageTable()));
+    host.putLong(at + K_PRE, DeviceAddress.of(layer0.kPre()));
+    host.putLong(at + K_ROPE, DeviceAddress.of(layer0.kRope()));
+    host.putLong(at + V, DeviceAddress.of(layer0.v()));
+    host.putLong(at + LAYER_ELEMS, kv.layerBytes() / 2);  // bf16 elements
+    host.putInt(at + SLOT, slot);
+    host.putInt(at + POS, pos);
+    host.putInt(at + CHUNK, chunk);
+    host.putInt(TOKENS + 4 * b, token);
+    host.putInt(POSITIONS + 4 * b, pos);
+    host.putFloat(SAMPLING + 12 * b, invTemp);
+    host.putFloat(SAMPLING + 12 * b + 4, topP);
+    host.putFloat(SAMPLING + 12 * b + 8, u);
+  }
+
+  /** Queues the copy of the step's rows to the device (the host buffer is reused only after {@link #read}). */
+  void upload(CudaStream s) {
+    s.copyToDevice(dev, 0, Pointer.to(host), BYTES);
+  }
+
+  /**
+   * Queues the step: the graph captured for (n, splits) if there is one, else {@code work} itself,
+   * after which the same work is captured for the next step of that shape. Graphs pointing into an
+   * older attention workspace are dropped first.
+   */
+  void run(CudaStream s, int n, int splits, int workspaceGeneration, Runnable work) {
+    if (workspaceGeneration != this.workspaceGeneration) {
+      dropGraphs();
+      this.workspaceGeneration = workspaceGeneration;
+    }
+    long key = (long) n << 32 | splits;
+    CudaGraph g = graphs.get(key);
+    if (g != null) {
+      g.launch();
+      replays++;
+      return;
+    }
+    work.run();  // this step eagerly: it also raises the kernels' shared-memory limits outside capture
+    graphs.put(key, CudaGraph.capture(s, work));
+  }
+
+  /** Waits for the step and returns row b's pick in next[b], b < n. */
+  void read(CudaStream s, int n, int[] next) {
+    s.copyToHost(Pointer.to(picked), dev, TOKENS, n * 4L);
+    s.synchronize();
+    System.arraycopy(picked, 0, next, 0, n);
+  }
+
+  CUdeviceptr rows() {
+    return dev.ptr();
+  }
+
+  CUdeviceptr tokens() {
+    return dev.at(TOKENS);
+  }
+
+  CUdeviceptr positions() {
+    return dev.at(POSITIONS);
+  }
+
+  CUdeviceptr sampling() {
+    return dev.at(SAMPLING);
+  }
+
+  /** Steps that ran from a captured graph (tests, benchmarks). */
+  long replays() {
+    return replays;
+  }
+
+  int graphCount() {
+    return graphs.size();
+  }
+
+  private void dropGraphs() {
+    graphs.values().forEach(CudaGraph::close);
+    graphs.clear();
+  }
+
+  @Override
+  public void close() {
+    dropGraphs();
+    dev.close();
+  }
+}
