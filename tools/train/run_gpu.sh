@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device run: train, export, check and evaluate longsieve-needle, then pack the results into
 # $OUT (model.safetensors, bundle.tgz with the rest of the folder and the card, log.txt). Needs
-# gpu-engine/src/main/resources/io/longsieve/eval/suite-text.json and, for the held-out table, suite-heldout.json.
+# gpu-engine/src/main/resources/io/longsieve/eval/suite-text.json and, for the held-out table, the held-out
+# family file next to it (suite.held_out_path).
 # Run from the folder that holds tools/ and gpu-engine/src/main/resources (the repository root,
 # or a copy of these under build/). Wall time about 8 minutes; give the device call 540 s.
 set -u

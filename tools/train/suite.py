@@ -424,8 +424,9 @@ def check_family(st, both_needles):
 
 
 def check_separation(train, held):
-    """The held-out family shares no phrasing with the training file, and training documents
-    (copy-rich, as the training script makes them) never hold a held-out needle or question."""
+    """The held-out family shares no phrasing with the training file, training documents (copy-rich,
+    as the training script makes them) never hold a held-out needle or question, and held-out
+    documents never hold a training one."""
     import suite_oracle as O
     common = {skeleton(t) for t in family_templates(train)} & {skeleton(t) for t in family_templates(held)}
     assert not common, f"held-out phrasings also in the training text: {sorted(common)}"
@@ -437,6 +438,12 @@ def check_separation(train, held):
         msg = user_message(train, it) + "\n" + it["reference"]
         hit = [p.pattern for p in held_patterns if p.search(msg)]
         assert not hit, (it["kind"], hit)
+    train_patterns = O.needle_patterns(train) + O.question_patterns(train)
+    gh = Generator(held)
+    for seed in range(70):
+        it = gh.make(KINDS[seed % len(KINDS)], 60_000 + seed, 1200)
+        hit = [p.pattern for p in train_patterns if p.search(user_message(held, it))]
+        assert not hit, ("held-out document holds a training phrasing", it["kind"], hit)
     try:
         Generator(held, repeat=0.2)
         raise AssertionError("the held-out family must refuse training (repeat > 0) use")

@@ -75,7 +75,7 @@ single needle 20%, multi-key 15%, multi-value 10%, multi-query 10%, variable tra
 multi-document QA 15%, extractive summary 15%; needles at uniformly random depths; prompt
 lengths from 40% to 100% of the row length. Length curriculum: 256 -> 512 -> 1024 -> {a['seq']} tokens.
 Loss: mean cross-entropy over the answer tokens (per document) + {a['ctx_weight']} x mean cross-entropy over the prompt.
-The held-out family (`suite-heldout.json`: other needle and question phrasings, other haystack kinds) is never
+The held-out family (`suite.py --held-out`: other needle and question phrasings, other haystack kinds) is never
 trained on; the second table below is measured on it.
 
 ## Training
