@@ -13,7 +13,7 @@ mkdir -p "$OUT"
 if ! python3 tools/train/suite.py --self-check > "$OUT/log.txt" 2>&1; then
   echo "suite self-check failed: not training" >> "$OUT/log.txt"; cat "$OUT/log.txt"; exit 1
 fi
-timeout 500 python3 tools/train/train_needle.py --out /tmp/needle --train-seconds 280 --deadline-seconds 450 \
+timeout 500 python3 tools/train/train_needle.py --out /tmp/needle --train-seconds 295 --deadline-seconds 450 \
   >> "$OUT/log.txt" 2>&1
 echo "rc=$?" >> "$OUT/log.txt"
 D=/tmp/needle/longsieve-needle-7m
