@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
-"""The quality suite's documents: RULER-style tasks in generated, natural-looking haystacks.
+"""The quality suite's documents: RULER-style tasks in generated haystacks of several kinds.
 
 Plain Python (no torch), so it runs anywhere: the training script imports it to make training
 documents, and `python3 tools/train/suite.py --self-check` tests it on a machine without torch.
-All text comes from one file shared with the Java suite (io.longsieve.eval.SuiteText):
-gpu-engine/src/main/resources/io/longsieve/eval/suite-text.json.
+Text comes from files shared with the Java suite (io.longsieve.eval.SuiteText), under
+gpu-engine/src/main/resources/io/longsieve/eval/:
+  suite-text.json     the training family: word lists, haystack kinds, needle, question and answer
+                      formats, prompt layouts;
+  suite-heldout.json  the held-out family: needle phrasings, question phrasings and haystack kinds
+                      that training never reads; `--held-out` builds every task from it (word lists,
+                      answer formats and prompts stay the training file's).
 
 An item is a dict in the Spark job's input format plus what the scorer needs:
   doc_id, task (qa | multi_doc_qa | summary), text or documents [{title, text}], question,
   reference (the exact answer text the model is trained to write), kind, expected (answer items),
-  depth (0..1, where the needle or the asked-about part sits), length (target prompt tokens).
+  depth (0..1, where the needle or the asked-about part sits), length (target prompt tokens),
+  family (train | heldout), haystack (the haystack kind).
 """
 
 import argparse
@@ -20,24 +26,39 @@ import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_TEXT = os.path.join(HERE, "..", "..", "gpu-engine", "src", "main", "resources", "io", "longsieve",
-                            "eval", "suite-text.json")
+EVAL_DIR = os.path.join(HERE, "..", "..", "gpu-engine", "src", "main", "resources", "io", "longsieve", "eval")
+DEFAULT_TEXT = os.path.join(EVAL_DIR, "suite-text.json")
+HELD_OUT_NAME = "suite-heldout.json"  # read only by SuiteText(held_out=...), never by the training data path
 
 KINDS = ["niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery", "vt", "mdqa", "summary"]
 TASK_OF_KIND = {"niah_single": "qa", "niah_multikey": "qa", "niah_multivalue": "qa", "niah_multiquery": "qa",
                 "vt": "qa", "mdqa": "multi_doc_qa", "summary": "summary"}
 SLOT = re.compile(r"\{([a-z0-9_]+)\}")
-MARKERS = ["special magic number", "VAR ", "secret code", "Key fact"]
+FAMILY_SECTIONS = ("haystack", "needles", "questions")  # what the held-out file replaces
+
+
+def held_out_path(text_path=DEFAULT_TEXT):
+    """The held-out family's file, next to the training text file."""
+    return os.path.join(os.path.dirname(os.path.abspath(text_path)), HELD_OUT_NAME)
 
 
 class SuiteText:
-    """The shared templates and word lists, and how slots are filled."""
+    """The shared templates and word lists, and how slots are filled. held_out: the path of a
+    held-out family file whose haystack, needles and questions replace the training ones."""
 
-    def __init__(self, path=DEFAULT_TEXT):
+    def __init__(self, path=DEFAULT_TEXT, held_out=None):
         with open(path, encoding="utf-8") as f:
             d = json.load(f)
+        self.family = "train"
+        if held_out is not None:
+            with open(held_out, encoding="utf-8") as f:
+                h = json.load(f)
+            for section in FAMILY_SECTIONS:
+                d[section] = h[section]
+            self.family = "heldout"
         self.words = d["words"]
-        self.haystack = d["haystack"]
+        self.haystack = d["haystack"]          # kind -> {"join": "paragraphs" | "lines", "templates": [...]}
+        self.hay_kinds = list(self.haystack)
         self.needles = d["needles"]
         self.questions = d["questions"]
         self.prompts = d["prompts"]
@@ -81,8 +102,8 @@ class SuiteText:
             return rng.choice(["00", "15", "30", "45"])
         raise KeyError(f"unknown slot {{{s}}}")
 
-    def sentence(self, rng):
-        return self.fill(rng.choice(self.haystack), rng)
+    def sentence(self, rng, kind):
+        return self.fill(rng.choice(self.haystack[kind]["templates"]), rng)
 
     def key(self, rng):
         return rng.choice(self.words["keyadj"]) + "-" + rng.choice(self.words["keynoun"])
@@ -96,8 +117,10 @@ class SuiteText:
         return "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(5))
 
 
-def join_sentences(sentences, rng):
-    """Sentences into paragraphs of 3..7 sentences."""
+def join_sentences(sentences, rng, mode="paragraphs"):
+    """Sentences into paragraphs of 3..7 sentences, or one per line (lists, tables, logs, code)."""
+    if mode == "lines":
+        return "\n".join(sentences)
     out, in_par, par_len = [], 0, rng.randint(3, 7)
     for s in sentences:
         if out:
@@ -111,13 +134,14 @@ def join_sentences(sentences, rng):
     return "".join(out)
 
 
-def insert_needles(rng, st, n_sentences, needles_at, repeat=0.0):
-    """Haystack of n_sentences with needles inserted. needles_at: [(depth, text)], kept in order
-    of depth (ties keep the given order). repeat: the chance that a haystack sentence repeats an
+def insert_needles(rng, st, hay_kind, n_sentences, needles_at, repeat=0.0):
+    """Haystack of n_sentences of one kind with needles inserted. needles_at: [(depth, text)], kept in
+    order of depth (ties keep the given order). repeat: the chance that a haystack sentence repeats an
     earlier one (training only: copying repeated text teaches the model to copy)."""
     hay = []
     for i in range(n_sentences):
-        hay.append(hay[rng.randrange(i)] if i > 2 and repeat > 0 and rng.random() < repeat else st.sentence(rng))
+        hay.append(hay[rng.randrange(i)] if i > 2 and repeat > 0 and rng.random() < repeat
+                   else st.sentence(rng, hay_kind))
     placed = sorted(enumerate(needles_at), key=lambda t: (t[1][0], t[0]))
     for shift, (_, (depth, text)) in enumerate(placed):
         idx = min(len(hay), int(round(depth * n_sentences))) + shift
@@ -135,57 +159,71 @@ def distinct(rng, make, n, avoid=()):
     return out
 
 
-def sorted_depths(rng, n, first=None):
-    ds = sorted(rng.random() for _ in range(n))
-    return ds
-
-
 class Generator:
     """Makes items of a kind at a target length (prompt tokens, counted by count_tokens on the
-    user message). count_tokens defaults to a rough 4-characters-a-token estimate."""
+    user message). count_tokens defaults to a rough 4-characters-a-token estimate. Every item
+    draws its haystack kind, needle phrasings and question phrasing from the SuiteText's family."""
 
     def __init__(self, st=None, count_tokens=None, repeat=0.0):
         self.st = st or SuiteText()
+        if repeat > 0 and self.st.family != "train":
+            raise ValueError("copy-rich (repeat > 0) haystacks are for training; the held-out family is for evaluation")
         self.repeat = repeat
         self.count = count_tokens or (lambda text: max(1, len(text) // 4))
-        self.tokens_per_sentence = 16.0  # refined as items are made
+        self.tokens_per_sentence = {}  # haystack kind -> estimate, refined as items are made
+
+    def _content(self, seed):
+        """The draws that do not depend on the haystack size; the first is the haystack kind."""
+        content = random.Random(seed * 7919 + 17)
+        return content, content.choice(self.st.hay_kinds)
+
+    def _kv(self, content, rng, key, value):
+        return self.st.fill(content.choice(self.st.needles["kv"]), rng, {"key": key, "value": value})
+
+    def _answer(self, key, value):
+        return self.st.fill(self.st.answers["single"], None, {"key": key, "value": value})
 
     # -- the parts of one item, given a sentence count -----------------------------------------
     def _build(self, kind, seed, n_sent, depth, n_facts):
         st, rng = self.st, random.Random(seed)
-        content = random.Random(seed * 7919 + 17)  # needles/questions do not change with n_sent
-        item = {"kind": kind, "task": TASK_OF_KIND[kind], "depth": depth}
+        content, hk = self._content(seed)
+        mode = st.haystack[hk]["join"]
+
+        def hay(n, needles):
+            return join_sentences(insert_needles(rng, st, hk, n, needles, self.repeat), rng, mode)
+
+        item = {"kind": kind, "task": TASK_OF_KIND[kind], "depth": depth, "family": st.family, "haystack": hk}
         if kind in ("niah_single", "niah_multikey", "niah_multiquery"):
             n_keys = {"niah_single": 1, "niah_multikey": 4, "niah_multiquery": 4}[kind]
             keys = distinct(content, st.key, n_keys)
             values = distinct(content, st.value, n_keys)
             depths = [depth] + [content.random() for _ in range(n_keys - 1)]
-            needles = [(d, st.fill(st.needles["single"], rng, {"key": k, "value": v}))
-                       for d, k, v in zip(depths, keys, values)]
+            needles = [(d, self._kv(content, rng, k, v)) for d, k, v in zip(depths, keys, values)]
             if kind == "niah_multiquery":
                 asked = [0, 1 + content.randrange(n_keys - 1)]
-                ks = [keys[i] for i in asked]
-                item["question"] = st.fill(st.questions["multiquery"], rng, {"keys": " and ".join(ks)})
+                item["question"] = st.fill(content.choice(st.questions["multiquery"]), rng,
+                                           {"key": keys[asked[0]], "key_b": keys[asked[1]]})
                 item["expected"] = [values[i] for i in asked]
                 item["reference"] = st.answers["multiquery_separator"].join(
-                    st.fill(st.answers["single"], rng, {"key": keys[i], "value": values[i]}) for i in asked)
+                    self._answer(keys[i], values[i]) for i in asked)
             else:
-                item["question"] = st.fill(st.questions["single"], rng, {"key": keys[0]})
+                item["question"] = st.fill(content.choice(st.questions["single"]), rng, {"key": keys[0]})
                 item["expected"] = [values[0]]
-                item["reference"] = st.fill(st.answers["single"], rng, {"key": keys[0], "value": values[0]})
-            item["text"] = join_sentences(insert_needles(rng, st, n_sent, needles, self.repeat), rng)
+                item["reference"] = self._answer(keys[0], values[0])
+            item["text"] = hay(n_sent, needles)
         elif kind == "niah_multivalue":
             key = st.key(content)
             values = distinct(content, st.value, 4)
             depths = sorted([depth] + [content.random() for _ in range(3)])
-            needles = [(d, st.fill(st.needles["single"], rng, {"key": key, "value": v})) for d, v in zip(depths, values)]
-            item["question"] = st.fill(st.questions["multivalue"], rng, {"key": key})
+            needles = [(d, self._kv(content, rng, key, v)) for d, v in zip(depths, values)]
+            item["question"] = st.fill(content.choice(st.questions["multivalue"]), rng, {"key": key})
             item["expected"] = values
             item["reference"] = st.fill(st.answers["multivalue"], rng, {"key": key, "values": st.list_sep.join(values)})
-            item["text"] = join_sentences(insert_needles(rng, st, n_sent, needles, self.repeat), rng)
+            item["text"] = hay(n_sent, needles)
         elif kind == "vt":
             value, other = distinct(content, st.value, 2)
             names = distinct(content, st.var, 10)
+            style = content.choice(st.needles["vt"])
             chains = [(names[:5], value), (names[5:], other)]
             needles = []
             for ci, (vs, val) in enumerate(chains):
@@ -194,12 +232,12 @@ class Generator:
                 if ci == 0:
                     ds[0] = depth * 0.5
                 for i, (d, v) in enumerate(zip(ds, vs)):
-                    t = (st.fill(st.needles["vt_first"], rng, {"var": v, "value": val}) if i == 0 else
-                         st.fill(st.needles["vt_next"], rng, {"var": v, "prev": vs[i - 1]}))
+                    t = (st.fill(style["first"], rng, {"var": v, "value": val}) if i == 0 else
+                         st.fill(style["next"], rng, {"var": v, "prev": vs[i - 1]}))
                     needles.append((d, t))
-            item["question"] = st.fill(st.questions["vt"], rng, {"value": value})
+            item["question"] = st.fill(content.choice(st.questions["vt"]), rng, {"value": value})
             item["expected"] = list(names[:5])
-            item["text"] = join_sentences(insert_needles(rng, st, n_sent, needles, self.repeat), rng)
+            item["text"] = hay(n_sent, needles)
         elif kind == "mdqa":
             n_docs = max(2, min(12, n_sent // 25))
             titles = distinct(content, lambda r: st.fill(st.needles["title"], r), n_docs)
@@ -208,23 +246,23 @@ class Generator:
             per = max(3, n_sent // n_docs)
             docs = []
             for i in range(n_docs):
-                fact = st.fill(st.needles["mdqa"], rng, {"title": titles[i], "value": values[i]})
-                body = join_sentences(insert_needles(rng, st, per, [(content.random(), fact)], self.repeat), rng)
-                docs.append({"title": titles[i], "text": body})
+                fact = self._kv(content, rng, titles[i], values[i])
+                docs.append({"title": titles[i], "text": hay(per, [(content.random(), fact)])})
             item["documents"] = docs
-            item["question"] = st.fill(st.questions["mdqa"], rng, {"title": titles[target]})
+            item["question"] = st.fill(content.choice(st.questions["mdqa"]), rng, {"title": titles[target]})
             item["expected"] = [values[target]]
             item["reference"] = st.fill(st.answers["mdqa"], rng, {"title": titles[target], "value": values[target]})
             item["depth"] = target / max(1, n_docs - 1)
         elif kind == "summary":
+            marker = content.choice(st.needles["summary"])
             facts = []
             while len(facts) < n_facts:
                 f = st.fill(st.needles["fact"], content)
                 if f not in facts:
                     facts.append(f)
             depths = sorted([depth] + [content.random() for _ in range(n_facts - 1)])
-            needles = [(d, st.fill(st.needles["summary"], rng, {"fact": f})) for d, f in zip(depths, facts)]
-            item["text"] = join_sentences(insert_needles(rng, st, n_sent, needles, self.repeat), rng)
+            needles = [(d, st.fill(marker, rng, {"fact": f})) for d, f in zip(depths, facts)]
+            item["text"] = hay(n_sent, needles)
             item["expected"] = facts
         else:
             raise ValueError(f"unknown kind {kind}")
@@ -240,7 +278,9 @@ class Generator:
             depth = rng.random()
         if n_facts is None:
             n_facts = rng.randint(3, 5)
-        n = max(4, int(target_tokens / self.tokens_per_sentence))
+        hk = self._content(seed)[1]
+        per_sentence = self.tokens_per_sentence.get(hk, 16.0)
+        n = max(4, int(target_tokens / per_sentence))
         best = None
         for _ in range(6):
             item = self._build(kind, seed, n, depth, n_facts)
@@ -250,13 +290,14 @@ class Generator:
                 if used >= 0.93 * target_tokens:
                     break
             per = used / max(1, n)
-            self.tokens_per_sentence = 0.8 * self.tokens_per_sentence + 0.2 * per
+            per_sentence = 0.8 * per_sentence + 0.2 * per
             n_new = max(4, int(n * target_tokens * 0.97 / used))
             if n_new == n:
                 n_new = n - 1 if used > target_tokens else n + 1
             if n_new < 4:
                 break
             n = n_new
+        self.tokens_per_sentence[hk] = per_sentence
         if best is None:
             item = self._build(kind, seed, 4, depth, n_facts)
             best = (item, self.count(user_message(self.st, item)))
@@ -289,7 +330,7 @@ def normalise(s):
 
 
 def score(kind, expected, output, reference=None):
-    """Exact match for one answer (the whole reference sentence, or the bare value); recall of the
+    """Exact match for one answer (the whole reference, or the bare value); recall of the
     items for lists; in-order recall for the summary."""
     out = " ".join(output.split()).lower()
     if len(expected) == 1 and kind != "summary":
@@ -321,51 +362,135 @@ def pick_kind(rng):
     return KINDS[-1]
 
 
-def it_count_needles(it):
-    """Needle markers an item carries (repeats never copy a needle); "VAR " twice in a chained statement."""
-    return {"niah_single": 1, "niah_multikey": 4, "niah_multiquery": 4, "niah_multivalue": 4, "vt": 18,
-            "mdqa": len(it.get("documents", [])), "summary": len(it["expected"])}[it["kind"]] + (
-        1 if it["kind"] in ("niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery", "mdqa") else 0)
+# -- self-checks (no tokenizer needed) ---------------------------------------------------------------
+
+def skeleton(template):
+    """A template with its slots blurred: two templates with one skeleton are one phrasing."""
+    return SLOT.sub("{}", template).strip().lower()
 
 
-def self_check(st):
-    """Checks that need no tokenizer: markers only in needles, answers present in the documents,
-    determinism, lengths roughly on target, scorer basics."""
+def family_templates(st):
+    """Every phrasing a family owns: needle, question and haystack templates."""
+    out = list(st.needles["kv"]) + [p[k] for p in st.needles["vt"] for k in ("first", "next")]
+    out += list(st.needles["summary"]) + [st.needles["fact"], st.needles["title"]]
+    out += [q for qs in st.questions.values() for q in qs]
+    out += [t for h in st.haystack.values() for t in h["templates"]]
+    return out
+
+
+def check_family(st, both_needles):
+    """Haystacks hold nothing a needle template (of either family) matches, no value, key or variable;
+    every document is solvable by reading it; lengths on target; scoring basics."""
+    import suite_oracle as O
+    value, var = re.compile(r"\d{7}"), re.compile(r"[A-Z]{5}")
+    key = re.compile(O.slot_pattern(st, "key"))
     rng = random.Random(0)
-    for _ in range(5000):
-        s = st.sentence(rng)
-        assert not any(m in s for m in MARKERS), s
-        assert "{" not in s and "}" not in s, s
+    for hk in st.hay_kinds:
+        assert st.haystack[hk]["join"] in ("paragraphs", "lines"), hk
+        for _ in range(1500):
+            s = st.sentence(rng, hk)
+            assert not SLOT.search(s) and not value.search(s) and not var.search(s) and not key.search(s), (hk, s)
+            assert not any(p.search(s) for p in both_needles), (hk, s)
     g = Generator(st)
+    seen_hay = set()
     for kind in KINDS:
         for target in (300, 2000, 8000):
-            for seed in range(3):
-                it = g.make(kind, seed, target, depth=seed / 2)
-                again = Generator(st).make(kind, seed, target, depth=seed / 2)
-                assert user_message(st, it) == user_message(st, again) or True  # length search may differ by warm-up
+            for seed in range(4):
+                it = g.make(kind, seed, target, depth=seed / 3)
                 msg = user_message(st, it)
+                seen_hay.add(it["haystack"])
+                assert it["family"] == st.family
                 assert it["prompt_tokens"] <= target, (kind, target, it["prompt_tokens"])
                 assert it["prompt_tokens"] >= 0.6 * target or target < 400, (kind, target, it["prompt_tokens"])
-                for e in it["expected"]:
-                    assert e in msg, (kind, e)
+                assert O.solve(st, kind, msg) == it["expected"], (st.family, kind, it["haystack"], it["expected"])
                 assert score(kind, it["expected"], it["reference"], it["reference"]) == 1.0, (kind, it["reference"])
                 assert score(kind, it["expected"], "nothing") == 0.0
-    # same generator state -> same document
     a = Generator(st, count_tokens=lambda t: len(t) // 4)
     b = Generator(st, count_tokens=lambda t: len(t) // 4)
     for kind in KINDS:
         assert user_message(st, a.make(kind, 7, 1000)) == user_message(st, b.make(kind, 7, 1000))
-    assert score("niah_single", ["1234567"], " 1234567.") == 1.0
-    assert score("niah_single", ["1234567"], "The special magic number for a-b is 1234567.",
-                 "The special magic number for a-b is 1234567.") == 1.0
-    assert score("niah_single", ["1234567"], "The special magic number for a-c is 1234567.",
-                 "The special magic number for a-b is 1234567.") == 0.0
+    # phrasings are drawn per needle and per document: a few hundred small documents use all of them
+    used_kv, used_q = set(), set()
+    for seed in range(400):
+        it = g.make("niah_multikey", 10_000 + seed, 200)
+        seen_hay.add(it["haystack"])
+        for t in st.needles["kv"]:
+            if re.search(O.template_regex(st, t), it["text"]):
+                used_kv.add(t)
+        used_q.update(t for t in st.questions["single"] if re.fullmatch(O.template_regex(st, t), it["question"]))
+    assert used_kv == set(st.needles["kv"]), set(st.needles["kv"]) - used_kv
+    assert used_q == set(st.questions["single"]), set(st.questions["single"]) - used_q
+    return seen_hay
+
+
+def check_separation(train, held):
+    """The held-out family shares no phrasing with the training file, training documents (copy-rich,
+    as the training script makes them) never hold a held-out needle or question, and held-out
+    documents never hold a training one."""
+    import suite_oracle as O
+    common = {skeleton(t) for t in family_templates(train)} & {skeleton(t) for t in family_templates(held)}
+    assert not common, f"held-out phrasings also in the training text: {sorted(common)}"
+    assert not set(train.hay_kinds) & set(held.hay_kinds), "haystack kind names must differ"
+    held_patterns = O.needle_patterns(held) + O.question_patterns(held)
+    g = Generator(train, repeat=0.2)
+    for seed in range(150):
+        it = g.make(KINDS[seed % len(KINDS)], 50_000 + seed, 1200)
+        msg = user_message(train, it) + "\n" + it["reference"]
+        hit = [p.pattern for p in held_patterns if p.search(msg)]
+        assert not hit, (it["kind"], hit)
+    train_patterns = O.needle_patterns(train) + O.question_patterns(train)
+    gh = Generator(held)
+    for seed in range(70):
+        it = gh.make(KINDS[seed % len(KINDS)], 60_000 + seed, 1200)
+        hit = [p.pattern for p in train_patterns if p.search(user_message(held, it))]
+        assert not hit, ("held-out document holds a training phrasing", it["kind"], hit)
+    try:
+        Generator(held, repeat=0.2)
+        raise AssertionError("the held-out family must refuse training (repeat > 0) use")
+    except ValueError:
+        pass
+    check_training_code_reads_no_held_out()
+
+
+def check_training_code_reads_no_held_out(path=os.path.join(HERE, "train_needle.py")):
+    """train_needle.py makes its training data (tokenizer corpus, RowMaker, loader) from the
+    training family only: the held-out family is named in its evaluation code and nowhere else."""
+    import ast
+    with open(path, encoding="utf-8") as f:
+        src = f.read()
+    assert HELD_OUT_NAME not in src, "train_needle.py must get the held-out path from suite.held_out_path()"
+    tree = ast.parse(src)
+    allowed = {"evaluate", "eval_families"}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.ClassDef)) and fn.name not in allowed:
+            for node in ast.walk(fn):
+                inner = isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node is not fn and node.name in allowed
+                assert not inner, node.name
+                names = ([node.id] if isinstance(node, ast.Name) else [node.attr] if isinstance(node, ast.Attribute)
+                         else [node.arg] if isinstance(node, ast.keyword) and node.arg else [])
+                if any("held" in n.lower() for n in names) and fn.name != "main":
+                    raise AssertionError(f"train_needle.py: {fn.name} touches the held-out family")
+    for name in ("RowMaker", "tokenizer_corpus", "make_loader"):
+        body = next(ast.get_source_segment(src, n) for n in ast.walk(tree)
+                    if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name)
+        assert "held" not in body.lower() and "eval_families" not in body, name
+
+
+def self_check(st, held):
+    import suite_oracle as O
+    both = O.needle_patterns(st) + O.needle_patterns(held)
+    hay_train = check_family(st, both)
+    hay_held = check_family(held, both)
+    assert hay_train == set(st.hay_kinds) and hay_held == set(held.hay_kinds), (hay_train, hay_held)
+    check_separation(st, held)
     rep_gen = Generator(st, repeat=0.3)
     for kind in KINDS:
         it = rep_gen.make(kind, 3, 1500)
         assert score(kind, it["expected"], it["reference"], it["reference"]) == 1.0
-        msg = user_message(st, it)
-        assert sum(msg.count(m) for m in MARKERS) == sum(it_count_needles(it) for _ in [0]), (kind, msg[:200])
+        assert O.solve(st, kind, user_message(st, it)) == it["expected"], kind  # repeats never copy a needle
+    assert score("niah_single", ["1234567"], " 1234567.") == 1.0
+    assert score("niah_single", ["1234567"], "icy-meadow: 1234567", "icy-meadow: 1234567") == 1.0
+    assert score("niah_single", ["1234567"], "icy-otter: 1234567", "icy-meadow: 1234567") == 0.0
     assert score("niah_multivalue", ["1", "2", "3", "4"], "1, 2") == 0.5
     assert score("summary", ["a b.", "c d."], "c d.\na b.") == 0.5
     return True
@@ -374,16 +499,18 @@ def self_check(st):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--text", default=DEFAULT_TEXT)
-    ap.add_argument("--self-check", action="store_true")
+    ap.add_argument("--held-out", action="store_true",
+                    help="build every task from the held-out family (suite-heldout.json next to --text)")
+    ap.add_argument("--self-check", action="store_true", help="check both families and their separation")
     ap.add_argument("--sample", help="write a JSONL of one item per kind (rough token counts) to this path")
     ap.add_argument("--tokens", type=int, default=400)
     ap.add_argument("--demo", help="write demo documents (Spark job input: doc_id, task, text|documents, question, "
                                    "reference) of about --tokens tokens to this path")
     args = ap.parse_args()
-    st = SuiteText(args.text)
+    st = SuiteText(args.text, held_out=held_out_path(args.text) if args.held_out else None)
     if args.self_check:
-        self_check(st)
-        print("suite self-check ok")
+        self_check(SuiteText(args.text), SuiteText(args.text, held_out=held_out_path(args.text)))
+        print("suite self-check ok (training and held-out families, separation)")
     if args.sample:
         g = Generator(st)
         with open(args.sample, "w", encoding="utf-8") as f:

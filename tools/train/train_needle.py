@@ -461,26 +461,41 @@ def greedy_cached(model, ids, max_new, end_id, device):
     return out
 
 
-def evaluate(model, tok, st, seq, device, per_cell, deadline, seed=777):
-    """Greedy dense accuracy per kind x length multiple."""
+def eval_families(text_path):
+    """[(family, SuiteText)]: the training family, and the held-out family when its file is there
+    (suite.held_out_path: next to the training text file; training never reads it)."""
+    fams = [("train", S.SuiteText(text_path))]
+    path = S.held_out_path(text_path)
+    if os.path.exists(path):
+        fams.append(("heldout", S.SuiteText(text_path, held_out=path)))
+    else:
+        log(f"no held-out family at {path}: evaluating the training family only")
+    return fams
+
+
+def evaluate(model, tok, families, seq, device, per_cell, deadline, seed=777):
+    """Greedy dense accuracy per family x kind x length multiple: {family: {"kind@Mx": {accuracy, n}}}.
+    Length-major, so that a deadline cuts the longest documents of both families alike."""
     end_id = tok.token_to_id(CF.END)
-    gen = S.Generator(st, count_tokens=lambda t: len(tok.encode(t, add_special_tokens=False).ids) + 6)
-    res = {}
+    count = lambda t: len(tok.encode(t, add_special_tokens=False).ids) + 6  # noqa: E731
+    gens = [(name, st, S.Generator(st, count_tokens=count)) for name, st in families]
+    res = {name: {} for name, _ in families}
     for mult in (1, 2, 4, 8):
-        for kind in S.KINDS:
-            scores = []
-            for i in range(per_cell):
-                if time.time() > deadline:
-                    break
-                depth = (i + 0.5) / per_cell
-                it = gen.make(kind, seed + 1000 * mult + i, seq * mult - ANSWER_BUDGET.get(kind, 30), depth=depth)
-                ids = tok.encode(CF.render_prompt(S.user_message(st, it)), add_special_tokens=False).ids
-                out = tok.decode(greedy_cached(model, ids, 120 if kind == "summary" else 64, end_id, device))
-                scores.append(S.score(kind, it["expected"], out, it["reference"]))
-                if i == 0 and mult <= 2:
-                    log(f"  eval {kind} x{mult}: expected {it['reference']!r} got {out!r}")
-            if scores:
-                res[f"{kind}@{mult}x"] = {"accuracy": sum(scores) / len(scores), "n": len(scores)}
+        for name, st, gen in gens:
+            for kind in S.KINDS:
+                scores = []
+                for i in range(per_cell):
+                    if time.time() > deadline:
+                        break
+                    depth = (i + 0.5) / per_cell
+                    it = gen.make(kind, seed + 1000 * mult + i, seq * mult - ANSWER_BUDGET.get(kind, 30), depth=depth)
+                    ids = tok.encode(CF.render_prompt(S.user_message(st, it)), add_special_tokens=False).ids
+                    out = tok.decode(greedy_cached(model, ids, 120 if kind == "summary" else 64, end_id, device))
+                    scores.append(S.score(kind, it["expected"], out, it["reference"]))
+                    if i == 0 and mult <= 2:
+                        log(f"  eval {name} {kind} x{mult} ({it['haystack']}): expected {it['reference']!r} got {out!r}")
+                if scores:
+                    res[name][f"{kind}@{mult}x"] = {"accuracy": sum(scores) / len(scores), "n": len(scores)}
     return res
 
 
@@ -500,7 +515,7 @@ def main():
     ap.add_argument("--vocab", type=int, default=4096)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--ctx-weight", type=float, default=0.5)
-    ap.add_argument("--eval-per-cell", type=int, default=8)
+    ap.add_argument("--eval-per-cell", type=int, default=6)
     ap.add_argument("--deadline-seconds", type=float, default=500, help="stop evaluating after this much wall time")
     ap.add_argument("--tokenizer-items", type=int, default=1500)
     args = ap.parse_args()
@@ -618,7 +633,10 @@ def main():
             "params": n_params, "model": mc, "args": vars(args), "tokens_per_step": args.tokens_per_step,
             "probe_ms": {"gpu": gpu_step * 1000, "data": data_step * 1000}, "torch": torch.__version__,
             "device": torch.cuda.get_device_name(0), "history": hist, "command": " ".join(sys.argv),
-            "repeat": REPEAT, "haystack_templates": len(st.haystack), "mix": S.training_mix()}
+            "repeat": REPEAT, "haystack_kinds": {k: len(h["templates"]) for k, h in st.haystack.items()},
+            "needle_phrasings": len(st.needles["kv"]), "vt_phrasings": len(st.needles["vt"]),
+            "summary_markers": len(st.needles["summary"]),
+            "question_phrasings": {k: len(v) for k, v in st.questions.items()}, "mix": S.training_mix()}
     model.eval()
     export(model, mc, tok, out_dir, meta)
     log("exported", sorted(os.listdir(out_dir)))
@@ -634,11 +652,14 @@ def main():
     # evaluate the exported bf16 weights
     from safetensors.torch import load_file
     model.load_state_dict({k: v.float() for k, v in load_file(os.path.join(out_dir, "model.safetensors")).items()})
-    res = evaluate(model, tok, st, args.seq, device, args.eval_per_cell, T0 + args.deadline_seconds)
-    for k, v in res.items():
-        log(f"  {k}: {v['accuracy']:.3f} (n={v['n']})")
+    res = evaluate(model, tok, eval_families(args.text), args.seq, device, args.eval_per_cell,
+                   T0 + args.deadline_seconds)
+    for fam, cells in res.items():
+        for k, v in cells.items():
+            log(f"  {fam} {k}: {v['accuracy']:.3f} (n={v['n']})")
     meta["checks"] = checks
-    meta["dense_eval_gpu"] = res
+    meta["dense_eval_gpu"] = res["train"]
+    meta["dense_eval_gpu_heldout"] = res.get("heldout", {})
     with open(os.path.join(out_dir, "training_meta.json"), "w") as f:
         json.dump(meta, f, indent=2)
         f.write("\n")

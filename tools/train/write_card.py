@@ -16,6 +16,8 @@ KIND_NAMES = {"niah_single": "single needle", "niah_multikey": "multi-key needle
 
 
 def table(res):
+    if not res:
+        return "(not measured)"
     mults = sorted({int(k.split("@")[1].rstrip("x")) for k in res})
     lines = ["| task | " + " | ".join(f"{m}x" for m in mults) + " |", "|---" + "|---:" * len(mults) + "|"]
     for kind, name in KIND_NAMES.items():
@@ -36,6 +38,8 @@ def main():
     mc, a = m["model"], m["args"]
     size = os.path.getsize(os.path.join(args.model_dir, "model.safetensors"))
     checks = m.get("checks", {})
+    hay_kinds = ", ".join(m.get("haystack_kinds", {})) or "?"
+    questions = sum(m.get("question_phrasings", {}).values()) or "?"
     card = f"""# {a['name']}
 
 A small Llama-architecture model trained from scratch to find facts in long documents, for
@@ -59,14 +63,20 @@ messages are the Spark job's prompts (spark-job `PromptBuilder`, the same string
 
 ## Data recipe
 Generated on the fly by `tools/train/suite.py` from `gpu-engine/src/main/resources/io/longsieve/eval/suite-text.json`
-(the Java suite reads the same file): haystacks of {m.get('haystack_templates', 24)}
-sentence templates over word lists (narrative, news, dialogue, lists, technical, travel, recipes...),
-in paragraphs; training haystacks repeat an earlier sentence with probability
-{m.get('repeat', 0.0)} so that the prompt loss rewards copying. Tasks (mix):
+(the Java suite reads the same file), the training family: haystack kinds {hay_kinds}
+(sentence or line templates over word lists; prose and essays in paragraphs, lists, tables, logs and code one a line),
+{m.get('needle_phrasings', '?')} key-value needle phrasings (sentences, value-before-key sentences, list items, table
+rows, JSON-ish and XML-ish lines, assignments), {m.get('vt_phrasings', '?')} variable-assignment styles,
+{m.get('summary_markers', '?')} summary markers and {questions} question phrasings, each drawn per document
+(needle phrasings per needle), so every batch mixes them. Values are uniform 7-digit numbers; the answer restates
+the key as the question gives it and copies the value (`key: value`), one format for every phrasing. Training haystacks
+repeat an earlier sentence with probability {m.get('repeat', 0.0)} so that the prompt loss rewards copying. Tasks (mix):
 single needle 20%, multi-key 15%, multi-value 10%, multi-query 10%, variable tracking 15%,
 multi-document QA 15%, extractive summary 15%; needles at uniformly random depths; prompt
 lengths from 40% to 100% of the row length. Length curriculum: 256 -> 512 -> 1024 -> {a['seq']} tokens.
 Loss: mean cross-entropy over the answer tokens (per document) + {a['ctx_weight']} x mean cross-entropy over the prompt.
+The held-out family (`suite.py --held-out`: other needle and question phrasings, other haystack kinds) is never
+trained on; the second table below is measured on it.
 
 ## Training
 - seed {a['seed']}; {m['steps']} steps (planned {m['planned_steps']}) of {a['tokens_per_step']} tokens; AdamW
@@ -82,7 +92,13 @@ Loss: mean cross-entropy over the answer tokens (per document) + {a['ctx_weight'
   tokens with margins for two suite prompts; `NeedleModelParityTest` holds the Java CPU engine to them.
 
 ## Dense accuracy on the training code (GPU, bf16, greedy), % of documents
+Training family (phrasings and haystack kinds seen in training, new documents):
+
 {table(m.get('dense_eval_gpu', {}))}
+
+Held-out family (needle phrasings, questions and haystack kinds never trained on):
+
+{table(m.get('dense_eval_gpu_heldout', {}))}
 """
     with open(os.path.join(args.model_dir, "README.md"), "w") as f:
         f.write(card)

@@ -36,6 +36,10 @@ public final class EvalOptions {
       + "'expected'/'kind'); default: generate a seeded suite.")
   public Path suite;
 
+  @Option(names = "--held-out", description = "Build every task from the held-out family (suite-heldout.json: needle "
+      + "phrasings, questions and haystack kinds the model never trained on); doc ids start with 'heldout-'.")
+  public boolean heldOut;
+
   @Option(names = "--tasks", split = ",", description = "Suite tasks to generate (default: all: ${DEFAULT-VALUE}).",
       defaultValue = "niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt,mdqa,summary")
   public List<String> tasks;

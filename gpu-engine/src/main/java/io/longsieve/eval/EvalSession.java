@@ -12,7 +12,8 @@ import java.util.Locale;
 
 /**
  * What both eval commands do before their outputs differ: validate the policies, build or read
- * the suite (sized with the model's own tokenizer), run every document under every policy, and
+ * the suite (sized with the model's own tokenizer; from the training family, or with --held-out
+ * from the held-out one), run every document under every policy, and
  * write suite.jsonl, docs.jsonl, results.jsonl and results.md under {@code <output>/eval/}.
  */
 public final class EvalSession {
@@ -23,7 +24,8 @@ public final class EvalSession {
 
   public static List<SuiteItem> suite(EvalOptions o, Tokenizer tok) {
     if (o.suite != null) return SuiteJsonl.read(o.suite);
-    SuiteGenerator gen = new SuiteGenerator(SuiteText.load(), s -> tok.encode(s, false).length);
+    SuiteGenerator gen = new SuiteGenerator(o.heldOut ? SuiteText.loadHeldOut() : SuiteText.load(),
+        s -> tok.encode(s, false).length);
     return EvalSuite.generate(gen, o.tasks, o.trainLength, o.lengths, o.perCell, o.seed);
   }
 
@@ -44,9 +46,15 @@ public final class EvalSession {
           "  %-28s %-60s score %.2f  attended %.2f  %6.0f ms%s%n", r.item().docId(), r.policy(), r.score(),
           r.attendedFraction(), r.ms(), r.error() == null ? "" : "  ERROR " + r.error()));
       List<EvalRow> rows = EvalRunner.aggregate(o.runId, docs);
-      write(o.evalDir(), docs, rows, engine.backend() + " " + engine.device(), o.model);
+      write(o.evalDir(), docs, rows, engine.backend() + " " + engine.device() + ", " + familyLabel(o), o.model);
       return new Outcome(suite, docs, rows);
     }
+  }
+
+  /** Which documents a run measured, for report titles. */
+  public static String familyLabel(EvalOptions o) {
+    if (o.suite != null) return "suite " + o.suite.getFileName();
+    return o.heldOut ? "held-out family (" + SuiteText.HELD_OUT_FILE + ")" : "training family (" + SuiteText.TRAINING_FILE + ")";
   }
 
   public static void write(Path dir, List<DocResult> docs, List<EvalRow> rows, String where, Path model) throws java.io.IOException {

@@ -5,14 +5,18 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.Random;
 
-/** Filler text with needles placed at depths; paragraphs of 3..7 sentences (suite.py's join_sentences / insert_needles). */
+/**
+ * Filler text of one haystack kind with needles placed at depths: sentences in paragraphs of 3..7,
+ * or one line each (lists, tables, logs, code). suite.py's insert_needles / join_sentences.
+ */
 final class Haystack {
   private Haystack() {}
 
-  /** nSentences filler sentences, needles inserted in order of depth (ties keep their order). */
-  static List<String> withNeedles(SuiteText st, Random rng, int nSentences, List<SuiteGenerator.Needle> needles) {
+  /** nSentences filler sentences of the kind, needles inserted in order of depth (ties keep their order). */
+  static List<String> withNeedles(SuiteText st, Random rng, SuiteText.HaystackKind kind, int nSentences,
+      List<SuiteGenerator.Needle> needles) {
     List<String> hay = new ArrayList<>(nSentences + needles.size());
-    for (int i = 0; i < nSentences; i++) hay.add(st.sentence(rng));
+    for (int i = 0; i < nSentences; i++) hay.add(st.sentence(rng, kind));
     List<Integer> order = new ArrayList<>();
     for (int i = 0; i < needles.size(); i++) order.add(i);
     order.sort(Comparator.comparingDouble((Integer i) -> needles.get(i).depth()).thenComparingInt(i -> i));
@@ -25,7 +29,8 @@ final class Haystack {
     return hay;
   }
 
-  static String join(List<String> sentences, Random rng) {
+  static String join(List<String> sentences, Random rng, SuiteText.HaystackKind kind) {
+    if (kind.lines()) return String.join("\n", sentences);
     StringBuilder b = new StringBuilder();
     int inPar = 0, parLen = SuiteText.between(rng, 3, 7);
     for (String s : sentences) {
@@ -42,5 +47,10 @@ final class Haystack {
       inPar++;
     }
     return b.toString();
+  }
+
+  /** The haystack of one document: filler of the kind with the needles, joined. */
+  static String build(SuiteText st, Random rng, SuiteText.HaystackKind kind, int nSentences, List<SuiteGenerator.Needle> needles) {
+    return join(withNeedles(st, rng, kind, nSentences, needles), rng, kind);
   }
 }

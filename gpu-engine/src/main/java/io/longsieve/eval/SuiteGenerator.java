@@ -12,10 +12,11 @@ import java.util.function.ToIntFunction;
 
 /**
  * Makes suite documents: RULER-style tasks in generated haystacks, at a target prompt length in
- * tokens. The Java port of tools/train/suite.py's Generator — same templates (suite-text.json),
- * same task layouts; Java's and Python's random streams differ, so the documents are different
- * draws of the same distribution, not the same text. Deterministic for a given seed, target and
- * token counter.
+ * tokens. The Java port of tools/train/suite.py's Generator — same templates (the SuiteText's
+ * family: suite-text.json, or suite-heldout.json's phrasings and haystacks), same task layouts;
+ * each document draws its haystack kind, question phrasing and (per needle) needle phrasings.
+ * Java's and Python's random streams differ, so the documents are different draws of the same
+ * distribution, not the same text. Deterministic for a given seed, target and token counter.
  */
 public final class SuiteGenerator {
 
@@ -65,7 +66,8 @@ public final class SuiteGenerator {
       SuiteItem it = build(kind, seed, 4, depth, nFacts);
       best = with(it, targetTokens, countTokens.applyAsInt(prompts.userMessage(it)));
     }
-    return best.withDocId(kind + "-" + targetTokens + "-" + seed);
+    String prefix = st.family().equals("train") ? "" : st.family() + "-";
+    return best.withDocId(prefix + kind + "-" + targetTokens + "-" + seed);
   }
 
   private static SuiteItem with(SuiteItem it, int length, int used) {
@@ -73,10 +75,11 @@ public final class SuiteGenerator {
         it.expected(), it.depth(), length, used);
   }
 
-  /** The item's parts for a given haystack size; needles and questions depend on the seed only. */
+  /** The item's parts for a given haystack size; haystack kind, needles, phrasings and questions depend on the seed only. */
   SuiteItem build(String kind, long seed, int nSent, double depth, int nFacts) {
     Random rng = new Random(seed * 1_000_003L + nSent);
     Random content = new Random(seed * 7919L + 17);
+    SuiteText.HaystackKind hay = SuiteText.pick(st.haystackKinds(), content);
     String task = taskOf(kind);
     String text = null, question = null, reference;
     List<SuiteItem.Document> docs = List.of();
@@ -91,23 +94,22 @@ public final class SuiteGenerator {
         List<String> values = distinct(content, SuiteText::value, nKeys);
         List<Needle> needles = new ArrayList<>();
         for (int i = 0; i < nKeys; i++) {
-          needles.add(new Needle(i == 0 ? depth : content.nextDouble(),
-              st.fill(st.needle("single"), rng, Map.of("key", keys.get(i), "value", values.get(i)))));
+          needles.add(new Needle(i == 0 ? depth : content.nextDouble(), kv(content, rng, keys.get(i), values.get(i))));
         }
         if (kind.equals("niah_multiquery")) {
           int[] asked = {0, 1 + content.nextInt(nKeys - 1)};
-          question = st.fill(st.question("multiquery"), rng,
-              Map.of("keys", keys.get(asked[0]) + " and " + keys.get(asked[1])));
+          question = st.fill(SuiteText.pick(st.questions("multiquery"), content), rng,
+              Map.of("key", keys.get(asked[0]), "key_b", keys.get(asked[1])));
           expected = List.of(values.get(asked[0]), values.get(asked[1]));
           List<String> parts = new ArrayList<>();
-          for (int i : asked) parts.add(st.fill(st.answer("single"), rng, Map.of("key", keys.get(i), "value", values.get(i))));
+          for (int i : asked) parts.add(answer(keys.get(i), values.get(i)));
           reference = String.join(st.answer("multiquery_separator"), parts);
         } else {
-          question = st.fill(st.question("single"), rng, Map.of("key", keys.get(0)));
+          question = st.fill(SuiteText.pick(st.questions("single"), content), rng, Map.of("key", keys.get(0)));
           expected = List.of(values.get(0));
-          reference = st.fill(st.answer("single"), rng, Map.of("key", keys.get(0), "value", values.get(0)));
+          reference = answer(keys.get(0), values.get(0));
         }
-        text = Haystack.join(Haystack.withNeedles(st, rng, nSent, needles), rng);
+        text = Haystack.build(st, rng, hay, nSent, needles);
         break;
       }
       case "niah_multivalue": {
@@ -116,18 +118,17 @@ public final class SuiteGenerator {
         List<Double> depths = new ArrayList<>(List.of(depth, content.nextDouble(), content.nextDouble(), content.nextDouble()));
         depths.sort(Comparator.naturalOrder());
         List<Needle> needles = new ArrayList<>();
-        for (int i = 0; i < 4; i++) {
-          needles.add(new Needle(depths.get(i), st.fill(st.needle("single"), rng, Map.of("key", key, "value", values.get(i)))));
-        }
-        question = st.fill(st.question("multivalue"), rng, Map.of("key", key));
+        for (int i = 0; i < 4; i++) needles.add(new Needle(depths.get(i), kv(content, rng, key, values.get(i))));
+        question = st.fill(SuiteText.pick(st.questions("multivalue"), content), rng, Map.of("key", key));
         expected = values;
         reference = st.fill(st.answer("multivalue"), rng, Map.of("key", key, "values", String.join(st.answer("list_separator"), values)));
-        text = Haystack.join(Haystack.withNeedles(st, rng, nSent, needles), rng);
+        text = Haystack.build(st, rng, hay, nSent, needles);
         break;
       }
       case "vt": {
         List<String> vals = distinct(content, SuiteText::value, 2);
         List<String> names = distinct(content, r -> SuiteText.variable(r), 10);
+        SuiteText.VtStyle style = SuiteText.pick(st.vtStyles(), content);
         List<Needle> needles = new ArrayList<>();
         for (int c = 0; c < 2; c++) {
           List<String> vars = names.subList(c * 5, c * 5 + 5);
@@ -138,15 +139,15 @@ public final class SuiteGenerator {
           if (c == 0) ds.set(0, depth * 0.5);
           for (int i = 0; i < 5; i++) {
             String t = i == 0
-                ? st.fill(st.needle("vt_first"), rng, Map.of("var", vars.get(i), "value", vals.get(c)))
-                : st.fill(st.needle("vt_next"), rng, Map.of("var", vars.get(i), "prev", vars.get(i - 1)));
+                ? st.fill(style.first(), rng, Map.of("var", vars.get(i), "value", vals.get(c)))
+                : st.fill(style.next(), rng, Map.of("var", vars.get(i), "prev", vars.get(i - 1)));
             needles.add(new Needle(ds.get(i), t));
           }
         }
-        question = st.fill(st.question("vt"), rng, Map.of("value", vals.get(0)));
+        question = st.fill(SuiteText.pick(st.questions("vt"), content), rng, Map.of("value", vals.get(0)));
         expected = List.copyOf(names.subList(0, 5));
         reference = String.join(st.answer("list_separator"), expected);
-        text = Haystack.join(Haystack.withNeedles(st, rng, nSent, needles), rng);
+        text = Haystack.build(st, rng, hay, nSent, needles);
         break;
       }
       case "mdqa": {
@@ -157,18 +158,19 @@ public final class SuiteGenerator {
         int per = Math.max(3, nSent / nDocs);
         List<SuiteItem.Document> list = new ArrayList<>();
         for (int i = 0; i < nDocs; i++) {
-          String fact = st.fill(st.needle("mdqa"), rng, Map.of("title", titles.get(i), "value", values.get(i)));
-          String body = Haystack.join(Haystack.withNeedles(st, rng, per, List.of(new Needle(content.nextDouble(), fact))), rng);
-          list.add(new SuiteItem.Document(titles.get(i), body));
+          String fact = kv(content, rng, titles.get(i), values.get(i));
+          list.add(new SuiteItem.Document(titles.get(i),
+              Haystack.build(st, rng, hay, per, List.of(new Needle(content.nextDouble(), fact)))));
         }
         docs = list;
-        question = st.fill(st.question("mdqa"), rng, Map.of("title", titles.get(target)));
+        question = st.fill(SuiteText.pick(st.questions("mdqa"), content), rng, Map.of("title", titles.get(target)));
         expected = List.of(values.get(target));
         reference = st.fill(st.answer("mdqa"), rng, Map.of("title", titles.get(target), "value", values.get(target)));
         d = (double) target / Math.max(1, nDocs - 1);
         break;
       }
       case "summary": {
+        String marker = SuiteText.pick(st.summaryMarkers(), content);
         List<String> facts = new ArrayList<>();
         while (facts.size() < nFacts) {
           String f = st.fill(st.needle("fact"), content);
@@ -179,10 +181,8 @@ public final class SuiteGenerator {
         for (int i = 1; i < nFacts; i++) depths.add(content.nextDouble());
         depths.sort(Comparator.naturalOrder());
         List<Needle> needles = new ArrayList<>();
-        for (int i = 0; i < nFacts; i++) {
-          needles.add(new Needle(depths.get(i), st.fill(st.needle("summary"), rng, Map.of("fact", facts.get(i)))));
-        }
-        text = Haystack.join(Haystack.withNeedles(st, rng, nSent, needles), rng);
+        for (int i = 0; i < nFacts; i++) needles.add(new Needle(depths.get(i), st.fill(marker, rng, Map.of("fact", facts.get(i)))));
+        text = Haystack.build(st, rng, hay, nSent, needles);
         expected = facts;
         reference = String.join(st.answer("summary_separator"), facts);
         break;
@@ -191,6 +191,21 @@ public final class SuiteGenerator {
         throw new IllegalArgumentException("unknown suite task '" + kind + "'; known: " + KINDS);
     }
     return new SuiteItem(null, task, kind, text, docs, question, reference, expected, d, 0, 0);
+  }
+
+  /** A key-value needle in a phrasing drawn per needle. */
+  private String kv(Random content, Random rng, String key, String value) {
+    return st.fill(SuiteText.pick(st.kvNeedles(), content), rng, Map.of("key", key, "value", value));
+  }
+
+  /** The answer for one key: the key as the question gives it, and the value. */
+  private String answer(String key, String value) {
+    return st.fill(st.answer("single"), null, Map.of("key", key, "value", value));
+  }
+
+  /** The family the documents come from ("train" or "heldout"). */
+  public String family() {
+    return st.family();
   }
 
   static <T> List<T> distinct(Random rng, Function<Random, T> make, int n) {

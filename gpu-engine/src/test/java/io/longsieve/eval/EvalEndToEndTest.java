@@ -72,6 +72,40 @@ class EvalEndToEndTest {
   }
 
   @Test
+  void heldOutModeBuildsEveryTaskFromTheHeldOutFamily(@TempDir Path out) throws Exception {
+    String[] common = {"--model", MODEL.toString(), "--lengths", "1", "--train-length", "384", "--per-cell", "1",
+        "--policy", "dense", "--device", "cpu", "--threads", "2", "--max-new-tokens", "4"};
+    EvalOptions held = options(out, concat(common, "--output", out.resolve("held").toString(), "--held-out"));
+    EvalSession.Outcome r = EvalSession.run(held, new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8));
+    EvalSession.Outcome t = EvalSession.run(options(out, concat(common, "--output", out.resolve("train").toString())),
+        new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8));
+
+    assertEquals(SuiteGenerator.KINDS, r.suite().stream().map(SuiteItem::kind).toList(), "every task");
+    SuiteOracle heldOracle = new SuiteOracle(SuiteText.loadHeldOut());
+    List<java.util.regex.Pattern> trainNeedles = new SuiteOracle(SuiteText.load()).needlePatterns();
+    TaskPrompts prompts = TaskPrompts.standard();
+    for (int i = 0; i < r.suite().size(); i++) {
+      SuiteItem h = r.suite().get(i);
+      String msg = prompts.userMessage(h);
+      assertTrue(h.docId().startsWith("heldout-"), h.docId());
+      assertEquals(h.expected(), heldOracle.solve(h.kind(), msg), h.docId() + ": read with the held-out phrasings");
+      assertTrue(trainNeedles.stream().noneMatch(p -> p.matcher(msg).find()), h.docId() + " holds a training needle");
+      assertTrue(!t.suite().get(i).docId().startsWith("heldout-"), "without --held-out: the training family");
+    }
+    assertEquals(SuiteGenerator.KINDS.size(), r.docs().size());
+    assertTrue(r.docs().stream().allMatch(d -> d.error() == null && d.inputTokens() > 0), "every held-out document ran");
+    String md = Files.readString(out.resolve("held/eval/results.md"));
+    assertTrue(md.contains("held-out family (suite-heldout.json)"), md.lines().findFirst().orElse(""));
+    assertTrue(Files.readString(out.resolve("train/eval/results.md")).contains("training family (suite-text.json)"));
+  }
+
+  static String[] concat(String[] a, String... b) {
+    String[] out = java.util.Arrays.copyOf(a, a.length + b.length);
+    System.arraycopy(b, 0, out, a.length, b.length);
+    return out;
+  }
+
+  @Test
   void aMisspeltPolicyFailsBeforeAnyDocumentRuns(@TempDir Path out) {
     EvalOptions o = options(out, "--model", MODEL.toString(), "--output", out.toString(), "--policies", "dense;tokenselekt");
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> EvalSession.run(o, System.err));

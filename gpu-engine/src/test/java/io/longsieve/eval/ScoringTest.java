@@ -9,13 +9,15 @@ class ScoringTest {
 
   @Test
   void singleAnswersNeedAnExactMatchOfTheSentenceOrTheValue() {
-    String ref = "The special magic number for amber-falcon is 1234567.";
+    String ref = "amber-falcon: 1234567";  // the suite's answer format: the key as asked, the value from the document
     List<String> exp = List.of("1234567");
     assertEquals(1.0, Scoring.score("niah_single", exp, ref, ref));
-    assertEquals(1.0, Scoring.score("niah_single", exp, "  the special magic number for amber-falcon is 1234567 ", ref));
+    assertEquals(1.0, Scoring.score("niah_single", exp, "  Amber-falcon:   1234567. ", ref));
     assertEquals(1.0, Scoring.score("niah_single", exp, "1234567.", ref));
-    assertEquals(0.0, Scoring.score("niah_single", exp, "The special magic number for amber-otter is 1234567.", ref),
-        "the right number for the wrong key is wrong");
+    assertEquals(0.0, Scoring.score("niah_single", exp, "amber-otter: 1234567", ref), "the right number for the wrong key is wrong");
+    assertEquals(0.0, Scoring.score("niah_single", exp, "amber-falcon: 1234568", ref));
+    String sentence = "The special magic number for amber-falcon is 1234567.";  // a sentence reference (run-2 suites)
+    assertEquals(1.0, Scoring.score("niah_single", exp, "  the special magic number for amber-falcon is 1234567 ", sentence));
     assertEquals(0.0, Scoring.score("niah_single", exp, ref + " And more.", ref), "extra text is not an exact match");
     assertEquals(0.0, Scoring.score("mdqa", exp, "", ref));
   }

@@ -62,7 +62,7 @@ public final class EvalCommand implements Callable<Integer> {
       }
       if (docs.isEmpty()) return 0;
       List<EvalRow> rows = EvalRunner.aggregate(o.runId, docs);
-      EvalSession.write(o.evalDir(), docs, rows, engineOnly ? "engine" : "Spark job, " + master, o.model);
+      EvalSession.write(o.evalDir(), docs, rows, (engineOnly ? "engine" : "Spark job, " + master) + ", " + EvalSession.familyLabel(o), o.model);
       EvalParquet.write(spark, rows, o.evalDir().resolve("results").toString());
       System.out.print(Files.readString(o.evalDir().resolve("results.md")));
       return 0;
