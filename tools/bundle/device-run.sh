@@ -22,7 +22,7 @@ if command -v cuobjdump >/dev/null 2>&1; then  # what the compiler made of the h
     python3 -c 'import sys, zipfile; open("/tmp/ls.fatbin", "wb").write(zipfile.ZipFile(sys.argv[1]).read("io/longsieve/cuda/longsieve.fatbin"))' \
       "$(ls "$RT"/app/lib/gpu-engine-*.jar | head -1)" && cuobjdump -sass -arch sm_90 /tmp/ls.fatbin >"$OUT/sass.txt" 2>&1
     grep -c "Function" "$OUT/sass.txt"
-    for f in gemm_bf16 gemv_bf16_b1 attn_split_g4 flash_prefill_d128; do
+    for f in gemm_bf16 gemv_bf16_b1_c1 attn_split_g4 flash_prefill_d128; do
       awk -v f="$f" '/Function : /{p=($3==f)} p' "$OUT/sass.txt" | \
         awk -v f="$f" '/HMMA/{h++} /LDG/{l++} /LDGSTS/{a++} /LDSM/{s++} END{print "sass", f, "HMMA", h+0, "LDG", l+0, "LDGSTS", a+0, "LDSM", s+0}'
     done

@@ -148,31 +148,42 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS, 2)
   gemm_body<2>(out, A, W, bias, M, N, K, mode);
 }
 
-// GEMV_WPR warps share one output column n (a row of W), each taking every GEMV_WPR-th 256-wide
-// slice of K; x holds M <= NB activation rows (M, K) bf16. Many short warps per row keep enough
-// loads in flight to stream W near the copy bandwidth even for 4096-row matrices.
+// GEMV_WPR warps share C output columns (rows of W), each taking every GEMV_WPR-th 256-wide slice of
+// K for all C; x holds M <= NB activation rows (M, K) bf16. Many short warps per column keep enough
+// loads in flight to stream W near the copy bandwidth even for 4096-row matrices; C > 1 reuses each
+// activation load for C columns (with 8 rows the activations, re-read per column from L2, otherwise
+// outweigh the weights). Each (column, row) is accumulated in the same order for every C, U and NB:
+// lane order over K, then the warp sum, then the GEMV_WPR partials in warp order, so a row's result
+// does not depend on the batch it came in or the variant that ran it.
 #define GEMV_WPR 4
-template <int NB, int U>
+template <int NB, int U, int C>
 __device__ __forceinline__ void gemv_body(void* __restrict__ out, const bf16* __restrict__ x,
                                           const bf16* __restrict__ W, const float* __restrict__ bias, int M,
                                           int N, int K, int mode) {
-  __shared__ float part[8][NB];
+  __shared__ float part[8][C][NB];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int r = warp / GEMV_WPR, j = warp % GEMV_WPR;
-  const int n = blockIdx.x * (8 / GEMV_WPR) + r;
-  const bf16* w = W + (size_t)min(n, N - 1) * K;
-  float acc[NB];
+  const int n0 = (blockIdx.x * (8 / GEMV_WPR) + r) * C;
+  const bf16* w[C];
 #pragma unroll
-  for (int b = 0; b < NB; b++) acc[b] = 0.f;
+  for (int c = 0; c < C; c++) w[c] = W + (size_t)min(n0 + c, N - 1) * K;
+  float acc[C][NB];
+#pragma unroll
+  for (int c = 0; c < C; c++)
+#pragma unroll
+    for (int b = 0; b < NB; b++) acc[c][b] = 0.f;
   for (int k0 = (j * 32 + lane) * 8; k0 < K; k0 += GEMV_WPR * 256 * U) {
-    uint4 wv[U], xv[U][NB];
+    uint4 wv[U][C], xv[U][NB];
 #pragma unroll
     for (int u = 0; u < U; u++) {
       // loads are unconditional (clamped address, then a select) so none sits behind a branch
       int k = k0 + u * GEMV_WPR * 256;
       int kc = min(k, K - 8);
-      uint4 t = ld_nc_v4(w + kc);
-      wv[u] = k < K ? t : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int c = 0; c < C; c++) {
+        uint4 t = ld_nc_v4(w[c] + kc);
+        wv[u][c] = k < K ? t : make_uint4(0, 0, 0, 0);
+      }
 #pragma unroll
       for (int b = 0; b < NB; b++) {
         uint4 tx = ld_nc_v4(x + (size_t)min(b, M - 1) * K + kc);
@@ -181,46 +192,58 @@ __device__ __forceinline__ void gemv_body(void* __restrict__ out, const bf16* __
     }
 #pragma unroll
     for (int u = 0; u < U; u++) {
-      const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&wv[u]);
 #pragma unroll
-      for (int b = 0; b < NB; b++) {
-        const __nv_bfloat162* xp = reinterpret_cast<const __nv_bfloat162*>(&xv[u][b]);
+      for (int c = 0; c < C; c++) {
+        const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&wv[u][c]);
 #pragma unroll
-        for (int q = 0; q < 4; q++) {
-          float2 wf = __bfloat1622float2(wp[q]), xf = __bfloat1622float2(xp[q]);
-          acc[b] = fmaf(wf.x, xf.x, acc[b]);
-          acc[b] = fmaf(wf.y, xf.y, acc[b]);
+        for (int b = 0; b < NB; b++) {
+          const __nv_bfloat162* xp = reinterpret_cast<const __nv_bfloat162*>(&xv[u][b]);
+#pragma unroll
+          for (int q = 0; q < 4; q++) {
+            float2 wf = __bfloat1622float2(wp[q]), xf = __bfloat1622float2(xp[q]);
+            acc[c][b] = fmaf(wf.x, xf.x, acc[c][b]);
+            acc[c][b] = fmaf(wf.y, xf.y, acc[c][b]);
+          }
         }
       }
     }
   }
 #pragma unroll
-  for (int b = 0; b < NB; b++) {
-    float v = warp_sum(acc[b]);
-    if (lane == 0) part[warp][b] = v;
-  }
-  __syncthreads();
-  if (j == 0 && lane < NB && lane < M && n < N) {
-    float v = 0.f;
+  for (int c = 0; c < C; c++)
 #pragma unroll
-    for (int i = 0; i < GEMV_WPR; i++) v += part[warp + i][lane];
-    store_out(out, mode, (size_t)lane * N + n, bias ? v + bias[n] : v);
+    for (int b = 0; b < NB; b++) {
+      float v = warp_sum(acc[c][b]);
+      if (lane == 0) part[warp][c][b] = v;
+    }
+  __syncthreads();
+  if (j == 0) {
+    for (int idx = lane; idx < C * NB; idx += 32) {
+      const int c = idx / NB, b = idx % NB, n = n0 + c;
+      if (b < M && n < N) {
+        float v = 0.f;
+#pragma unroll
+        for (int i = 0; i < GEMV_WPR; i++) v += part[warp + i][c][b];
+        store_out(out, mode, (size_t)b * N + n, bias ? v + bias[n] : v);
+      }
+    }
   }
 }
 
-extern "C" __global__ void gemv_bf16_b1(void* out, const bf16* x, const bf16* W, const float* bias, int M, int N,
-                                        int K, int mode) {
-  gemv_body<1, 4>(out, x, W, bias, M, N, K, mode);
-}
-extern "C" __global__ void gemv_bf16_b2(void* out, const bf16* x, const bf16* W, const float* bias, int M, int N,
-                                        int K, int mode) {
-  gemv_body<2, 4>(out, x, W, bias, M, N, K, mode);
-}
-extern "C" __global__ void gemv_bf16_b4(void* out, const bf16* x, const bf16* W, const float* bias, int M, int N,
-                                        int K, int mode) {
-  gemv_body<4, 2>(out, x, W, bias, M, N, K, mode);
-}
-extern "C" __global__ void gemv_bf16_b8(void* out, const bf16* x, const bf16* W, const float* bias, int M, int N,
-                                        int K, int mode) {
-  gemv_body<8, 1>(out, x, W, bias, M, N, K, mode);
-}
+// gemv_bf16_b<NB>_c<C>: NB activation rows, C columns per group of GEMV_WPR warps (Kernels.gemv picks C).
+#define GEMV_KERNEL(NB, U, C)                                                                                  \
+  extern "C" __global__ void gemv_bf16_b##NB##_c##C(void* out, const bf16* x, const bf16* W, const float* bias, \
+                                                    int M, int N, int K, int mode) {                            \
+    gemv_body<NB, U, C>(out, x, W, bias, M, N, K, mode);                                                        \
+  }
+GEMV_KERNEL(1, 4, 1)
+GEMV_KERNEL(1, 2, 2)
+GEMV_KERNEL(1, 1, 4)
+GEMV_KERNEL(2, 4, 1)
+GEMV_KERNEL(2, 2, 2)
+GEMV_KERNEL(2, 1, 4)
+GEMV_KERNEL(4, 2, 1)
+GEMV_KERNEL(4, 2, 2)
+GEMV_KERNEL(4, 1, 4)
+GEMV_KERNEL(8, 1, 1)
+GEMV_KERNEL(8, 1, 2)
+GEMV_KERNEL(8, 1, 4)

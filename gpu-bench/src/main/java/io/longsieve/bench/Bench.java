@@ -286,6 +286,20 @@ public final class Bench implements AutoCloseable {
           add(new Row("gemv", names[i] + " batch " + b, b + "x" + n + "x" + kk, ms, 2.0 * b * n * kk / ms / 1e9, gbps,
               gbps / copyGbps, b == 1 ? peerMs("gemv", names[i]) : Double.NaN));
         }
+        // the GEMV's columns per warp group (Kernels.gemvColumns picks one per row count): every shape, 1-8 rows
+        for (int b : new int[] {1, 2, 4, 8}) {
+          for (int cols : new int[] {1, 2, 4}) {
+            long wBytes = (long) n * kk * 2;
+            int copies = (int) Math.max(1, Math.min(8, (w.bytes() - 64) / wBytes));
+            int[] turn = {0};
+            double ms = medianMs(() -> k.gemv(out.ptr(), Kernels.OUT_BF16, a.ptr(), w.at((turn[0]++ % copies) * wBytes),
+                null, b, n, kk, cols), 3, 15, 20);
+            double gbps = ((double) n * kk * 2 + (double) b * kk * 2 + (double) b * n * 2) / ms / 1e6;
+            String mark = cols == Kernels.gemvColumns(b) ? " (default)" : "";
+            add(new Row("gemv cols", names[i] + " batch " + b + " columns " + cols + mark, b + "x" + n + "x" + kk, ms,
+                2.0 * b * n * kk / ms / 1e9, gbps, gbps / copyGbps, Double.NaN));
+          }
+        }
       }
     }
   }

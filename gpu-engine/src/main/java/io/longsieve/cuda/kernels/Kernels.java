@@ -133,10 +133,27 @@ public final class Kernels {
   }
 
   public void gemv(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k) {
+    gemv(out, mode, a, w, bias, m, n, k, gemvColumns(m));
+  }
+
+  /**
+   * Output columns per group of 4 warps in the GEMV for m rows: more columns reuse each activation
+   * load (which the batch multiplies) for more weight rows. Measured on the H200 (bench "gemv" rows).
+   */
+  public static int gemvColumns(int m) {
+    return m == 1 ? 1 : m == 2 ? 2 : 4;
+  }
+
+  /** The GEMV with an explicit column count per warp group (1, 2 or 4; benchmarks compare them). Same bits for every count. */
+  public void gemv(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k,
+                   int columns) {
     checkK(k);
     if (m < 1 || m > 8) throw new IllegalArgumentException("gemv takes 1..8 rows, not " + m);
-    String name = m == 1 ? "gemv_bf16_b1" : m == 2 ? "gemv_bf16_b2" : m <= 4 ? "gemv_bf16_b4" : "gemv_bf16_b8";
-    l.launch(name, (n + 1) / 2, 1, 1, 256, 0, out, a, w, bias, m, n, k, mode);  // 2 rows per block, 4 warps each
+    if (columns != 1 && columns != 2 && columns != 4) throw new IllegalArgumentException("columns " + columns);
+    int rows = m == 1 ? 1 : m == 2 ? 2 : m <= 4 ? 4 : 8;
+    // 8 warps a block: 2 groups of 4, each `columns` output columns
+    l.launch("gemv_bf16_b" + rows + "_c" + columns, (n + 2 * columns - 1) / (2 * columns), 1, 1, 256, 0, out, a, w, bias,
+        m, n, k, mode);
   }
 
   private static void checkK(int k) {
