@@ -93,7 +93,7 @@ public final class LongSieveJob {
     InputFiles.Listing files = checked.input();
     InputReader.Format format = files.format();
     LOG.info("run {}: reading {} ({}, {} files)", o.runId(), o.input(), format, files.data().size());
-    Dataset<Row> parsed = InputReader.read(spark, files);
+    Dataset<Row> parsed = InputReader.read(spark, files, o.generation().promptTemplate());
     Resume.Todo todo = Resume.apply(spark, fs, o, parsed);
     RunBudget.Applied budget = RunBudget.apply(todo.rows(), o);
 

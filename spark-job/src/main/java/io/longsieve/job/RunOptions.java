@@ -8,6 +8,7 @@ import java.time.Instant;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.regex.Pattern;
@@ -34,6 +35,7 @@ import java.util.regex.Pattern;
  * @param sparkConf    every other spark.* key, passed to the SparkSession as given
  * @param production   resume, time limits, progress, stage-level GPU scheduling ({@link ProductionOptions})
  * @param ops          resource wait, run budgets, shadow audit ({@link OpsOptions})
+ * @param generation   prompt template, system message, raw, sampling ({@link GenerationOptions}); rows may override
  */
 public record RunOptions(
     String input,
@@ -51,7 +53,8 @@ public record RunOptions(
     int partitions,
     Map<String, String> sparkConf,
     ProductionOptions production,
-    OpsOptions ops) implements Serializable {
+    OpsOptions ops,
+    GenerationOptions generation) implements Serializable {
 
   /** Characters a run id may use: it becomes a folder name and a partition value. */
   public static final Pattern RUN_ID = Pattern.compile("[A-Za-z0-9_-]{1,64}");
@@ -64,7 +67,16 @@ public record RunOptions(
     OUTPUT("output", null, "output root for outputs/, stats/, runs/ (required)"),
     MODEL("model", null, "Hugging Face checkpoint folder (default: <longsieve.home>/models/longsieve-needle-7m)"),
     RUN_ID("runId", null, "run id, [A-Za-z0-9_-]{1,64} (default: UTC time, e.g. 20261129T083000Z)"),
-    MAX_NEW_TOKENS("maxNewTokens", "64", "most tokens generated per document"),
+    MAX_NEW_TOKENS("maxNewTokens", "64", "most tokens generated per document (a row's max_new_tokens wins)"),
+    PROMPT_TEMPLATE("promptTemplate", null,
+        "prompt template for every row without its own prompt: {text}, {documents}, {question}, {column}; {{ }} for braces"),
+    PROMPT_TEMPLATE_FILE("promptTemplateFile", null, "a file holding the prompt template (instead of promptTemplate)"),
+    SYSTEM("system", null, "system message for the chat template (a row's system wins)"),
+    RAW("raw", "false", "true: prompts as they are, no chat template (a row's raw wins)"),
+    TEMPERATURE("temperature", "0", "sampling temperature; 0 = greedy (a row's temperature wins)"),
+    TOP_P("topP", "1", "nucleus sampling mass in (0, 1] (a row's top_p wins)"),
+    SEED("seed", "0", "sampling seed: the same document and seed give the same output (a row's seed wins)"),
+    STOP("stop", null, "stop strings: one string, or a JSON array of strings (a row's stop wins)"),
     POLICY("policy", null, "attention policy, e.g. dense (default: dense)"),
     PREFILL("prefill", null, "prefill attention policy slot (instead of policy)"),
     KV("kv", null, "KV compression policy slot (instead of policy)"),
@@ -126,6 +138,7 @@ public record RunOptions(
     sparkConf = Map.copyOf(sparkConf);
     if (production == null) production = ProductionOptions.DEFAULTS;
     if (ops == null) ops = OpsOptions.DEFAULTS;
+    if (generation == null) generation = GenerationOptions.DEFAULTS;
   }
 
   /**
@@ -177,9 +190,44 @@ public record RunOptions(
             nonZeroShare(values, Key.GPU_MEMORY_FRACTION), value(values, Key.TEST_INJECT_OOM),
             value(values, Key.TEST_INJECT_STICKY)),
         new OpsOptions(intAtLeast(values, Key.RESOURCE_WAIT, 0), longAtLeast(values, Key.MAX_TOTAL_TOKENS, 0),
-            longAtLeast(values, Key.MAX_DOCS, 0), share(values, Key.AUDIT_FRACTION), longAtLeast(values, Key.AUDIT_SEED, 0)));
+            longAtLeast(values, Key.MAX_DOCS, 0), share(values, Key.AUDIT_FRACTION), longAtLeast(values, Key.AUDIT_SEED, 0)),
+        generation(values));
     o.engineSpec(); // EngineSpec validates its own fields; fail here, on the driver, not on an executor
     return o;
+  }
+
+  /** The run's prompt and sampling settings; a bad template or value is refused with its key named. */
+  private static GenerationOptions generation(Map<Key, String> values) {
+    String text = value(values, Key.PROMPT_TEMPLATE);
+    String file = value(values, Key.PROMPT_TEMPLATE_FILE);
+    if (text != null && file != null) {
+      throw new IllegalArgumentException("give " + Key.PROMPT_TEMPLATE.conf() + " or --prompt-template FILE, not both");
+    }
+    String where = Key.PROMPT_TEMPLATE.conf();
+    if (file != null) {
+      where = "--prompt-template " + file;
+      try {
+        text = java.nio.file.Files.readString(Path.of(file));
+      } catch (java.io.IOException | RuntimeException e) {
+        throw new IllegalArgumentException("cannot read " + where + ": " + e.getMessage());
+      }
+    }
+    PromptTemplate template = null;
+    if (text != null) {
+      try {
+        template = PromptTemplate.parse(text);
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException(where + ": " + e.getMessage());
+      }
+    }
+    double temperature = number(values, Key.TEMPERATURE);
+    if (!(temperature >= 0)) throw new IllegalArgumentException(Key.TEMPERATURE.conf() + " must be >= 0, not " + temperature);
+    double topP = number(values, Key.TOP_P);
+    if (!(topP > 0 && topP <= 1)) throw new IllegalArgumentException(Key.TOP_P.conf() + " must be in (0, 1], not " + topP);
+    List<String> stop = GenerationOptions.parseStop(Key.STOP.conf(), value(values, Key.STOP));
+    if (stop.contains("")) throw new IllegalArgumentException(Key.STOP.conf() + " holds an empty string");
+    return new GenerationOptions(template, value(values, Key.SYSTEM), bool(values, Key.RAW), temperature, topP,
+        longAtLeast(values, Key.SEED, Long.MIN_VALUE), stop);
   }
 
   /**
@@ -232,6 +280,13 @@ public record RunOptions(
     m.put(Key.MAX_DOCS.conf(), Long.toString(ops.maxDocs()));
     m.put(Key.AUDIT_FRACTION.conf(), Double.toString(ops.auditFraction()));
     m.put(Key.AUDIT_SEED.conf(), Long.toString(ops.auditSeed()));
+    if (generation.promptTemplate() != null) m.put(Key.PROMPT_TEMPLATE.conf(), generation.promptTemplate().source());
+    if (generation.system() != null) m.put(Key.SYSTEM.conf(), generation.system());
+    m.put(Key.RAW.conf(), Boolean.toString(generation.raw()));
+    m.put(Key.TEMPERATURE.conf(), Double.toString(generation.temperature()));
+    m.put(Key.TOP_P.conf(), Double.toString(generation.topP()));
+    m.put(Key.SEED.conf(), Long.toString(generation.seed()));
+    if (!generation.stop().isEmpty()) m.put(Key.STOP.conf(), GenerationOptions.formatStop(generation.stop()));
     if (production.injectOomDocId() != null) m.put(Key.TEST_INJECT_OOM.conf(), production.injectOomDocId());
     if (production.injectStickyCudaError() != null) {
       m.put(Key.TEST_INJECT_STICKY.conf(), production.injectStickyCudaError());
