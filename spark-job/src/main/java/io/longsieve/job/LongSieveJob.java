@@ -99,7 +99,7 @@ public final class LongSieveJob {
 
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": plan partitions by cost");
     JobMetrics metrics = JobMetrics.register(spark.sparkContext());
-    GenerationStage.Stage stage = GenerationStage.build(spark, budget.rows(), o, metrics);
+    GenerationStage.Stage stage = LongSieve.stage(spark, budget.rows(), o, metrics); // the DataFrame API's stage
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": generate");
     Path staging = new Path(new Path(o.output(), "_staging"), o.runId());
     List<String> sliceDirs = new ArrayList<>();

@@ -151,6 +151,34 @@ public record RunOptions(
    *     number or policy
    */
   public static RunOptions fromSettings(Map<String, String> settings) {
+    return fromSettings(settings, true);
+  }
+
+  /**
+   * Engine and generation settings without a run's files, for callers whose rows come from Spark
+   * (the DataFrame API {@link LongSieve}, the SQL functions {@link LongSieveSql}): {@link #input} and
+   * {@link #output} are null, and giving either is refused, as is any key that only a file run reads
+   * ({@link #FILE_RUN_ONLY}).
+   *
+   * @throws IllegalArgumentException as {@link #fromSettings} does
+   */
+  public static RunOptions forEngine(Map<String, String> settings) {
+    for (String k : settings.keySet()) {
+      Key key = Key.byConf(k.trim());
+      if (key != null && FILE_RUN_ONLY.contains(key)) {
+        throw new IllegalArgumentException("'" + k.trim() + "' applies to longsieve run over files, not to rows from a "
+            + "DataFrame or a query");
+      }
+    }
+    return fromSettings(settings, false);
+  }
+
+  /** Keys only a run over files reads: its input, output, resume, budgets, audit, slices, progress. */
+  public static final java.util.Set<Key> FILE_RUN_ONLY = java.util.EnumSet.of(Key.INPUT, Key.OUTPUT, Key.RESUME,
+      Key.MAX_TOTAL_TOKENS, Key.MAX_DOCS, Key.AUDIT_FRACTION, Key.AUDIT_SEED, Key.SLICES, Key.PROGRESS_INTERVAL,
+      Key.RESOURCE_WAIT);
+
+  private static RunOptions fromSettings(Map<String, String> settings, boolean files) {
     Map<Key, String> values = new LinkedHashMap<>();
     Map<String, String> spark = new TreeMap<>();
     for (Map.Entry<String, String> e : settings.entrySet()) {
@@ -165,8 +193,8 @@ public record RunOptions(
         throw new IllegalArgumentException("'" + k + "' is neither a spark.longsieve.* option nor a spark.* setting");
       }
     }
-    String input = required(values, Key.INPUT, "--input");
-    String output = required(values, Key.OUTPUT, "--output");
+    String input = files ? required(values, Key.INPUT, "--input") : null;
+    String output = files ? required(values, Key.OUTPUT, "--output") : null;
     String model = value(values, Key.MODEL);
     if (model == null) model = defaultModel().toString();
     String master = spark.remove("spark.master");
