@@ -36,6 +36,9 @@ import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
  *       it is the whole prompt). With it, or with a run-level template, {@code task} is optional and
  *       the template's placeholders say what the row needs: a placeholder the row has no value for,
  *       or a template that does not parse, is bad_input naming it.</li>
+ *   <li>{@code messages}: the row's chat conversation, an array of {role, content} (system, user,
+ *       assistant; the last one the user's), instead of a prompt: the chat template renders it as is,
+ *       no placeholders; not with {@code prompt} or {@code raw}.</li>
  *   <li>{@code task}: summary, qa or multi_doc_qa, the preset prompt ({@link PromptBuilder#PRESETS})
  *       when there is no template.</li>
  *   <li>summary and qa need a non-empty {@code text} or {@code documents}; multi_doc_qa needs a
@@ -128,9 +131,13 @@ final class DocumentParser {
     if (generated) docId = ContentId.of(root);
     try {
       PromptTemplate own = rowTemplate(root);
-      PromptTemplate template = own != null ? own : runTemplate;
+      List<Row> messages = messages(root.get("messages"));
+      if (own != null && messages != null) throw new BadInput("give either 'prompt' or 'messages', not both");
+      PromptTemplate template = own != null || messages != null ? own : runTemplate;
       String task = optionalString(root, "task");
-      if (task == null && template == null) throw new BadInput("missing field 'task' (or 'prompt', the row's own prompt)");
+      if (task == null && template == null && messages == null) {
+        throw new BadInput("missing field 'task' (or 'prompt', the row's own prompt)");
+      }
       if (task != null && !JobSchemas.TASKS.contains(task)) {
         throw new BadInput("unknown task '" + task + "' (known: " + String.join(", ", JobSchemas.TASKS) + ")");
       }
@@ -138,7 +145,7 @@ final class DocumentParser {
       List<Row> documents = documents(root.get("documents"));
       if (text != null && documents != null) throw new BadInput("give either 'text' or 'documents', not both");
       String question = optionalString(root, "question");
-      if (template == null) {
+      if (template == null && messages == null) {
         if (task.equals("multi_doc_qa") && documents == null) {
           throw new BadInput("task multi_doc_qa needs a non-empty 'documents' array of {title, text}");
         }
@@ -147,16 +154,21 @@ final class DocumentParser {
       }
       String reference = optionalString(root, "reference");
       RowSettings settings = RowSettings.of(root);
+      if (messages != null && Boolean.TRUE.equals(settings.raw())) {
+        throw new BadInput("'raw' does not apply to 'messages': the chat template is what makes a conversation a prompt");
+      }
       Map<String, String> fields = fields(root);
       if (template != null) checkTemplate(template, own != null, text, documents, question, fields);
       long size = text != null ? text.length() : 0;
       if (documents != null) for (Row d : documents) size += d.getString(1).length();
       if (own != null) size += own.source().length();
+      if (messages != null) for (Row m : messages) size += m.getString(1).length();
       return row(docId, generated, source, filePath, line, task, text,
           documents == null ? null : JobSchemas.seq(documents), question, reference, null, null, size,
           own == null ? null : own.source(), settings.system(), settings.raw(), settings.maxNewTokens(),
           settings.temperature(), settings.topP(), settings.seed(),
-          settings.stop() == null ? null : JobSchemas.seq(settings.stop()), JobSchemas.map(fields));
+          settings.stop() == null ? null : JobSchemas.seq(settings.stop()), JobSchemas.map(fields),
+          messages == null ? null : JobSchemas.seq(messages));
     } catch (BadInput e) {
       return bad(docId, filePath, line, source, generated, e.getMessage());
     }
@@ -214,7 +226,7 @@ final class DocumentParser {
 
   private static Row bad(String docId, String filePath, long line, String source, boolean generated, String error) {
     return row(docId, generated, source, filePath, line, null, null, null, null, null,
-        JobSchemas.BAD_INPUT, error, 0L, null, null, null, null, null, null, null, null, null);
+        JobSchemas.BAD_INPUT, error, 0L, null, null, null, null, null, null, null, null, null, null);
   }
 
   /** The row's own {@code prompt}, parsed; null when it has none. */
@@ -260,7 +272,8 @@ final class DocumentParser {
   }
 
   /** Columns of their own in PARSED (text can be 32 MB: not copied twice) and the template itself. */
-  private static final java.util.Set<String> NOT_FIELDS = java.util.Set.of("text", "documents", "question", "prompt");
+  private static final java.util.Set<String> NOT_FIELDS = java.util.Set.of("text", "documents", "question", "prompt",
+      "messages");
 
   /** A row that knows its schema, so readers (and tests) can get fields by name. */
   private static Row row(Object... values) {
@@ -287,6 +300,40 @@ final class DocumentParser {
     String s = n.asText();
     if (s.isBlank()) throw new BadInput("field '" + field + "' is empty");
     return checkedText(field, s);
+  }
+
+  private static final java.util.Set<String> ROLES = java.util.Set.of("system", "user", "assistant");
+
+  /**
+   * messages as rows of {@link JobSchemas#MESSAGE}; null when absent. Roles system, user, assistant;
+   * the last turn is the user's, since the model answers it.
+   */
+  private static List<Row> messages(JsonNode n) throws BadInput {
+    if (n == null || n.isNull()) return null;
+    if (!n.isArray()) throw new BadInput("field 'messages' must be an array of {role, content}, not " + kind(n));
+    if (n.isEmpty()) throw new BadInput("field 'messages' is empty");
+    List<Row> out = new ArrayList<>();
+    for (int i = 0; i < n.size(); i++) {
+      JsonNode m = n.get(i);
+      if (!m.isObject()) throw new BadInput("messages[" + i + "] must be an object {role, content}, not " + kind(m));
+      String role;
+      String content;
+      try {
+        role = optionalString(m, "role");
+        content = optionalString(m, "content");
+      } catch (BadInput e) {
+        throw new BadInput("messages[" + i + "]: " + e.getMessage());
+      }
+      if (role == null || !ROLES.contains(role)) {
+        throw new BadInput("messages[" + i + "]: 'role' must be system, user or assistant, not " + (role == null ? "missing" : "'" + role + "'"));
+      }
+      if (content == null) throw new BadInput("messages[" + i + "]: missing field 'content'");
+      out.add(RowFactory.create(role, content));
+    }
+    if (!out.get(out.size() - 1).getString(0).equals("user")) {
+      throw new BadInput("the last of 'messages' must be the user's (the model answers it)");
+    }
+    return out;
   }
 
   /** documents as rows of {@link JobSchemas#DOCUMENT}; null when absent. */

@@ -9,6 +9,7 @@ import io.longsieve.engine.spi.EngineSpec;
 import io.longsieve.engine.spi.SamplingParams;
 import io.longsieve.job.PromptBuilder.Document;
 import io.longsieve.job.PromptBuilder.Prompt;
+import io.longsieve.model.ChatTemplate;
 import io.longsieve.policy.PolicySpec;
 import java.util.ArrayList;
 import java.util.Iterator;
@@ -163,6 +164,10 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   private void generate(Engine engine, Row in, Out out) {
     Settings set = settings(in);
     out.settings = set;
+    if (set.template == null) {
+      conversation(engine, in, out, set);
+      return;
+    }
     Prompt prompt = PromptBuilder.build(set.template, new PromptBuilder.Values(in.getAs("text"), documents(in),
         in.getAs("question"), fields(in)));
     String id = in.getAs("doc_id");
@@ -194,7 +199,37 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     out.ok(r);
   }
 
-  /** What one row is generated with: its own values over the run's ({@link RowSettings}, {@link GenerationOptions}). */
+  /**
+   * A row's {@code messages}: the model's chat template renders the whole conversation (the run's or
+   * row's system message first, unless the conversation has its own), and those ids are the prompt.
+   * A conversation has no document part, so --truncate cannot cut it: over the context it is too_long.
+   */
+  private void conversation(Engine engine, Row in, Out out, Settings set) {
+    List<ChatTemplate.Message> turns = new ArrayList<>();
+    List<Row> messages = in.getList(in.fieldIndex("messages"));
+    if (set.system != null && !messages.get(0).getString(0).equals("system")) {
+      turns.add(new ChatTemplate.Message("system", set.system));
+    }
+    for (Row m : messages) turns.add(new ChatTemplate.Message(m.getString(0), m.getString(1)));
+    ChatTemplate template = engine.model().chatTemplate();
+    String text = template.render(turns);
+    int[] ids = engine.model().tokenizer().encode(text, !template.hasTemplate()); // a real template writes BOS itself
+    int limit = engine.maxContext();
+    if (ids.length >= limit) {
+      out.error(JobSchemas.TOO_LONG, "conversation has " + ids.length + " tokens; the context limit is " + limit
+          + " (--truncate cuts documents, not conversations)");
+      out.inputTokens = ids.length;
+      return;
+    }
+    GenerationRequest r = GenerationRequest.raw(in.getAs("doc_id"), text, set.maxNewTokens).withPromptIds(ids)
+        .withSampling(set.sampling).withStopStrings(set.stop).withPolicy(policy);
+    out.ok(engine.generate(r));
+  }
+
+  /**
+   * What one row is generated with: its own values over the run's ({@link RowSettings}, {@link GenerationOptions}).
+   * {@code template} is null for a row of {@code messages}.
+   */
   record Settings(PromptTemplate template, String promptSource, String system, boolean raw, int maxNewTokens,
       SamplingParams sampling, List<String> stop) {}
 
@@ -202,7 +237,10 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     String own = in.getAs("prompt");
     PromptTemplate template;
     String source;
-    if (own != null) {
+    if (!in.isNullAt(in.fieldIndex("messages"))) {
+      template = null; // the conversation is the prompt
+      source = "messages";
+    } else if (own != null) {
       template = PromptTemplate.parse(own); // the parser checked it
       source = "row";
     } else if (generation.promptTemplate() != null) {

@@ -40,6 +40,11 @@ public final class JobSchemas {
       .add("title", StringType, true)
       .add("text", StringType, true);
 
+  /** One turn of a row's chat conversation ({@code messages}). */
+  public static final StructType MESSAGE = new StructType()
+      .add("role", StringType, false)     // system, user or assistant
+      .add("content", StringType, false);
+
   /** An input line or row before parsing: its JSON text and where it came from. */
   public static final StructType LINE = new StructType()
       .add("value", StringType, true)        // the JSON object text (for Parquet: the row as JSON)
@@ -72,7 +77,8 @@ public final class JobSchemas {
       .add("top_p", DoubleType, true)
       .add("seed", LongType, true)
       .add("stop", DataTypes.createArrayType(StringType, false), true)
-      .add("fields", DataTypes.createMapType(StringType, StringType, false), true); // other scalar fields, for placeholders
+      .add("fields", DataTypes.createMapType(StringType, StringType, false), true) // other scalar fields, for placeholders
+      .add("messages", DataTypes.createArrayType(MESSAGE, false), true); // the row's chat conversation, instead of a prompt
 
   /** Everything computed for one row, once: both output tables are projections of it. */
   public static final StructType RESULT = new StructType()

@@ -324,4 +324,22 @@ class DocumentParserTest {
   void withoutATemplateTheTaskIsStillRequired() {
     assertEquals("missing field 'task' (or 'prompt', the row's own prompt)", error(parse("{\"doc_id\":\"x\",\"text\":\"t\"}")));
   }
+
+  @Test
+  void messagesAreAChatConversationCheckedTurnByTurn() {
+    Row r = parse("{\"doc_id\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+        + "{\"role\":\"user\",\"content\":\"Hi {text}\"}]}");
+    assertNull(status(r), String.valueOf((Object) error(r)));
+    assertEquals(2, r.getList(r.fieldIndex("messages")).size());
+    String m = "{\"doc_id\":\"m\",\"messages\":";
+    assertEquals("messages[0]: 'role' must be system, user or assistant, not 'bot'",
+        error(parse(m + "[{\"role\":\"bot\",\"content\":\"x\"}]}")));
+    assertEquals("the last of 'messages' must be the user's (the model answers it)",
+        error(parse(m + "[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":\"y\"}]}")));
+    assertEquals("messages[0]: missing field 'content'", error(parse(m + "[{\"role\":\"user\"}]}")));
+    assertEquals("field 'messages' is empty", error(parse(m + "[]}")));
+    assertEquals("give either 'prompt' or 'messages', not both",
+        error(parse(m + "[{\"role\":\"user\",\"content\":\"x\"}],\"prompt\":\"p\"}")));
+    assertTrue(error(parse(m + "[{\"role\":\"user\",\"content\":\"x\"}],\"raw\":true}")).startsWith("'raw' does not apply"));
+  }
 }

@@ -163,4 +163,29 @@ class DocumentProcessorTest {
     assertNull(r.getAs("backend"));
     assertNull(r.getAs("temperature"), "no settings were used");
   }
+
+  @Test
+  void aOneTurnConversationIsTheSamePromptAsTheSameUserMessage() {
+    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, PolicySpec.DENSE, false);
+    Row asPrompt = run(p, "{\"doc_id\":\"a\",\"prompt\":\"Where is the river?\"}");
+    Row asMessages = run(p, "{\"doc_id\":\"b\",\"messages\":[{\"role\":\"user\",\"content\":\"Where is the river?\"}]}");
+    assertEquals(JobSchemas.OK, asMessages.getAs("status"), asMessages.<String>getAs("error"));
+    assertEquals("messages", asMessages.getAs("prompt_source"));
+    assertEquals((int) asPrompt.getAs("input_tokens"), (int) asMessages.getAs("input_tokens"));
+    assertEquals(asPrompt.<String>getAs("output"), asMessages.getAs("output"));
+  }
+
+  @Test
+  void laterTurnsAndTheRunsSystemMessageAreInTheConversation() {
+    GenerationOptions withSystem = new GenerationOptions(null, "Answer in one word.", false, 0, 1, 0, null);
+    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 2, PolicySpec.DENSE, false, withSystem);
+    String one = "{\"doc_id\":\"a\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}";
+    String three = "{\"doc_id\":\"b\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},"
+        + "{\"role\":\"assistant\",\"content\":\"Hello there\"},{\"role\":\"user\",\"content\":\"Hi\"}]}";
+    int plain = run(new DocumentProcessor(SPEC, "r1", 2, PolicySpec.DENSE, false), one).getAs("input_tokens");
+    int system = run(p, one).getAs("input_tokens");
+    int longer = run(p, three).getAs("input_tokens");
+    assertTrue(system > plain, "the run's system message is a turn: " + system + " vs " + plain);
+    assertTrue(longer > system, "every turn is rendered: " + longer + " vs " + system);
+  }
 }

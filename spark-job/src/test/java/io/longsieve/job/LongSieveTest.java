@@ -117,4 +117,18 @@ class LongSieveTest extends SparkSessionTest {
         "threads", "1", "maxNewTokens", "4", "policy", "tokenselect", "stop", "[\"\\n\",\"END\"]", "topP", "0.5",
         "runId", o.runId())), "the builder and the map give the same record");
   }
+
+  @Test
+  void aMessagesColumnIsAConversationPerRow() {
+    StructType schema = new StructType().add("doc_id", DataTypes.StringType)
+        .add("messages", DataTypes.createArrayType(JobSchemas.MESSAGE));
+    List<Row> rows = List.of(
+        RowFactory.create("c1", JobSchemas.seq(List.of(RowFactory.create("user", "Where is the river?")))),
+        RowFactory.create("c2", JobSchemas.seq(List.of(RowFactory.create("assistant", "Hello.")))));
+    Map<String, Row> out = byId(LongSieve.generate(spark.createDataFrame(rows, schema), options().build()));
+    assertEquals("ok", out.get("c1").getAs("status"), out.get("c1").<String>getAs("error"));
+    assertEquals("messages", out.get("c1").getAs("prompt_source"));
+    assertEquals("bad_input", out.get("c2").getAs("status"));
+    assertEquals("the last of 'messages' must be the user's (the model answers it)", out.get("c2").getAs("error"));
+  }
 }
