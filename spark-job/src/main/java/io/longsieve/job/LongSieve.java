@@ -87,11 +87,15 @@ public final class LongSieve {
    * is known here, unlike a JSONL file's). A row whose value is null there is still a bad_input row.
    */
   static void checkColumns(PromptTemplate t, StructType schema) {
-    Set<String> columns = Set.of(schema.fieldNames());
+    checkColumns(t, Set.of(schema.fieldNames()));
+  }
+
+  /** The same for a Parquet input's columns ({@code longsieve run} checks them before Spark starts). */
+  static void checkColumns(PromptTemplate t, Set<String> columns) {
     for (String name : t.placeholders()) {
       if (!columns.contains(name)) {
         throw new IllegalArgumentException("the prompt template's {" + name + "} is not a column of the DataFrame (columns: "
-            + String.join(", ", schema.fieldNames()) + ")");
+            + String.join(", ", new java.util.TreeSet<>(columns)) + ")");
       }
     }
   }

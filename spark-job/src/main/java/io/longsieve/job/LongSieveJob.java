@@ -59,6 +59,14 @@ public final class LongSieveJob {
   static Checked check(RunOptions o, Configuration conf) {
     ModelCheck.check(o);
     InputFiles.Listing input = InputFiles.list(conf, o.input());
+    PromptTemplate template = o.generation().promptTemplate();
+    if (template != null && input.columns() != null) { // Parquet: the columns are known before reading a row
+      try {
+        LongSieve.checkColumns(template, input.columns());
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException("--prompt-template: " + e.getMessage().replace("of the DataFrame", "of input " + o.input()));
+      }
+    }
     return new Checked(input, OutputLock.acquire(o, conf));
   }
 

@@ -37,7 +37,7 @@ class LongSieveTest extends SparkSessionTest {
     return LongSieveOptions.builder().model(JobTestSupport.MODEL.toString()).device("cpu").threads(1).maxNewTokens(4);
   }
 
-  private static Map<String, Row> byId(Dataset<Row> d, String... cols) {
+  private static Map<String, Row> byId(Dataset<Row> d) {
     Map<String, Row> m = new HashMap<>();
     for (Row r : d.collectAsList()) assertTrue(m.put(r.getAs("doc_id"), r) == null || r.getAs("doc_id").equals("q1"));
     return m;
