@@ -129,9 +129,10 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
       Integer inTokens = (Integer) r.get(IN_TOKENS);
       Integer outTokens = (Integer) r.get(OUT_TOKENS);
       long size = in.getAs("size");
+      Integer own = in.getAs("max_new_tokens"); // as the plan priced it (GenerationStage.build)
       metrics.record(JobSchemas.OK.equals(r.get(STATUS)), inTokens == null ? 0 : inTokens,
-          outTokens == null ? 0 : outTokens, GenerationStage.estimatedCost(cost, size, maxNewTokens, charsPerToken,
-              in.getAs("status") != null));
+          outTokens == null ? 0 : outTokens, GenerationStage.estimatedCost(cost, size, own != null ? own : maxNewTokens,
+              charsPerToken, in.getAs("status") != null));
     }
     return r;
   }
