@@ -95,6 +95,27 @@ class LocalClusterJobTest {
     }
   }
 
+  @Test
+  void theDataFrameApiRunsOnTheExecutorsEnginesAndGivesTheCliJobsRows() {
+    Path input = sampledDocuments("api.jsonl", 6, 30);
+    LongSieveJob.run(spark, options(input, "apicli", Map.of("spark.longsieve.partitions", "3")));
+    Map<String, String> cli = new HashMap<>();
+    for (Row r : spark.read().parquet(dir.resolve("out-apicli").resolve("outputs").toString()).select("doc_id", "output")
+        .collectAsList()) {
+      cli.put(r.getString(0), r.getString(1));
+    }
+    LongSieveOptions o = LongSieveOptions.builder().model(JobTestSupport.MODEL.toString()).device("cpu").threads(1)
+        .maxNewTokens(4).partitions(3).build();
+    List<Row> api = LongSieve.generate(spark.read().json(input.toString()), o)
+        .select("doc_id", "status", "output", "executor_id").collectAsList();
+    assertEquals(6, api.size());
+    for (Row r : api) {
+      assertEquals("ok", r.getString(1), r.toString());
+      assertEquals(cli.get(r.getString(0)), r.getString(2), "the API's output is the CLI job's: " + r);
+      assertTrue(!r.getString(3).equals("driver"), "generated on an executor: " + r);
+    }
+  }
+
   /** Documents sampled at temperature 1, each with its own seed (the row's seed wins over the run's). */
   static Path sampledDocuments(String name, int n, int words) {
     String[] lines = new String[n];
