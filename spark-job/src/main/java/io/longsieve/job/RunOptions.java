@@ -219,43 +219,9 @@ public record RunOptions(
             value(values, Key.TEST_INJECT_STICKY)),
         new OpsOptions(intAtLeast(values, Key.RESOURCE_WAIT, 0), longAtLeast(values, Key.MAX_TOTAL_TOKENS, 0),
             longAtLeast(values, Key.MAX_DOCS, 0), share(values, Key.AUDIT_FRACTION), longAtLeast(values, Key.AUDIT_SEED, 0)),
-        generation(values));
+        GenerationOptions.from(values));
     o.engineSpec(); // EngineSpec validates its own fields; fail here, on the driver, not on an executor
     return o;
-  }
-
-  /** The run's prompt and sampling settings; a bad template or value is refused with its key named. */
-  private static GenerationOptions generation(Map<Key, String> values) {
-    String text = value(values, Key.PROMPT_TEMPLATE);
-    String file = value(values, Key.PROMPT_TEMPLATE_FILE);
-    if (text != null && file != null) {
-      throw new IllegalArgumentException("give " + Key.PROMPT_TEMPLATE.conf() + " or --prompt-template FILE, not both");
-    }
-    String where = Key.PROMPT_TEMPLATE.conf();
-    if (file != null) {
-      where = "--prompt-template " + file;
-      try {
-        text = java.nio.file.Files.readString(Path.of(file));
-      } catch (java.io.IOException | RuntimeException e) {
-        throw new IllegalArgumentException("cannot read " + where + ": " + e.getMessage());
-      }
-    }
-    PromptTemplate template = null;
-    if (text != null) {
-      try {
-        template = PromptTemplate.parse(text);
-      } catch (IllegalArgumentException e) {
-        throw new IllegalArgumentException(where + ": " + e.getMessage());
-      }
-    }
-    double temperature = number(values, Key.TEMPERATURE);
-    if (!(temperature >= 0)) throw new IllegalArgumentException(Key.TEMPERATURE.conf() + " must be >= 0, not " + temperature);
-    double topP = number(values, Key.TOP_P);
-    if (!(topP > 0 && topP <= 1)) throw new IllegalArgumentException(Key.TOP_P.conf() + " must be in (0, 1], not " + topP);
-    List<String> stop = GenerationOptions.parseStop(Key.STOP.conf(), value(values, Key.STOP));
-    if (stop.contains("")) throw new IllegalArgumentException(Key.STOP.conf() + " holds an empty string");
-    return new GenerationOptions(template, value(values, Key.SYSTEM), bool(values, Key.RAW), temperature, topP,
-        longAtLeast(values, Key.SEED, Long.MIN_VALUE), stop);
   }
 
   /**
@@ -357,7 +323,7 @@ public record RunOptions(
     return sb.toString();
   }
 
-  private static String value(Map<Key, String> values, Key k) {
+  static String value(Map<Key, String> values, Key k) {
     String v = values.get(k);
     return v == null || v.isEmpty() ? k.defaultValue : v;
   }
@@ -368,7 +334,7 @@ public record RunOptions(
     return v;
   }
 
-  private static int intAtLeast(Map<Key, String> values, Key k, int min) {
+  static int intAtLeast(Map<Key, String> values, Key k, int min) {
     String v = value(values, k);
     int n;
     try {
@@ -380,7 +346,7 @@ public record RunOptions(
     return n;
   }
 
-  private static long longAtLeast(Map<Key, String> values, Key k, long min) {
+  static long longAtLeast(Map<Key, String> values, Key k, long min) {
     String v = value(values, k);
     long n;
     try {
@@ -420,7 +386,7 @@ public record RunOptions(
     return d;
   }
 
-  private static double number(Map<Key, String> values, Key k) {
+  static double number(Map<Key, String> values, Key k) {
     String v = value(values, k);
     try {
       return Double.parseDouble(v);
@@ -429,7 +395,7 @@ public record RunOptions(
     }
   }
 
-  private static boolean bool(Map<Key, String> values, Key k) {
+  static boolean bool(Map<Key, String> values, Key k) {
     String v = value(values, k).toLowerCase(java.util.Locale.ROOT);
     if (v.equals("true")) return true;
     if (v.equals("false")) return false;
