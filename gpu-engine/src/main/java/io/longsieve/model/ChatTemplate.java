@@ -205,7 +205,34 @@ public final class ChatTemplate {
     if (template == null) {
       return (system != null ? "System: " + system + "\n\n" : "") + "User: " + user + "\n\nAssistant:";
     }
-    Rendered r = renderChecked(system, user);
+    return checked(renderChecked(system, user));
+  }
+
+  /** One turn of a conversation: role system, user or assistant, and its text. */
+  public record Message(String role, String content) {}
+
+  /**
+   * Prompt text for a whole conversation (earlier assistant turns included), ending where the
+   * assistant speaks next; the plain fallback writes "System:", "User:" and "Assistant:" turns. The
+   * texts are values, as in {@link #render(String, String)}.
+   *
+   * @throws IllegalArgumentException as {@link #render(String, String)}
+   */
+  public String render(List<Message> conversation) {
+    if (template == null) {
+      StringBuilder sb = new StringBuilder();
+      for (Message m : conversation) {
+        String role = m.role().isEmpty() ? m.role() : Character.toUpperCase(m.role().charAt(0)) + m.role().substring(1);
+        sb.append(role).append(": ").append(m.content()).append("\n\n");
+      }
+      return sb.append("Assistant:").toString();
+    }
+    List<Map<String, Object>> messages = new ArrayList<>();
+    for (Message m : conversation) messages.add(Map.of("role", m.role(), "content", m.content()));
+    return checked(renderChecked(messages));
+  }
+
+  private static String checked(Rendered r) {
     if (r.overLimit != null) throw new IllegalArgumentException("chat template stopped: it went past its bounds: " + r.overLimit);
     if (r.error != null) {
       throw new IllegalArgumentException("chat template rejected the conversation: " + (r.raised != null ? r.raised : r.error));
@@ -218,13 +245,14 @@ public final class ChatTemplate {
 
   private Rendered renderChecked(String system, String user) {
     List<Map<String, Object>> messages = new ArrayList<>();
-    long inputChars = 0;
-    if (system != null) {
-      messages.add(Map.of("role", "system", "content", system));
-      inputChars += system.length();
-    }
+    if (system != null) messages.add(Map.of("role", "system", "content", system));
     messages.add(Map.of("role", "user", "content", user));
-    inputChars += user.length() + bosToken.length() + eosToken.length();
+    return renderChecked(messages);
+  }
+
+  private Rendered renderChecked(List<Map<String, Object>> messages) {
+    long inputChars = bosToken.length() + eosToken.length();
+    for (Map<String, Object> m : messages) inputChars += ((String) m.get("content")).length();
     Map<String, Object> vars = new HashMap<>();
     vars.put("messages", messages);
     vars.put("add_generation_prompt", true);

@@ -139,4 +139,24 @@ class ChatTemplateTest {
     String out = assertTimeoutPreemptively(Duration.ofSeconds(5), () -> ChatTemplate.applyWhitespaceControl(t));
     assertEquals("{{ 'x' }}", out);
   }
+
+  @Test
+  void aConversationRendersEveryTurnInOrderEndingWhereTheAssistantSpeaks() throws IOException {
+    ChatTemplate t = llama3();
+    var turns = java.util.List.of(new ChatTemplate.Message("system", "Be brief."), new ChatTemplate.Message("user", "Hi"),
+        new ChatTemplate.Message("assistant", "Hello."), new ChatTemplate.Message("user", "{{ 7 * 7 }} {% if x %}"));
+    String out = t.render(turns);
+    assertEquals(t.render("Be brief.", "Hi").replace("<|start_header_id|>assistant<|end_header_id|>\n\n", "")
+        + "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
+        + "<|start_header_id|>user<|end_header_id|>\n\n{{ 7 * 7 }} {% if x %}<|eot_id|>"
+        + "<|start_header_id|>assistant<|end_header_id|>\n\n", out, "the turns' text is data there too");
+  }
+
+  @Test
+  void aConversationWithoutTemplateIsThePlainLayout() throws IOException {
+    ChatTemplate t = write(Map.of());
+    assertEquals("System: S\n\nUser: A\n\nAssistant: B\n\nUser: C\n\nAssistant:", t.render(java.util.List.of(
+        new ChatTemplate.Message("system", "S"), new ChatTemplate.Message("user", "A"),
+        new ChatTemplate.Message("assistant", "B"), new ChatTemplate.Message("user", "C"))));
+  }
 }

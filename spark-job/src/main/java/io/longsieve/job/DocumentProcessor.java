@@ -6,17 +6,19 @@ import io.longsieve.engine.GenerationResult;
 import io.longsieve.engine.GenerationStats;
 import io.longsieve.engine.PromptTooLongException;
 import io.longsieve.engine.spi.EngineSpec;
+import io.longsieve.engine.spi.SamplingParams;
 import io.longsieve.job.PromptBuilder.Document;
 import io.longsieve.job.PromptBuilder.Prompt;
+import io.longsieve.model.ChatTemplate;
 import io.longsieve.policy.PolicySpec;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
 
 /**
  * The generation stage: one {@link JobSchemas#RESULT} row per {@link JobSchemas#PARSED} row, the
@@ -44,6 +46,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   private final JobMetrics metrics; // null: no accumulators (tests)
   private final CostModel cost;
   private final double charsPerToken;
+  private final GenerationOptions generation;
   private static final int STATUS = JobSchemas.RESULT.fieldIndex("status");
   private static final int IN_TOKENS = JobSchemas.RESULT.fieldIndex("input_tokens");
   private static final int OUT_TOKENS = JobSchemas.RESULT.fieldIndex("output_tokens");
@@ -57,16 +60,23 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     this(o.engineSpec(), o.runId(), o.maxNewTokens(), o.policy(), o.truncate(),
         new DocumentAttempts(o.production().docTimeoutSeconds(), o.prefillChunk(), o.production().injectOomDocId(),
             o.production().injectStickyCudaError()),
-        metrics, cost, o.production().charsPerToken());
+        metrics, cost, o.production().charsPerToken(), o.generation());
   }
 
   DocumentProcessor(EngineSpec spec, String runId, int maxNewTokens, PolicySpec policy, boolean truncate) {
+    this(spec, runId, maxNewTokens, policy, truncate, GenerationOptions.DEFAULTS);
+  }
+
+  DocumentProcessor(EngineSpec spec, String runId, int maxNewTokens, PolicySpec policy, boolean truncate,
+      GenerationOptions generation) {
     this(spec, runId, maxNewTokens, policy, truncate, new DocumentAttempts(0, spec.prefillChunk(), null), null,
-        CostModel.defaults(policy), CostModel.DEFAULT_CHARS_PER_TOKEN);
+        CostModel.defaults(policy), CostModel.DEFAULT_CHARS_PER_TOKEN, generation);
   }
 
   private DocumentProcessor(EngineSpec spec, String runId, int maxNewTokens, PolicySpec policy, boolean truncate,
-      DocumentAttempts attempts, JobMetrics metrics, CostModel cost, double charsPerToken) {
+      DocumentAttempts attempts, JobMetrics metrics, CostModel cost, double charsPerToken,
+      GenerationOptions generation) {
+    this.generation = generation;
     this.spec = spec;
     this.runId = runId;
     this.maxNewTokens = maxNewTokens;
@@ -119,9 +129,10 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
       Integer inTokens = (Integer) r.get(IN_TOKENS);
       Integer outTokens = (Integer) r.get(OUT_TOKENS);
       long size = in.getAs("size");
+      Integer own = in.getAs("max_new_tokens"); // as the plan priced it (GenerationStage.build)
       metrics.record(JobSchemas.OK.equals(r.get(STATUS)), inTokens == null ? 0 : inTokens,
-          outTokens == null ? 0 : outTokens, GenerationStage.estimatedCost(cost, size, maxNewTokens, charsPerToken,
-              in.getAs("status") != null));
+          outTokens == null ? 0 : outTokens, GenerationStage.estimatedCost(cost, size, own != null ? own : maxNewTokens,
+              charsPerToken, in.getAs("status") != null));
     }
     return r;
   }
@@ -152,11 +163,18 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   }
 
   private void generate(Engine engine, Row in, Out out) {
-    Prompt prompt = PromptBuilder.build(in.getAs("task"), in.getAs("text"), documents(in), in.getAs("question"));
+    Settings set = settings(in);
+    out.settings = set;
+    if (set.template == null) {
+      conversation(engine, in, out, set);
+      return;
+    }
+    Prompt prompt = PromptBuilder.build(set.template, new PromptBuilder.Values(in.getAs("text"), documents(in),
+        in.getAs("question"), fields(in)));
     String id = in.getAs("doc_id");
     // counting first names the limit in the row's error; the tokenizer remembers the ids, so the engine
     // does not encode a long document a second time
-    int tokens = count(engine, id, prompt);
+    int tokens = count(engine, id, prompt, set);
     int limit = engine.maxContext();
     if (tokens >= limit) {
       if (!truncate) {
@@ -166,9 +184,9 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
         return;
       }
       // leave room for the answer, at most a quarter of the context
-      int budget = limit - Math.max(1, Math.min(maxNewTokens, limit / 4));
+      int budget = limit - Math.max(1, Math.min(set.maxNewTokens, limit / 4));
       PromptTruncator.Truncated t = PromptTruncator.fit(prompt, budget, engine.model().tokenizer(),
-          p -> count(engine, id, p));
+          p -> count(engine, id, p, set));
       if (t == null) {
         out.error(JobSchemas.TOO_LONG, "prompt has " + tokens + " tokens; the context limit is " + limit
             + ", and the instruction and question alone do not fit " + budget + " tokens");
@@ -178,16 +196,91 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
       prompt = t.prompt();
       out.notes = t.note();
     }
-    GenerationResult r = engine.generate(request(id, prompt));
+    GenerationResult r = engine.generate(request(id, prompt, set));
     out.ok(r);
   }
 
-  private GenerationRequest request(String id, Prompt prompt) {
-    return GenerationRequest.chat(id, prompt.text(), maxNewTokens).withPolicy(policy);
+  /**
+   * A row's {@code messages}: the model's chat template renders the whole conversation (the run's or
+   * row's system message first, unless the conversation has its own), and those ids are the prompt.
+   * A conversation has no document part, so --truncate cannot cut it: over the context it is too_long.
+   */
+  private void conversation(Engine engine, Row in, Out out, Settings set) {
+    List<ChatTemplate.Message> turns = new ArrayList<>();
+    List<Row> messages = in.getList(in.fieldIndex("messages"));
+    if (set.system != null && !messages.get(0).getString(0).equals("system")) {
+      turns.add(new ChatTemplate.Message("system", set.system));
+    }
+    for (Row m : messages) turns.add(new ChatTemplate.Message(m.getString(0), m.getString(1)));
+    ChatTemplate template = engine.model().chatTemplate();
+    String text = template.render(turns);
+    int[] ids = engine.model().tokenizer().encode(text, !template.hasTemplate()); // a real template writes BOS itself
+    int limit = engine.maxContext();
+    if (ids.length >= limit) {
+      out.error(JobSchemas.TOO_LONG, "conversation has " + ids.length + " tokens; the context limit is " + limit
+          + " (--truncate cuts documents, not conversations)");
+      out.inputTokens = ids.length;
+      return;
+    }
+    GenerationRequest r = GenerationRequest.raw(in.getAs("doc_id"), text, set.maxNewTokens).withPromptIds(ids)
+        .withSampling(set.sampling).withStopStrings(set.stop).withPolicy(policy);
+    out.ok(engine.generate(r));
   }
 
-  private int count(Engine engine, String id, Prompt prompt) {
-    return engine.promptTokens(request(id, prompt)).length;
+  /**
+   * What one row is generated with: its own values over the run's ({@link RowSettings}, {@link GenerationOptions}).
+   * {@code template} is null for a row of {@code messages}.
+   */
+  record Settings(PromptTemplate template, String promptSource, String system, boolean raw, int maxNewTokens,
+      SamplingParams sampling, List<String> stop) {}
+
+  Settings settings(Row in) {
+    String own = in.getAs("prompt");
+    PromptTemplate template;
+    String source;
+    if (!in.isNullAt(in.fieldIndex("messages"))) {
+      template = null; // the conversation is the prompt
+      source = "messages";
+    } else if (own != null) {
+      template = PromptTemplate.parse(own); // the parser checked it
+      source = "row";
+    } else if (generation.promptTemplate() != null) {
+      template = generation.promptTemplate();
+      source = "run";
+    } else {
+      boolean docs = in.getAs("text") == null;
+      String task = in.getAs("task");
+      template = PromptBuilder.preset(task, docs);
+      source = "preset:" + (docs && PromptBuilder.PRESETS.containsKey(task + "_documents") ? task + "_documents" : task);
+    }
+    String system = in.getAs("system");
+    Boolean raw = in.getAs("raw");
+    Integer maxNew = in.getAs("max_new_tokens");
+    Double temperature = in.getAs("temperature");
+    Double topP = in.getAs("top_p");
+    Long seed = in.getAs("seed");
+    List<String> stop = in.isNullAt(in.fieldIndex("stop")) ? generation.stop() : in.getList(in.fieldIndex("stop"));
+    return new Settings(template, source, system != null ? system : generation.system(),
+        raw != null ? raw : generation.raw(), maxNew != null ? maxNew : maxNewTokens,
+        new SamplingParams(temperature != null ? temperature : generation.temperature(),
+            topP != null ? topP : generation.topP(), seed != null ? seed : generation.seed()),
+        List.copyOf(stop));
+  }
+
+  private GenerationRequest request(String id, Prompt prompt, Settings set) {
+    GenerationRequest r = set.raw ? GenerationRequest.raw(id, prompt.text(), set.maxNewTokens)
+        : GenerationRequest.chat(id, prompt.text(), set.maxNewTokens);
+    if (set.system != null) r = r.withSystem(set.system);
+    return r.withSampling(set.sampling).withStopStrings(set.stop).withPolicy(policy);
+  }
+
+  private int count(Engine engine, String id, Prompt prompt, Settings set) {
+    return engine.promptTokens(request(id, prompt, set)).length;
+  }
+
+  private static Map<String, String> fields(Row in) {
+    int i = in.fieldIndex("fields");
+    return in.isNullAt(i) ? Map.of() : in.getJavaMap(i);
   }
 
   private static List<Document> documents(Row in) {
@@ -216,6 +309,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     String policy;
     String policyResolved;
     GenerationStats stats;
+    Settings settings; // null where the row never reached the engine
 
     Out(Row in) {
       docId = in.getAs("doc_id");
@@ -241,20 +335,31 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
       outputTokens = stats.outputTokens();
     }
 
+    /** The RESULT row, each value set by its column's name ({@link ResultRow}), so the order lives in JobSchemas alone. */
     Row row(String runId, String executor, int partition, long t0) {
-      double totalMs = (System.nanoTime() - t0) / 1e6;
+      ResultRow r = new ResultRow(JobSchemas.RESULT);
+      r.set("doc_id", docId).set("run_id", runId).set("task", task).set("status", status).set("error", error)
+          .set("notes", notes).set("output", output).set("input_tokens", inputTokens).set("output_tokens", outputTokens)
+          .set("finish_reason", finishReason).set("reference", reference).set("source", source)
+          .set("backend", backend).set("device", device).set("policy", policy).set("policy_resolved", policyResolved)
+          .set("total_ms", (System.nanoTime() - t0) / 1e6).set("executor_id", executor).set("partition_id", partition);
       GenerationStats s = stats;
-      boolean ran = s != null;
-      return new GenericRowWithSchema(new Object[] {docId, runId, task, status, error, notes, output, inputTokens, outputTokens,
-          finishReason, reference, source,
-          backend, device, policy, policyResolved,
-          ran ? s.ttftMs() : null, ran ? s.prefillMs() : null, ran ? s.decodeMs() : null, totalMs,
-          executor, partition,
-          ran ? s.attendedTokensMean() : null, ran ? floats(s.selectedFractionByLayer()) : null,
-          ran ? s.selectionCacheHitRate() : null, ran ? s.kvBytesBefore() : null, ran ? s.kvBytesAfter() : null,
-          ran ? s.sparseLayers() : null, ran ? s.selectionMs() : null, ran ? s.attentionMs() : null,
-          ran && !Double.isNaN(s.decodeBatchMean()) ? s.decodeBatchMean() : null},
-          JobSchemas.RESULT);
+      if (s != null) {
+        r.set("ttft_ms", s.ttftMs()).set("prefill_ms", s.prefillMs()).set("decode_ms", s.decodeMs())
+            .set("attended_tokens_mean", s.attendedTokensMean())
+            .set("selected_fraction_by_layer", floats(s.selectedFractionByLayer()))
+            .set("selection_cache_hit_rate", s.selectionCacheHitRate()).set("kv_bytes_before", s.kvBytesBefore())
+            .set("kv_bytes_after", s.kvBytesAfter()).set("sparse_layers", s.sparseLayers())
+            .set("selection_ms", s.selectionMs()).set("attention_ms", s.attentionMs())
+            .set("decode_batch_mean", Double.isNaN(s.decodeBatchMean()) ? null : s.decodeBatchMean());
+      }
+      Settings g = settings;
+      if (g != null) {
+        r.set("prompt_source", g.promptSource()).set("max_new_tokens", g.maxNewTokens())
+            .set("temperature", g.sampling().temperature()).set("top_p", g.sampling().topP())
+            .set("seed", g.sampling().seed()).set("stop", JobSchemas.seq(g.stop()));
+      }
+      return r.build();
     }
 
     private static scala.collection.immutable.Seq<Float> floats(float[] a) {

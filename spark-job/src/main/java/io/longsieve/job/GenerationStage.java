@@ -120,8 +120,9 @@ final class GenerationStage {
     CostModel model = CostModel.defaults(o.policy());
     double cpt = o.production().charsPerToken();
     List<DocCost> costs = new ArrayList<>();
-    for (Row r : todo.select("doc_id", "size", "status").collectAsList()) {
-      costs.add(new DocCost(r.getString(0), estimatedCost(model, r.getLong(1), o.maxNewTokens(), cpt, !r.isNullAt(2))));
+    for (Row r : todo.select("doc_id", "size", "status", "max_new_tokens").collectAsList()) {
+      int maxNew = r.isNullAt(3) ? o.maxNewTokens() : r.getInt(3); // a row's own max_new_tokens wins
+      costs.add(new DocCost(r.getString(0), estimatedCost(model, r.getLong(1), maxNew, cpt, !r.isNullAt(2))));
     }
     int partitions = o.partitions() > 0 ? o.partitions()
         : PartitionPlan.suggestPartitions(jsc.defaultParallelism(), 2, costs.size());

@@ -46,7 +46,9 @@ final class InputFiles {
    * @param skipped skipped files, relative to the input folder, sorted
    * @param largest size in bytes of the largest data file
    */
-  record Listing(InputReader.Format format, List<String> data, List<String> skipped, long largest) {}
+  /** The files to read; {@code columns}: every Parquet file's columns together, null for JSONL (known only by reading it). */
+  record Listing(InputReader.Format format, List<String> data, List<String> skipped, long largest,
+      java.util.Set<String> columns) {}
 
   private InputFiles() {}
 
@@ -90,8 +92,8 @@ final class InputFiles {
       }
       InputReader.Format format = byFormat.keySet().iterator().next();
       List<String> paths = byFormat.get(format);
-      if (format == InputReader.Format.PARQUET) checkParquetSchemas(conf, paths, input);
-      return new Listing(format, List.copyOf(paths), List.copyOf(skipped), largest);
+      java.util.Set<String> columns = format == InputReader.Format.PARQUET ? checkParquetSchemas(conf, paths, input) : null;
+      return new Listing(format, List.copyOf(paths), List.copyOf(skipped), largest, columns);
     } catch (IOException e) {
       throw new IllegalArgumentException("cannot read input " + input + ": " + e.getMessage(), e);
     }
@@ -128,7 +130,7 @@ final class InputFiles {
    * Reads every footer (a few KB each) and refuses two files that give one column different types:
    * Spark would fail on the executors with a long trace, or silently read one file's type.
    */
-  private static void checkParquetSchemas(Configuration conf, List<String> files, String input) throws IOException {
+  private static java.util.Set<String> checkParquetSchemas(Configuration conf, List<String> files, String input) throws IOException {
     Map<String, Type> firstType = new LinkedHashMap<>();
     Map<String, String> firstFile = new LinkedHashMap<>();
     for (String f : files) {
@@ -150,6 +152,7 @@ final class InputFiles {
         }
       }
     }
+    return java.util.Set.copyOf(firstType.keySet());
   }
 
   /** Equal but for optional/required: Spark reads a required column as a nullable one. */

@@ -49,10 +49,20 @@ public final class InputReader {
 
   /** The rows of the listed files (checked on the driver by {@link InputFiles#list}). */
   static Dataset<Row> read(SparkSession spark, InputFiles.Listing files) {
+    return read(spark, files, null);
+  }
+
+  /** The rows of the listed files, checked against the run's prompt template (null: none). */
+  static Dataset<Row> read(SparkSession spark, InputFiles.Listing files, PromptTemplate runTemplate) {
     Dataset<Row> lines = files.format() == Format.PARQUET ? parquetRows(spark, files) : jsonlLines(spark, files);
+    return parse(lines, runTemplate);
+  }
+
+  /** {@link JobSchemas#LINE} rows to PARSED rows, repeated ids marked. */
+  static Dataset<Row> parse(Dataset<Row> lines, PromptTemplate runTemplate) {
     Dataset<Row> parsed = lines.flatMap((FlatMapFunction<Row, Row>) r -> DocumentParser.parse(
-        r.getString(0), r.isNullAt(1) || r.getBoolean(1), r.getString(2), r.getString(3), r.getLong(4)).iterator(),
-        Encoders.row(JobSchemas.PARSED));
+        r.getString(0), r.isNullAt(1) || r.getBoolean(1), r.getString(2), r.getString(3), r.getLong(4),
+        runTemplate).iterator(), Encoders.row(JobSchemas.PARSED));
     return markDuplicates(parsed);
   }
 

@@ -40,6 +40,11 @@ public final class JobSchemas {
       .add("title", StringType, true)
       .add("text", StringType, true);
 
+  /** One turn of a row's chat conversation ({@code messages}). */
+  public static final StructType MESSAGE = new StructType()
+      .add("role", StringType, false)     // system, user or assistant
+      .add("content", StringType, false);
+
   /** An input line or row before parsing: its JSON text and where it came from. */
   public static final StructType LINE = new StructType()
       .add("value", StringType, true)        // the JSON object text (for Parquet: the row as JSON)
@@ -62,7 +67,18 @@ public final class JobSchemas {
       .add("reference", StringType, true)
       .add("status", StringType, true)
       .add("error", StringType, true)
-      .add("size", LongType, false);            // characters of text/documents, orders long documents first
+      .add("size", LongType, false)             // characters of text/documents, orders long documents first
+      // the row's own prompt and generation settings (RowSettings); null: the run's apply
+      .add("prompt", StringType, true)          // the row's prompt template, as written
+      .add("system", StringType, true)
+      .add("raw", BooleanType, true)
+      .add("max_new_tokens", IntegerType, true)
+      .add("temperature", DoubleType, true)
+      .add("top_p", DoubleType, true)
+      .add("seed", LongType, true)
+      .add("stop", DataTypes.createArrayType(StringType, false), true)
+      .add("fields", DataTypes.createMapType(StringType, StringType, false), true) // other scalar fields, for placeholders
+      .add("messages", DataTypes.createArrayType(MESSAGE, false), true); // the row's chat conversation, instead of a prompt
 
   /** Everything computed for one row, once: both output tables are projections of it. */
   public static final StructType RESULT = new StructType()
@@ -98,7 +114,14 @@ public final class JobSchemas {
       .add("sparse_layers", IntegerType, true)
       .add("selection_ms", DoubleType, true)
       .add("attention_ms", DoubleType, true)
-      .add("decode_batch_mean", DoubleType, true); // documents per decode step this one shared, on average
+      .add("decode_batch_mean", DoubleType, true)  // documents per decode step this one shared, on average
+      // what the row was generated with, the row's value over the run's (GenerationOptions)
+      .add("prompt_source", StringType, true)      // row (its prompt), run (--prompt-template) or preset:<name>
+      .add("max_new_tokens", IntegerType, true)
+      .add("temperature", DoubleType, true)        // 0: greedy
+      .add("top_p", DoubleType, true)
+      .add("seed", LongType, true)
+      .add("stop", DataTypes.createArrayType(StringType, false), true);
 
   /** Columns of DIR/outputs (run_id is the partition column). */
   public static final List<String> OUTPUT_COLUMNS = List.of(
@@ -110,7 +133,8 @@ public final class JobSchemas {
       "doc_id", "run_id", "status", "backend", "device", "policy", "policy_resolved", "ttft_ms", "prefill_ms",
       "decode_ms", "total_ms", "executor_id", "partition_id", "input_tokens", "output_tokens", "attended_tokens_mean",
       "selected_fraction_by_layer", "selection_cache_hit_rate", "kv_bytes_before", "kv_bytes_after",
-      "sparse_layers", "selection_ms", "attention_ms", "decode_batch_mean");
+      "sparse_layers", "selection_ms", "attention_ms", "decode_batch_mean", "prompt_source", "max_new_tokens",
+      "temperature", "top_p", "seed", "stop");
 
   /** Schema of DIR/outputs as written (Spark moves run_id, the partition column, last on reading). */
   public static final StructType OUTPUTS = project(RESULT, OUTPUT_COLUMNS);
@@ -122,6 +146,11 @@ public final class JobSchemas {
     StructType t = new StructType();
     for (String c : columns) t = t.add(from.apply(c));
     return t;
+  }
+
+  /** A map column's value for a Row built in Java: Spark's row encoder wants a Scala Map. */
+  static <K, V> scala.collection.Map<K, V> map(java.util.Map<K, V> m) {
+    return m == null ? null : scala.jdk.javaapi.CollectionConverters.asScala(m);
   }
 
   /** An array column's value for a Row built in Java: Spark's row encoder wants a Scala Seq. */

@@ -59,6 +59,14 @@ public final class LongSieveJob {
   static Checked check(RunOptions o, Configuration conf) {
     ModelCheck.check(o);
     InputFiles.Listing input = InputFiles.list(conf, o.input());
+    PromptTemplate template = o.generation().promptTemplate();
+    if (template != null && input.columns() != null) { // Parquet: the columns are known before reading a row
+      try {
+        LongSieve.checkColumns(template, input.columns());
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException("--prompt-template: " + e.getMessage().replace("of the DataFrame", "of input " + o.input()));
+      }
+    }
     return new Checked(input, OutputLock.acquire(o, conf));
   }
 
@@ -93,13 +101,13 @@ public final class LongSieveJob {
     InputFiles.Listing files = checked.input();
     InputReader.Format format = files.format();
     LOG.info("run {}: reading {} ({}, {} files)", o.runId(), o.input(), format, files.data().size());
-    Dataset<Row> parsed = InputReader.read(spark, files);
+    Dataset<Row> parsed = InputReader.read(spark, files, o.generation().promptTemplate());
     Resume.Todo todo = Resume.apply(spark, fs, o, parsed);
     RunBudget.Applied budget = RunBudget.apply(todo.rows(), o);
 
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": plan partitions by cost");
     JobMetrics metrics = JobMetrics.register(spark.sparkContext());
-    GenerationStage.Stage stage = GenerationStage.build(spark, budget.rows(), o, metrics);
+    GenerationStage.Stage stage = LongSieve.stage(spark, budget.rows(), o, metrics); // the DataFrame API's stage
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": generate");
     Path staging = new Path(new Path(o.output(), "_staging"), o.runId());
     List<String> sliceDirs = new ArrayList<>();

@@ -3,6 +3,7 @@ package io.longsieve.job;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.engine.Engine;
 import io.longsieve.engine.spi.EngineSpec;
+import io.longsieve.engine.spi.SamplingParams;
 import io.longsieve.engine.GenerationRequest;
 import io.longsieve.engine.GenerationResult;
 import io.longsieve.engine.GenerationStats;
@@ -40,7 +41,8 @@ import org.apache.spark.sql.types.StructType;
  * memory after the job's smaller-chunk retries {@code oom}, anything else from the engine
  * {@code engine_error}: the answer functions then return null and the struct carries the status and
  * message. A sticky CUDA error ends the executor (exit 45) as in the CLI job, and Spark retries the
- * task on a new one. Calls are deterministic (greedy), so a retried task gives the same answers.
+ * task on a new one. Calls are deterministic (greedy, or sampled with a seed: options temperature,
+ * top_p, seed, stop), so a retried task gives the same answers.
  *
  * <p>Engine settings come from the session's {@code spark.longsieve.*} options at registration, the
  * same keys as {@code longsieve run} ({@link RunOptions}; input and output do not apply): model,
@@ -52,7 +54,8 @@ public final class LongSieveSql {
   private LongSieveSql() {}
 
   /** Per-call options (the map argument); every other key is refused as bad_input. */
-  public static final List<String> OPTIONS = List.of("max_new_tokens", "policy", "system", "raw");
+  public static final List<String> OPTIONS = List.of("max_new_tokens", "policy", "system", "raw", "temperature", "top_p",
+      "seed", "stop");
 
   /** The struct {@code longsieve_result} returns. */
   public static final StructType RESULT = new StructType()
@@ -76,13 +79,13 @@ public final class LongSieveSql {
   public static void register(SparkSession spark) {
     Map<String, String> settings = new LinkedHashMap<>();
     scala.jdk.javaapi.CollectionConverters.asJava(spark.conf().getAll()).forEach((k, v) -> {
-      if (k.startsWith(RunOptions.PREFIX)) settings.put(k, v);
+      // the session may carry a file run's keys too (spark-defaults.conf sets resourceWaitSeconds): not ours to read
+      RunOptions.Key key = RunOptions.Key.byConf(k);
+      if (k.startsWith(RunOptions.PREFIX) && (key == null || !RunOptions.FILE_RUN_ONLY.contains(key))) settings.put(k, v);
     });
-    settings.put(RunOptions.Key.INPUT.conf(), "(sql)"); // not read: the rows come from the query
-    settings.put(RunOptions.Key.OUTPUT.conf(), "(sql)");
-    RunOptions o = RunOptions.fromSettings(settings);
+    RunOptions o = RunOptions.forEngine(settings);
     Calls calls = new Calls(o.engineSpec(), o.policy(), o.maxNewTokens(),
-        new DocumentAttempts(o.production().docTimeoutSeconds(), o.prefillChunk(), null));
+        new DocumentAttempts(o.production().docTimeoutSeconds(), o.prefillChunk(), null), o.generation());
     spark.udf().register("longsieve_generate",
         (UDF1<String, String>) prompt -> calls.call(prompt, Map.of()).getString(0), DataTypes.StringType);
     spark.udf().register("longsieve_generate_with",
@@ -103,8 +106,14 @@ public final class LongSieveSql {
     private final PolicySpec policy;    // the session's policy, unless a call names its own
     private final int maxNewTokens;
     private final DocumentAttempts attempts;
+    private final GenerationOptions generation; // the session's system, raw and sampling, unless a call sets its own
 
     Calls(EngineSpec spec, PolicySpec policy, int maxNewTokens, DocumentAttempts attempts) {
+      this(spec, policy, maxNewTokens, attempts, GenerationOptions.DEFAULTS);
+    }
+
+    Calls(EngineSpec spec, PolicySpec policy, int maxNewTokens, DocumentAttempts attempts, GenerationOptions generation) {
+      this.generation = generation;
       this.spec = spec;
       this.policy = policy;
       this.maxNewTokens = maxNewTokens;
@@ -150,13 +159,36 @@ public final class LongSieveSql {
         if (n < 1) throw new IllegalArgumentException("max_new_tokens must be >= 1, not " + n);
       }
       PolicySpec p = options.containsKey("policy") ? PolicySpec.parse(options.get("policy")) : policy;
-      String raw = options.getOrDefault("raw", "false").trim();
+      String raw = options.getOrDefault("raw", Boolean.toString(generation.raw())).trim();
       if (!raw.equals("true") && !raw.equals("false")) throw new IllegalArgumentException("raw must be true or false, not '" + raw + "'");
+      SamplingParams sampling = new SamplingParams(number(options, "temperature", generation.temperature()),
+          number(options, "top_p", generation.topP()), options.containsKey("seed") ? seed(options.get("seed")) : generation.seed());
+      List<String> stop = options.containsKey("stop") ? GenerationOptions.parseStop("stop", options.get("stop")) : generation.stop();
       // an id from the content, so a retried task's call is the same request
       String id = "sql-" + UUID.nameUUIDFromBytes(prompt.getBytes(StandardCharsets.UTF_8));
       GenerationRequest r = raw.equals("true") ? GenerationRequest.raw(id, prompt, n) : GenerationRequest.chat(id, prompt, n);
-      if (options.get("system") != null) r = r.withSystem(options.get("system"));
-      return r.withPolicy(p);
+      String system = options.getOrDefault("system", generation.system());
+      if (system != null) r = r.withSystem(system);
+      return r.withSampling(sampling).withStopStrings(stop).withPolicy(p);
+    }
+
+    /** A number option; SamplingParams then checks its range (temperature >= 0, top_p in (0, 1]). */
+    private static double number(Map<String, String> options, String key, double dflt) {
+      String v = options.get(key);
+      if (v == null) return dflt;
+      try {
+        return Double.parseDouble(v.trim());
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException(key + " must be a number, not '" + v + "'");
+      }
+    }
+
+    private static long seed(String v) {
+      try {
+        return Long.parseLong(v.trim());
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException("seed must be an integer, not '" + v + "'");
+      }
     }
 
     private static Row failed(String status, String message, Integer inputTokens) {

@@ -45,13 +45,13 @@ final class RunBudget {
   static Applied apply(Dataset<Row> todo, RunOptions o) {
     OpsOptions ops = o.ops();
     if (!ops.hasBudget()) return new Applied(todo, -1, 0, 0);
-    List<Row> docs = todo.where(col("status").isNull()).select("file_path", "line", "size")
+    List<Row> docs = todo.where(col("status").isNull()).select("file_path", "line", "size", "max_new_tokens")
         .orderBy("file_path", "line").collectAsList();
     long admitted = 0;
     long reserved = 0;
     Row cut = null;
     for (Row d : docs) {
-      long need = reservation(d.getLong(2), o);
+      long need = reservation(d.getLong(2), d.isNullAt(3) ? o.maxNewTokens() : d.getInt(3), o);
       boolean docsLeft = ops.maxDocs() <= 0 || admitted < ops.maxDocs();
       boolean tokensLeft = ops.maxTotalTokens() <= 0 || reserved + need <= ops.maxTotalTokens();
       if (!docsLeft || !tokensLeft) {
@@ -80,10 +80,10 @@ final class RunBudget {
     return new Applied(rows, admitted, exceeded, reserved); // withColumn keeps an existing column's place
   }
 
-  /** Tokens one document reserves: its estimated prompt plus the most it can generate. */
-  static long reservation(long size, RunOptions o) {
+  /** Tokens one document reserves: its estimated prompt plus the most it can generate (its row's max_new_tokens, else the run's). */
+  static long reservation(long size, int maxNewTokens, RunOptions o) {
     return CostModel.estimateTokens(size, o.production().charsPerToken()) + GenerationStage.TEMPLATE_TOKENS
-        + o.maxNewTokens();
+        + maxNewTokens;
   }
 
   private static String reason(OpsOptions ops, long admitted, long reserved) {

@@ -54,6 +54,27 @@ public final class RunCommand implements Callable<Integer> {
   @Option(names = "--max-new-tokens", paramLabel = "N", description = "Most tokens generated per document (default: 64).")
   Integer maxNewTokens;
 
+  @Option(names = "--prompt-template", paramLabel = "FILE", description = "Prompt template for rows without their own prompt: {text}, {documents}, {question}, {any_column}; {{ and }} for braces (default: the task's preset).")
+  Path promptTemplate;
+
+  @Option(names = "--system", paramLabel = "TEXT", description = "System message for the chat template (a row's system wins).")
+  String system;
+
+  @Option(names = "--raw", description = "Prompts go to the model as they are, without the chat template (a row's raw wins).")
+  Boolean raw;
+
+  @Option(names = "--temperature", paramLabel = "T", description = "Sampling temperature; 0 is greedy (default: 0; a row's temperature wins).")
+  Double temperature;
+
+  @Option(names = "--top-p", paramLabel = "P", description = "Nucleus sampling mass in (0, 1] (default: 1; a row's top_p wins).")
+  Double topP;
+
+  @Option(names = "--seed", paramLabel = "N", description = "Sampling seed: the same document and seed give the same output (default: 0; a row's seed wins).")
+  Long seed;
+
+  @Option(names = "--stop", paramLabel = "S", description = "A stop string, not included in the output (repeatable; a row's stop wins).")
+  List<String> stop;
+
   @Option(names = "--policy", paramLabel = "P", description = "Attention policy (default: dense).")
   String policy;
 
@@ -175,6 +196,13 @@ public final class RunCommand implements Callable<Integer> {
     if (master != null) m.put("spark.master", master);
     put(m, RunOptions.Key.RUN_ID, runId);
     put(m, RunOptions.Key.MAX_NEW_TOKENS, maxNewTokens);
+    put(m, RunOptions.Key.PROMPT_TEMPLATE_FILE, promptTemplate);
+    put(m, RunOptions.Key.SYSTEM, system);
+    put(m, RunOptions.Key.RAW, raw);
+    put(m, RunOptions.Key.TEMPERATURE, temperature);
+    put(m, RunOptions.Key.TOP_P, topP);
+    put(m, RunOptions.Key.SEED, seed);
+    if (stop != null) m.put(RunOptions.Key.STOP.conf(), GenerationOptions.formatStop(stop)); // JSON: white space survives
     put(m, RunOptions.Key.DEVICE, device);
     put(m, RunOptions.Key.TRUNCATE, truncate);
     put(m, RunOptions.Key.RESUME, resume);

@@ -8,6 +8,7 @@ import java.time.Instant;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.regex.Pattern;
@@ -34,6 +35,7 @@ import java.util.regex.Pattern;
  * @param sparkConf    every other spark.* key, passed to the SparkSession as given
  * @param production   resume, time limits, progress, stage-level GPU scheduling ({@link ProductionOptions})
  * @param ops          resource wait, run budgets, shadow audit ({@link OpsOptions})
+ * @param generation   prompt template, system message, raw, sampling ({@link GenerationOptions}); rows may override
  */
 public record RunOptions(
     String input,
@@ -51,7 +53,8 @@ public record RunOptions(
     int partitions,
     Map<String, String> sparkConf,
     ProductionOptions production,
-    OpsOptions ops) implements Serializable {
+    OpsOptions ops,
+    GenerationOptions generation) implements Serializable {
 
   /** Characters a run id may use: it becomes a folder name and a partition value. */
   public static final Pattern RUN_ID = Pattern.compile("[A-Za-z0-9_-]{1,64}");
@@ -64,7 +67,16 @@ public record RunOptions(
     OUTPUT("output", null, "output root for outputs/, stats/, runs/ (required)"),
     MODEL("model", null, "Hugging Face checkpoint folder (default: <longsieve.home>/models/longsieve-needle-7m)"),
     RUN_ID("runId", null, "run id, [A-Za-z0-9_-]{1,64} (default: UTC time, e.g. 20261129T083000Z)"),
-    MAX_NEW_TOKENS("maxNewTokens", "64", "most tokens generated per document"),
+    MAX_NEW_TOKENS("maxNewTokens", "64", "most tokens generated per document (a row's max_new_tokens wins)"),
+    PROMPT_TEMPLATE("promptTemplate", null,
+        "prompt template for every row without its own prompt: {text}, {documents}, {question}, {column}; {{ }} for braces"),
+    PROMPT_TEMPLATE_FILE("promptTemplateFile", null, "a file holding the prompt template (instead of promptTemplate)"),
+    SYSTEM("system", null, "system message for the chat template (a row's system wins)"),
+    RAW("raw", "false", "true: prompts as they are, no chat template (a row's raw wins)"),
+    TEMPERATURE("temperature", "0", "sampling temperature; 0 = greedy (a row's temperature wins)"),
+    TOP_P("topP", "1", "nucleus sampling mass in (0, 1] (a row's top_p wins)"),
+    SEED("seed", "0", "sampling seed: the same document and seed give the same output (a row's seed wins)"),
+    STOP("stop", null, "stop strings: one string, or a JSON array of strings (a row's stop wins)"),
     POLICY("policy", null, "attention policy, e.g. dense (default: dense)"),
     PREFILL("prefill", null, "prefill attention policy slot (instead of policy)"),
     KV("kv", null, "KV compression policy slot (instead of policy)"),
@@ -126,6 +138,7 @@ public record RunOptions(
     sparkConf = Map.copyOf(sparkConf);
     if (production == null) production = ProductionOptions.DEFAULTS;
     if (ops == null) ops = OpsOptions.DEFAULTS;
+    if (generation == null) generation = GenerationOptions.DEFAULTS;
   }
 
   /**
@@ -138,6 +151,34 @@ public record RunOptions(
    *     number or policy
    */
   public static RunOptions fromSettings(Map<String, String> settings) {
+    return fromSettings(settings, true);
+  }
+
+  /**
+   * Engine and generation settings without a run's files, for callers whose rows come from Spark
+   * (the DataFrame API {@link LongSieve}, the SQL functions {@link LongSieveSql}): {@link #input} and
+   * {@link #output} are null, and giving either is refused, as is any key that only a file run reads
+   * ({@link #FILE_RUN_ONLY}).
+   *
+   * @throws IllegalArgumentException as {@link #fromSettings} does
+   */
+  public static RunOptions forEngine(Map<String, String> settings) {
+    for (String k : settings.keySet()) {
+      Key key = Key.byConf(k.trim());
+      if (key != null && FILE_RUN_ONLY.contains(key)) {
+        throw new IllegalArgumentException("'" + k.trim() + "' applies to longsieve run over files, not to rows from a "
+            + "DataFrame or a query");
+      }
+    }
+    return fromSettings(settings, false);
+  }
+
+  /** Keys only a run over files reads: its input, output, resume, budgets, audit, slices, progress. */
+  public static final java.util.Set<Key> FILE_RUN_ONLY = java.util.EnumSet.of(Key.INPUT, Key.OUTPUT, Key.RESUME,
+      Key.MAX_TOTAL_TOKENS, Key.MAX_DOCS, Key.AUDIT_FRACTION, Key.AUDIT_SEED, Key.SLICES, Key.PROGRESS_INTERVAL,
+      Key.RESOURCE_WAIT);
+
+  private static RunOptions fromSettings(Map<String, String> settings, boolean files) {
     Map<Key, String> values = new LinkedHashMap<>();
     Map<String, String> spark = new TreeMap<>();
     for (Map.Entry<String, String> e : settings.entrySet()) {
@@ -152,8 +193,8 @@ public record RunOptions(
         throw new IllegalArgumentException("'" + k + "' is neither a spark.longsieve.* option nor a spark.* setting");
       }
     }
-    String input = required(values, Key.INPUT, "--input");
-    String output = required(values, Key.OUTPUT, "--output");
+    String input = files ? required(values, Key.INPUT, "--input") : null;
+    String output = files ? required(values, Key.OUTPUT, "--output") : null;
     String model = value(values, Key.MODEL);
     if (model == null) model = defaultModel().toString();
     String master = spark.remove("spark.master");
@@ -177,7 +218,8 @@ public record RunOptions(
             nonZeroShare(values, Key.GPU_MEMORY_FRACTION), value(values, Key.TEST_INJECT_OOM),
             value(values, Key.TEST_INJECT_STICKY)),
         new OpsOptions(intAtLeast(values, Key.RESOURCE_WAIT, 0), longAtLeast(values, Key.MAX_TOTAL_TOKENS, 0),
-            longAtLeast(values, Key.MAX_DOCS, 0), share(values, Key.AUDIT_FRACTION), longAtLeast(values, Key.AUDIT_SEED, 0)));
+            longAtLeast(values, Key.MAX_DOCS, 0), share(values, Key.AUDIT_FRACTION), longAtLeast(values, Key.AUDIT_SEED, 0)),
+        GenerationOptions.from(values));
     o.engineSpec(); // EngineSpec validates its own fields; fail here, on the driver, not on an executor
     return o;
   }
@@ -232,6 +274,13 @@ public record RunOptions(
     m.put(Key.MAX_DOCS.conf(), Long.toString(ops.maxDocs()));
     m.put(Key.AUDIT_FRACTION.conf(), Double.toString(ops.auditFraction()));
     m.put(Key.AUDIT_SEED.conf(), Long.toString(ops.auditSeed()));
+    if (generation.promptTemplate() != null) m.put(Key.PROMPT_TEMPLATE.conf(), generation.promptTemplate().source());
+    if (generation.system() != null) m.put(Key.SYSTEM.conf(), generation.system());
+    m.put(Key.RAW.conf(), Boolean.toString(generation.raw()));
+    m.put(Key.TEMPERATURE.conf(), Double.toString(generation.temperature()));
+    m.put(Key.TOP_P.conf(), Double.toString(generation.topP()));
+    m.put(Key.SEED.conf(), Long.toString(generation.seed()));
+    if (!generation.stop().isEmpty()) m.put(Key.STOP.conf(), GenerationOptions.formatStop(generation.stop()));
     if (production.injectOomDocId() != null) m.put(Key.TEST_INJECT_OOM.conf(), production.injectOomDocId());
     if (production.injectStickyCudaError() != null) {
       m.put(Key.TEST_INJECT_STICKY.conf(), production.injectStickyCudaError());
@@ -274,7 +323,7 @@ public record RunOptions(
     return sb.toString();
   }
 
-  private static String value(Map<Key, String> values, Key k) {
+  static String value(Map<Key, String> values, Key k) {
     String v = values.get(k);
     return v == null || v.isEmpty() ? k.defaultValue : v;
   }
@@ -285,7 +334,7 @@ public record RunOptions(
     return v;
   }
 
-  private static int intAtLeast(Map<Key, String> values, Key k, int min) {
+  static int intAtLeast(Map<Key, String> values, Key k, int min) {
     String v = value(values, k);
     int n;
     try {
@@ -297,7 +346,7 @@ public record RunOptions(
     return n;
   }
 
-  private static long longAtLeast(Map<Key, String> values, Key k, long min) {
+  static long longAtLeast(Map<Key, String> values, Key k, long min) {
     String v = value(values, k);
     long n;
     try {
@@ -337,7 +386,7 @@ public record RunOptions(
     return d;
   }
 
-  private static double number(Map<Key, String> values, Key k) {
+  static double number(Map<Key, String> values, Key k) {
     String v = value(values, k);
     try {
       return Double.parseDouble(v);
@@ -346,7 +395,7 @@ public record RunOptions(
     }
   }
 
-  private static boolean bool(Map<Key, String> values, Key k) {
+  static boolean bool(Map<Key, String> values, Key k) {
     String v = value(values, k).toLowerCase(java.util.Locale.ROOT);
     if (v.equals("true")) return true;
     if (v.equals("false")) return false;

@@ -116,7 +116,8 @@ final class ShadowAudit {
     double fraction = ops.auditFraction();
     Dataset<Row> sample = todo.where(col("status").isNull())
         .filter((FilterFunction<Row>) r -> sampled(r.getAs("doc_id"), seed, fraction));
-    DocumentProcessor dense = new DocumentProcessor(o.engineSpec(), o.runId(), o.maxNewTokens(), PolicySpec.DENSE, o.truncate());
+    DocumentProcessor dense = new DocumentProcessor(o.engineSpec(), o.runId(), o.maxNewTokens(), PolicySpec.DENSE, o.truncate(),
+        o.generation()); // the same prompts and sampling, only the policy differs
     int parts = Math.max(1, spark.sparkContext().defaultParallelism());
     JavaRDD<Row> denseRows = sample.javaRDD().repartition(parts).mapPartitions(dense::call);
     Dataset<Row> d = spark.createDataFrame(denseRows, JobSchemas.RESULT).select(col("doc_id"),

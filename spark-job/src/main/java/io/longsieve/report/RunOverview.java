@@ -99,6 +99,14 @@ final class RunOverview {
     field(h, "policy", f.get("options.spark.longsieve.policy"));
     field(h, "input", f.get("input"));
     field(h, "backend", f.get("backend") + (f.containsKey("devices") ? " (" + f.get("devices") + ")" : ""));
+    String temperature = f.get("options.spark.longsieve.temperature");
+    if (temperature != null) { // runs before prompts and sampling were options recorded neither
+      String template = f.get("options.spark.longsieve.promptTemplate");
+      field(h, "prompt", template != null ? "run template " + template : "task presets");
+      field(h, "sampling", (Double.parseDouble(temperature) == 0 ? "greedy"
+          : "temperature " + temperature + ", top_p " + f.get("options.spark.longsieve.topP") + ", seed "
+              + f.get("options.spark.longsieve.seed")) + " (rows may set their own; the stats have each row's)");
+    }
     return h.append("</p>").toString();
   }
 

@@ -75,7 +75,7 @@ class DocumentParserTest {
   void missingTaskIsBadInput() {
     Row r = parse("{\"doc_id\":\"d1\",\"text\":\"Some text.\"}");
     assertEquals(JobSchemas.BAD_INPUT, status(r));
-    assertEquals("missing field 'task'", error(r));
+    assertEquals("missing field 'task' (or 'prompt', the row's own prompt)", error(r));
     assertEquals("d1", r.getAs("doc_id"), "the row keeps its own id");
   }
 
@@ -260,5 +260,86 @@ class DocumentParserTest {
     }
     assertTrue(error(parse("{\"doc_id\":\"d1\",\"task\":\"summary\"")).contains("column"),
         "says where the object started or stopped");
+  }
+
+  // ---- prompts and sampling of the row's own ----
+
+  @Test
+  void aRowWithItsOwnPromptNeedsNoTask() {
+    Row r = parse("{\"doc_id\":\"p1\",\"prompt\":\"Translate to {lang}: {text}\",\"text\":\"Hallo\",\"lang\":\"French\"}");
+    assertNull(status(r), String.valueOf(error(r)));
+    assertEquals("Translate to {lang}: {text}", r.getAs("prompt"));
+    assertEquals("French", r.<scala.collection.Map<String, String>>getAs("fields").apply("lang"));
+  }
+
+  @Test
+  void aRowPromptThatDoesNotParseIsBadInput() {
+    Row r = parse("{\"doc_id\":\"p1\",\"prompt\":\"Summarise {text\",\"text\":\"x\"}");
+    assertEquals(JobSchemas.BAD_INPUT, status(r));
+    assertTrue(error(r).startsWith("field 'prompt': unbalanced '{' at character 10"), error(r));
+  }
+
+  @Test
+  void aPlaceholderWhoseColumnTheRowLacksIsBadInput() {
+    Row r = parse("{\"doc_id\":\"p1\",\"prompt\":\"{text} in {lang}\",\"text\":\"x\"}");
+    assertEquals(JobSchemas.BAD_INPUT, status(r));
+    assertTrue(error(r).contains("{lang} has no value"), error(r));
+  }
+
+  @Test
+  void theRunTemplateIsCheckedAgainstEachRow() {
+    PromptTemplate run = PromptTemplate.parse("Answer {question} from {text}");
+    Row ok = DocumentParser.parse("{\"doc_id\":\"a\",\"text\":\"t\",\"question\":\"q\"}", true, "d.jsonl", "file:/d.jsonl", 1, run).get(0);
+    assertNull(status(ok), "no task needed with a run template");
+    Row bad = DocumentParser.parse("{\"doc_id\":\"b\",\"text\":\"t\"}", true, "d.jsonl", "file:/d.jsonl", 2, run).get(0);
+    assertEquals(JobSchemas.BAD_INPUT, status(bad));
+    assertTrue(error(bad).startsWith("--prompt-template: the prompt template's {question} has no value"), error(bad));
+    Row own = DocumentParser.parse("{\"doc_id\":\"c\",\"prompt\":\"Hi {name}\",\"name\":\"Ann\"}", true, "d.jsonl",
+        "file:/d.jsonl", 3, run).get(0);
+    assertNull(status(own), "the row's own prompt wins over the run's");
+  }
+
+  @Test
+  void samplingFieldsAreReadAndChecked() {
+    Row r = parse("{\"doc_id\":\"s\",\"task\":\"summary\",\"text\":\"x\",\"max_new_tokens\":7,\"temperature\":0.8,"
+        + "\"top_p\":0.9,\"seed\":42,\"stop\":[\"\\n\",\"END\"],\"system\":\"Be brief.\",\"raw\":true}");
+    assertNull(status(r), String.valueOf(error(r)));
+    assertEquals(7, (int) r.getAs("max_new_tokens"));
+    assertEquals(0.8, r.<Double>getAs("temperature"));
+    assertEquals(0.9, r.<Double>getAs("top_p"));
+    assertEquals(42L, r.<Long>getAs("seed"));
+    assertEquals(java.util.List.of("\n", "END"), r.getList(r.fieldIndex("stop")));
+    assertEquals("Be brief.", r.getAs("system"));
+    assertEquals(Boolean.TRUE, r.getAs("raw"));
+    String base = "{\"doc_id\":\"s\",\"task\":\"summary\",\"text\":\"x\",";
+    assertEquals("field 'temperature' must be >= 0, not -1.0", error(parse(base + "\"temperature\":-1}")));
+    assertEquals("field 'top_p' must be in (0, 1], not 1.5", error(parse(base + "\"top_p\":1.5}")));
+    assertEquals("field 'max_new_tokens' must be >= 1, not 0", error(parse(base + "\"max_new_tokens\":0}")));
+    assertEquals("field 'seed' must be an integer, not 1.5", error(parse(base + "\"seed\":1.5}")));
+    assertEquals("field 'stop' must hold strings, not a number", error(parse(base + "\"stop\":[1]}")));
+    assertEquals("field 'raw' must be true or false, not a string", error(parse(base + "\"raw\":\"yes\"}")));
+  }
+
+  @Test
+  void withoutATemplateTheTaskIsStillRequired() {
+    assertEquals("missing field 'task' (or 'prompt', the row's own prompt)", error(parse("{\"doc_id\":\"x\",\"text\":\"t\"}")));
+  }
+
+  @Test
+  void messagesAreAChatConversationCheckedTurnByTurn() {
+    Row r = parse("{\"doc_id\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+        + "{\"role\":\"user\",\"content\":\"Hi {text}\"}]}");
+    assertNull(status(r), String.valueOf((Object) error(r)));
+    assertEquals(2, r.getList(r.fieldIndex("messages")).size());
+    String m = "{\"doc_id\":\"m\",\"messages\":";
+    assertEquals("messages[0]: 'role' must be system, user or assistant, not 'bot'",
+        error(parse(m + "[{\"role\":\"bot\",\"content\":\"x\"}]}")));
+    assertEquals("the last of 'messages' must be the user's (the model answers it)",
+        error(parse(m + "[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":\"y\"}]}")));
+    assertEquals("messages[0]: missing field 'content'", error(parse(m + "[{\"role\":\"user\"}]}")));
+    assertEquals("field 'messages' is empty", error(parse(m + "[]}")));
+    assertEquals("give either 'prompt' or 'messages', not both",
+        error(parse(m + "[{\"role\":\"user\",\"content\":\"x\"}],\"prompt\":\"p\"}")));
+    assertTrue(error(parse(m + "[{\"role\":\"user\",\"content\":\"x\"}],\"raw\":true}")).startsWith("'raw' does not apply"));
   }
 }

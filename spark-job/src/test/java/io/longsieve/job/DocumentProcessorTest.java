@@ -101,4 +101,91 @@ class DocumentProcessorTest {
     assertNull(r.getAs("backend"));
     assertEquals("r1", r.getAs("run_id"));
   }
+
+  // ---- prompts and sampling ----
+
+  @Test
+  void theSettingsUsedAreInTheStatsRowTheRowsOverTheRuns() {
+    GenerationOptions run = new GenerationOptions(null, null, false, 0.7, 0.95, 11, java.util.List.of("END"));
+    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, PolicySpec.DENSE, false, run);
+    Row fromRun = run(p, JobTestSupport.json("d1", "summary", "The bridge opened in May.", null));
+    assertEquals(JobSchemas.OK, fromRun.getAs("status"), fromRun.<String>getAs("error"));
+    assertEquals("preset:summary", fromRun.getAs("prompt_source"));
+    assertEquals(4, (int) fromRun.getAs("max_new_tokens"));
+    assertEquals(0.7, fromRun.<Double>getAs("temperature"));
+    assertEquals(0.95, fromRun.<Double>getAs("top_p"));
+    assertEquals(11L, fromRun.<Long>getAs("seed"));
+    assertEquals(java.util.List.of("END"), fromRun.getList(fromRun.fieldIndex("stop")));
+    Row own = run(p, "{\"doc_id\":\"d2\",\"prompt\":\"Say {word}\",\"word\":\"river\",\"max_new_tokens\":2,"
+        + "\"temperature\":0,\"seed\":5,\"stop\":[]}");
+    assertEquals(JobSchemas.OK, own.getAs("status"), own.<String>getAs("error"));
+    assertEquals("row", own.getAs("prompt_source"));
+    assertEquals(2, (int) own.getAs("max_new_tokens"));
+    assertTrue((int) own.getAs("output_tokens") <= 2, "the row's max_new_tokens is what ran");
+    assertEquals(0.0, own.<Double>getAs("temperature"));
+    assertEquals(0.95, own.<Double>getAs("top_p"), "the run's value where the row gives none");
+    assertEquals(5L, own.<Long>getAs("seed"));
+    assertEquals(java.util.List.of(), own.getList(own.fieldIndex("stop")));
+  }
+
+  @Test
+  void theSameSeedGivesTheSameSampledOutputAndAnotherSeedMayNot() {
+    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 12, PolicySpec.DENSE, false);
+    String row = "{\"doc_id\":\"s\",\"prompt\":\"{text}\",\"text\":\"river harbour council\",\"raw\":true,"
+        + "\"temperature\":1.5,\"seed\":%d}";
+    Row a = run(p, String.format(row, 7));
+    Row b = run(p, String.format(row, 7));
+    assertEquals(JobSchemas.OK, a.getAs("status"), a.<String>getAs("error"));
+    assertEquals((String) a.getAs("output"), b.getAs("output"), "seeded sampling is reproducible");
+    java.util.Set<String> outputs = new java.util.HashSet<>();
+    for (int seed = 0; seed < 6; seed++) outputs.add(run(p, String.format(row, seed)).getAs("output"));
+    assertTrue(outputs.size() > 1, "the seed reaches the sampler: " + outputs);
+  }
+
+  @Test
+  void placeholdersInsideADocumentAreNotExpanded() {
+    // raw, so the prompt is exactly the filled template: a document holding {question} must count its
+    // own characters, not the (long) question's
+    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 1, PolicySpec.DENSE, false);
+    String question = String.join(" ", JobTestSupport.words(40));
+    Row injected = run(p, "{\"doc_id\":\"i\",\"prompt\":\"{text}\",\"raw\":true,\"text\":\"see {question} here\","
+        + "\"question\":\"" + question + "\"}");
+    Row literal = run(p, "{\"doc_id\":\"l\",\"prompt\":\"see {{question}} here\",\"raw\":true}");
+    assertEquals(JobSchemas.OK, injected.getAs("status"), injected.<String>getAs("error"));
+    assertEquals((int) literal.getAs("input_tokens"), (int) injected.getAs("input_tokens"));
+  }
+
+  @Test
+  void aRowWhoseTemplateLacksAColumnNeverReachesTheEngine() {
+    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, PolicySpec.DENSE, false);
+    Row r = run(p, "{\"doc_id\":\"m\",\"prompt\":\"{text} in {lang}\",\"text\":\"x\"}");
+    assertEquals(JobSchemas.BAD_INPUT, r.getAs("status"));
+    assertNull(r.getAs("backend"));
+    assertNull(r.getAs("temperature"), "no settings were used");
+  }
+
+  @Test
+  void aOneTurnConversationIsTheSamePromptAsTheSameUserMessage() {
+    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, PolicySpec.DENSE, false);
+    Row asPrompt = run(p, "{\"doc_id\":\"a\",\"prompt\":\"Where is the river?\"}");
+    Row asMessages = run(p, "{\"doc_id\":\"b\",\"messages\":[{\"role\":\"user\",\"content\":\"Where is the river?\"}]}");
+    assertEquals(JobSchemas.OK, asMessages.getAs("status"), asMessages.<String>getAs("error"));
+    assertEquals("messages", asMessages.getAs("prompt_source"));
+    assertEquals((int) asPrompt.getAs("input_tokens"), (int) asMessages.getAs("input_tokens"));
+    assertEquals(asPrompt.<String>getAs("output"), asMessages.getAs("output"));
+  }
+
+  @Test
+  void laterTurnsAndTheRunsSystemMessageAreInTheConversation() {
+    GenerationOptions withSystem = new GenerationOptions(null, "Answer in one word.", false, 0, 1, 0, null);
+    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 2, PolicySpec.DENSE, false, withSystem);
+    String one = "{\"doc_id\":\"a\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}";
+    String three = "{\"doc_id\":\"b\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},"
+        + "{\"role\":\"assistant\",\"content\":\"Hello there\"},{\"role\":\"user\",\"content\":\"Hi\"}]}";
+    int plain = run(new DocumentProcessor(SPEC, "r1", 2, PolicySpec.DENSE, false), one).getAs("input_tokens");
+    int system = run(p, one).getAs("input_tokens");
+    int longer = run(p, three).getAs("input_tokens");
+    assertTrue(system > plain, "the run's system message is a turn: " + system + " vs " + plain);
+    assertTrue(longer > system, "every turn is rendered: " + longer + " vs " + system);
+  }
 }

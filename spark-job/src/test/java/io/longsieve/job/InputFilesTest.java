@@ -93,4 +93,18 @@ class InputFilesTest extends SparkSessionTest {
     assertNull(byId.get("b").getAs("status"), "the question of the second file's schema is read");
     assertEquals("Why?", byId.get("b").getAs("question"));
   }
+
+  @Test
+  void aRunTemplateNamingNoParquetColumnIsRefusedBeforeTheRun() throws Exception {
+    Path in = Files.createDirectories(dir.resolve("template"));
+    spark.sql("select 'a' as doc_id, 'A.' as text, 'en' as lang").coalesce(1).write().parquet(in.resolve("one").toString());
+    assertEquals(java.util.Set.of("doc_id", "text", "lang"), list(in).columns(), "every file's columns, from the footers");
+    RunOptions o = JobTestSupport.options(in, dir.resolve("out"), "t1", Map.of("spark.longsieve.promptTemplate",
+        "In {language}: {text}"));
+    IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+        () -> LongSieveJob.check(o, new org.apache.hadoop.conf.Configuration()));
+    assertEquals("--prompt-template: the prompt template's {language} is not a column of input " + in
+        + " (columns: doc_id, lang, text)", e.getMessage());
+    assertFalse(Files.exists(dir.resolve("out")), "refused before the output is touched");
+  }
 }

@@ -203,4 +203,32 @@ class JobRunTest {
     assertTrue(policy.contains("tokenselect"), policy);
     assertEquals(1, ExecutorEngine.openings(), "the second run, another policy, reuses the engine");
   }
+
+  @Test
+  void aRunWithATemplateAndSamplingWritesTheSettingsUsedToTheStatsTable() throws IOException {
+    Path template = Files.writeString(dir.resolve("template.txt"), "Question: {question}\nNotes: {text}\nAnswer:");
+    Path input = JobTestSupport.jsonl(dir, "templated.jsonl",
+        "{\"doc_id\":\"a\",\"text\":\"The mill burned in 1901.\",\"question\":\"When did the mill burn?\"}",
+        "{\"doc_id\":\"b\",\"prompt\":\"Name a {kind}.\",\"kind\":\"river\",\"temperature\":0,\"stop\":\".\"}",
+        "{\"doc_id\":\"c\",\"text\":\"No question here.\"}");
+    String[] r = cli("--input", input.toString(), "--output", out.toString(), "--run-id", "tpl",
+        "--prompt-template", template.toString(), "--temperature", "0.9", "--top-p", "0.8", "--seed", "5", "--stop", "\n\n");
+    assertEquals("0", r[0], r[2]);
+    Map<String, Row> stats = new TreeMap<>();
+    for (Row s : table("stats").where(col("run_id").equalTo("tpl")).collectAsList()) stats.put(s.getAs("doc_id"), s);
+    Row a = stats.get("a");
+    assertEquals(JobSchemas.OK, a.getAs("status"));
+    assertEquals("run", a.getAs("prompt_source"));
+    assertEquals(0.9, a.<Double>getAs("temperature"));
+    assertEquals(0.8, a.<Double>getAs("top_p"));
+    assertEquals(5L, a.<Long>getAs("seed"));
+    assertEquals(4, (int) a.getAs("max_new_tokens"));
+    assertEquals(List.of("\n\n"), a.getList(a.fieldIndex("stop")));
+    Row b = stats.get("b");
+    assertEquals("row", b.getAs("prompt_source"));
+    assertEquals(0.0, b.<Double>getAs("temperature"), "the row's value wins");
+    assertEquals(List.of("."), b.getList(b.fieldIndex("stop")));
+    assertEquals(JobSchemas.BAD_INPUT, stats.get("c").getAs("status"));
+    assertTrue(outputsById("tpl").get("c").<String>getAs("error").startsWith("--prompt-template: the prompt template's {question}"));
+  }
 }

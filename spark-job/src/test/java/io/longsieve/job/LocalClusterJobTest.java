@@ -96,8 +96,39 @@ class LocalClusterJobTest {
   }
 
   @Test
-  void killingAnExecutorMidStageLosesNoDocumentAndWritesNoneTwice() {
-    Path input = documents("kill.jsonl", 32, 100);
+  void theDataFrameApiRunsOnTheExecutorsEnginesAndGivesTheCliJobsRows() {
+    Path input = sampledDocuments("api.jsonl", 6, 30);
+    LongSieveJob.run(spark, options(input, "apicli", Map.of("spark.longsieve.partitions", "3")));
+    Map<String, String> cli = new HashMap<>();
+    for (Row r : spark.read().parquet(dir.resolve("out-apicli").resolve("outputs").toString()).select("doc_id", "output")
+        .collectAsList()) {
+      cli.put(r.getString(0), r.getString(1));
+    }
+    LongSieveOptions o = LongSieveOptions.builder().model(JobTestSupport.MODEL.toString()).device("cpu").threads(1)
+        .maxNewTokens(4).partitions(3).build();
+    List<Row> api = LongSieve.generate(spark.read().json(input.toString()), o)
+        .select("doc_id", "status", "output", "executor_id").collectAsList();
+    assertEquals(6, api.size());
+    for (Row r : api) {
+      assertEquals("ok", r.getString(1), r.toString());
+      assertEquals(cli.get(r.getString(0)), r.getString(2), "the API's output is the CLI job's: " + r);
+      assertTrue(!r.getString(3).equals("driver"), "generated on an executor: " + r);
+    }
+  }
+
+  /** Documents sampled at temperature 1, each with its own seed (the row's seed wins over the run's). */
+  static Path sampledDocuments(String name, int n, int words) {
+    String[] lines = new String[n];
+    for (int i = 0; i < n; i++) {
+      lines[i] = "{\"doc_id\":\"d" + i + "\",\"task\":\"summary\",\"text\":\"Document " + i + ": "
+          + String.join(" ", JobTestSupport.words(words)) + "\",\"temperature\":1.0,\"top_p\":0.95,\"seed\":" + (1000 + i) + "}";
+    }
+    return JobTestSupport.jsonl(dir, name, lines);
+  }
+
+  @Test
+  void killingAnExecutorMidStageLosesNoDocumentAndWritesNoneTwice() throws IOException {
+    Path input = sampledDocuments("kill.jsonl", 32, 100);
     ExecutorKiller killer = new ExecutorKiller(spark);
     spark.sparkContext().addSparkListener(killer);
     try {
@@ -111,6 +142,40 @@ class LocalClusterJobTest {
     Map<String, String> st = statuses("kill");
     assertEquals(32, st.size());
     assertTrue(st.values().stream().allMatch("ok"::equals), st.toString());
+    sampledOutputsAreTheSameWhereverTheyRan(input, "kill");
+  }
+
+  /**
+   * Each seeded sampled row's output, written by whichever attempt committed it (the killed
+   * executor's tasks ran again elsewhere), equals this JVM's run of the same row with the same seed;
+   * and sampling did change some output against greedy, so the seed is what makes them equal.
+   */
+  private static void sampledOutputsAreTheSameWhereverTheyRan(Path input, String runId) throws IOException {
+    RunOptions o = options(input, runId, Map.of("spark.longsieve.maxNewTokens", "16"));
+    DocumentProcessor here = new DocumentProcessor(o.engineSpec(), runId, 16, o.policy(), false, o.generation());
+    Map<String, Row> written = new HashMap<>();
+    for (Row r : spark.read().parquet(dir.resolve("out-" + runId).resolve("stats").toString())
+        .where(col("run_id").equalTo(runId)).select("doc_id", "temperature", "seed").collectAsList()) {
+      written.put(r.getString(0), r);
+    }
+    Map<String, String> outputs = new HashMap<>();
+    for (Row r : spark.read().parquet(dir.resolve("out-" + runId).resolve("outputs").toString())
+        .where(col("run_id").equalTo(runId)).select("doc_id", "output").collectAsList()) {
+      outputs.put(r.getString(0), r.getString(1));
+    }
+    int differFromGreedy = 0;
+    List<String> lines = Files.readAllLines(input);
+    for (int i = 0; i < lines.size(); i++) {
+      Row parsed = DocumentParser.parse(lines.get(i), true, "kill.jsonl", "file:/kill.jsonl", i + 1).get(0);
+      String id = parsed.getAs("doc_id");
+      assertEquals(1.0, written.get(id).getDouble(1), "the stats row records the temperature used");
+      assertEquals(1000L + i, written.get(id).getLong(2), "and the row's seed");
+      assertEquals(here.process(parsed, "driver", 0).<String>getAs("output"), outputs.get(id), id);
+      Row greedy = DocumentParser.parse(lines.get(i).replace("\"temperature\":1.0", "\"temperature\":0"), true,
+          "kill.jsonl", "file:/kill.jsonl", i + 1).get(0);
+      if (!outputs.get(id).equals(here.process(greedy, "driver", 0).getAs("output"))) differFromGreedy++;
+    }
+    assertTrue(differFromGreedy > 0, "sampling changed some outputs against greedy");
   }
 
   @Test

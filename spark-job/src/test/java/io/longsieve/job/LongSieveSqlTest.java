@@ -124,4 +124,19 @@ class LongSieveSqlTest extends SparkSessionTest {
     assertTrue(((String) r.getAs("error")).contains("context limit"), r.toString());
     assertTrue((Integer) r.getAs("input_tokens") > 0, r.toString());
   }
+
+  @Test
+  void samplingOptionsApplyPerCallSeededAndABadValueIsABadInputRow() {
+    String q = "SELECT longsieve_generate_with(text, map('max_new_tokens', '8', 'temperature', '1.5', 'seed', '%d')) FROM docs"
+        + " WHERE doc_id = 'p1'";
+    String a = spark.sql(String.format(q, 3)).first().getString(0);
+    assertEquals(a, spark.sql(String.format(q, 3)).first().getString(0), "the same seed, the same answer");
+    java.util.Set<String> answers = new java.util.HashSet<>();
+    for (int seed = 0; seed < 6; seed++) answers.add(spark.sql(String.format(q, seed)).first().getString(0));
+    assertTrue(answers.size() > 1, "the seed reaches the sampler: " + answers);
+    Row bad = spark.sql("SELECT longsieve_result(text, map('temperature', '-1')) FROM docs WHERE doc_id = 'p0'")
+        .first().getStruct(0);
+    assertEquals("bad_input", bad.getAs("status"));
+    assertEquals("temperature must be >= 0", bad.getAs("error"));
+  }
 }

@@ -87,7 +87,7 @@ class RunBudgetTest {
     Path out = dir.resolve("out-tokens");
     RunOptions probe = JobTestSupport.options(in, out, "tok", Map.of());
     // the documents are of equal size ("Note i on the bridge."): room for three reservations, not four
-    long one = RunBudget.reservation("Note 0 on the bridge.".length(), probe);
+    long one = RunBudget.reservation("Note 0 on the bridge.".length(), probe.maxNewTokens(), probe);
     RunSummary s = LongSieveJob.run(spark, JobTestSupport.options(in, out, "tok",
         Map.of("spark.longsieve.maxTotalTokens", Long.toString(3 * one + one / 2))));
     assertEquals(3L, s.byStatus().get(JobSchemas.OK), s.line());
@@ -104,5 +104,19 @@ class RunBudgetTest {
     Path out = dir.resolve("out-free");
     LongSieveJob.run(spark, JobTestSupport.options(in, out, "free", Map.of()));
     assertTrue(manifest(out, "free").get("budget") == null);
+  }
+
+  @Test
+  void aRowsOwnMaxNewTokensIsWhatItReserves() throws IOException {
+    // d1 asks for 200 new tokens: with room for two run-sized reservations plus a little, it does not fit
+    Path in = JobTestSupport.jsonl(dir, "own.jsonl", JobTestSupport.json("d0", "summary", "Note 0 on the bridge.", null),
+        "{\"doc_id\":\"d1\",\"task\":\"summary\",\"text\":\"Note 1 on the bridge.\",\"max_new_tokens\":200}",
+        JobTestSupport.json("d2", "summary", "Note 2 on the bridge.", null));
+    Path out = dir.resolve("out-own");
+    RunOptions probe = JobTestSupport.options(in, out, "own", Map.of());
+    long one = RunBudget.reservation("Note 0 on the bridge.".length(), probe.maxNewTokens(), probe);
+    LongSieveJob.run(spark, JobTestSupport.options(in, out, "own",
+        Map.of("spark.longsieve.maxTotalTokens", Long.toString(2 * one + 10))));
+    assertEquals(Map.of("d0", "ok", "d1", JobSchemas.BUDGET_EXCEEDED, "d2", JobSchemas.BUDGET_EXCEEDED), statuses(out, "own"));
   }
 }

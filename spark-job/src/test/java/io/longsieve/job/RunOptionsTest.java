@@ -135,4 +135,74 @@ class RunOptionsTest {
     assertEquals(RunCommand.CONFIG_ERROR, rc);
     assertTrue(err.toString().contains("run id 'run 1' is not allowed"), err.toString());
   }
+
+  // ---- prompts and sampling, run level ----
+
+  @Test
+  void generationDefaultsAreGreedyWithTheTaskPresets() {
+    GenerationOptions g = RunOptions.fromSettings(minimal()).generation();
+    assertEquals(null, g.promptTemplate());
+    assertEquals(0.0, g.temperature());
+    assertEquals(1.0, g.topP());
+    assertEquals(java.util.List.of(), g.stop());
+    assertFalse(g.raw());
+  }
+
+  @Test
+  void samplingKeysAndAJsonArrayOfStopStringsAreRead() {
+    Map<String, String> m = minimal();
+    m.put("spark.longsieve.temperature", "0.8");
+    m.put("spark.longsieve.topP", "0.9");
+    m.put("spark.longsieve.seed", "-3");
+    m.put("spark.longsieve.stop", "[\"\\n\\n\", \"END\"]");
+    m.put("spark.longsieve.system", "Be brief.");
+    GenerationOptions g = RunOptions.fromSettings(m).generation();
+    assertEquals(0.8, g.temperature());
+    assertEquals(0.9, g.topP());
+    assertEquals(-3L, g.seed());
+    assertEquals(java.util.List.of("\n\n", "END"), g.stop());
+    assertEquals("Be brief.", g.system());
+    RunOptions again = RunOptions.fromSettings(RunOptions.fromSettings(m).asSettings());
+    assertEquals(g.stop(), again.generation().stop(), "the manifest's settings read back the same");
+    m.put("spark.longsieve.topP", "0");
+    assertEquals("spark.longsieve.topP must be in (0, 1], not 0.0",
+        assertThrows(IllegalArgumentException.class, () -> RunOptions.fromSettings(m)).getMessage());
+  }
+
+  @Test
+  void aBadRunTemplateIsRefusedNamingTheKey() {
+    Map<String, String> m = minimal();
+    m.put("spark.longsieve.promptTemplate", "Summarise {text");
+    assertEquals("spark.longsieve.promptTemplate: unbalanced '{' at character 10 of the prompt template (write {{ for a literal brace)",
+        assertThrows(IllegalArgumentException.class, () -> RunOptions.fromSettings(m)).getMessage());
+  }
+
+  @Test
+  void theRunCommandRefusesABadTemplateFileInOneLineBeforeSparkStarts(@TempDir Path dir) throws IOException {
+    Path t = Files.writeString(dir.resolve("t.txt"), "Summarise {the text}");
+    java.io.StringWriter err = new java.io.StringWriter();
+    CommandLine cl = JobCli.commandLine();
+    cl.setErr(new java.io.PrintWriter(err));
+    int rc = cl.execute("run", "--input", "in.jsonl", "--output", dir.toString(), "--prompt-template", t.toString());
+    assertEquals(RunCommand.CONFIG_ERROR, rc);
+    assertEquals("longsieve run: --prompt-template " + t + ": placeholder {the text} at character 10 of the prompt "
+        + "template is not a column name (letters, digits, _)", err.toString().strip());
+    assertTrue(org.apache.spark.sql.SparkSession.getActiveSession().isEmpty(), "no Spark session was started");
+  }
+
+  @Test
+  void theRunCommandsSamplingFlagsReachTheOptions(@TempDir Path dir) throws IOException {
+    Path t = Files.writeString(dir.resolve("t.txt"), "Q: {question}\n{text}");
+    RunCommand c = new RunCommand();
+    new CommandLine(c).parseArgs("--input", "in.jsonl", "--output", "out", "--prompt-template", t.toString(),
+        "--temperature", "0.5", "--top-p", "0.8", "--seed", "9", "--stop", "\n", "--stop", "END", "--system", "S", "--raw");
+    GenerationOptions g = RunOptions.fromSettings(c.settings()).generation();
+    assertEquals(java.util.Set.of("question", "text"), g.promptTemplate().placeholders());
+    assertEquals(0.5, g.temperature());
+    assertEquals(0.8, g.topP());
+    assertEquals(9L, g.seed());
+    assertEquals(java.util.List.of("\n", "END"), g.stop(), "white space survives the settings");
+    assertEquals("S", g.system());
+    assertTrue(g.raw());
+  }
 }

@@ -86,7 +86,10 @@ final class ReportFixture {
             "selected_fraction_by_layer", "selection_cache_hit_rate", "kv_bytes_before",
             "cast(kv_bytes_before * kv_ratio as long) as kv_bytes_after", "sparse_layers",
             "if(policy = '" + DENSE + "', 0.0, decode_ms * 0.1) as selection_ms", "decode_ms * 0.3 as attention_ms",
-            "if(status = 'ok', 1.0 + partition_id % 4, null) as decode_batch_mean");
+            "if(status = 'ok', 1.0 + partition_id % 4, null) as decode_batch_mean",
+            "if(status = 'ok', 'preset:summary', null) as prompt_source", "if(status = 'ok', 256, null) as max_new_tokens",
+            "if(status = 'ok', 0.0, null) as temperature", "if(status = 'ok', 1.0, null) as top_p",
+            "if(status = 'ok', 0L, null) as seed", "if(status = 'ok', array(), null) as stop");
     Dataset<Row> outputs = docs.selectExpr("doc_id", "if(id % 2 = 0, 'summary', 'qa') as task", "status", "error",
         "if(status = 'ok', concat('answer for ', doc_id), null) as output",
         "if(status = 'ok', input_tokens, null) as input_tokens",

@@ -56,21 +56,27 @@ public final class JobEval {
               .select("doc_id", "total_ms", "selected_fraction_by_layer"), "doc_id")
           .select("doc_id", "status", "error", "output", "input_tokens", "total_ms", "selected_fraction_by_layer")
           .collectAsList();
-      for (Row r : rows) {
-        SuiteItem it = byId.get(r.getString(0));
+      for (Row r : rows) { // by column name: the job's tables may gain columns
+        SuiteItem it = byId.get(r.<String>getAs("doc_id"));
         if (it == null) continue;  // not a suite document (cannot happen: the suite is the input)
-        boolean ok = "ok".equals(r.getString(1));
-        String text = ok && !r.isNullAt(3) ? r.getString(3) : "";
-        double ms = r.isNullAt(5) ? Double.NaN : r.getDouble(5);
+        String status = r.getAs("status");
+        String error = r.getAs("error");
+        String output = r.getAs("output");
+        Double totalMs = r.getAs("total_ms");
+        Integer inputTokens = r.getAs("input_tokens");
+        boolean ok = "ok".equals(status);
+        String text = ok && output != null ? output : "";
+        double ms = totalMs == null ? Double.NaN : totalMs;
         double att = Double.NaN;
-        if (ok && !r.isNullAt(6)) {
-          List<Float> l = r.getList(6);
+        int fractions = r.fieldIndex("selected_fraction_by_layer");
+        if (ok && !r.isNullAt(fractions)) {
+          List<Float> l = r.getList(fractions);
           float[] a = new float[l.size()];
           for (int k = 0; k < a.length; k++) a[k] = l.get(k);
           att = EvalRunner.attended(a);
         }
         out.add(new DocResult(policies.get(i), it, text, ok ? Scoring.score(it, text) : 0.0, att, ms,
-            r.isNullAt(4) ? 0 : r.getInt(4), ok ? null : r.getString(1) + (r.isNullAt(2) ? "" : ": " + r.getString(2)), null));
+            inputTokens == null ? 0 : inputTokens, ok ? null : status + (error == null ? "" : ": " + error), null));
       }
     }
     return out;
