@@ -1,5 +1,6 @@
 package io.longsieve.cuda;
 
+import io.longsieve.cuda.driver.KernelModule;
 import io.longsieve.engine.spi.EngineSpec;
 import io.longsieve.engine.spi.LoadedModel;
 import io.longsieve.engine.spi.ModelRunner;
@@ -8,10 +9,14 @@ import jcuda.driver.JCudaDriver;
 /**
  * Whether the CUDA backend can run here. Without a GPU or driver JCuda fails during class
  * initialisation with an UnsatisfiedLinkError, an Error rather than an Exception, so LinkageError
- * is caught explicitly.
+ * is caught explicitly. A build without kernels (no nvcc) is reported as such before any of that.
  */
 public final class CudaAvailability {
   private CudaAvailability() {}
+
+  /** Why CUDA cannot run when the build skipped the kernels (no nvcc on the build machine). */
+  public static final String NO_KERNELS = "this build has no CUDA kernels (it was built without nvcc): rebuild with "
+      + "nvcc 12.x/13.x on PATH, or run with --device cpu";
 
   private static volatile String reason;
   private static volatile boolean probed;
@@ -19,13 +24,15 @@ public final class CudaAvailability {
   /** null when CUDA is usable, else why not (no driver, no device, backend not built). */
   public static synchronized String unavailableReason() {
     if (!probed) {
-      reason = probe();
+      reason = probe(KernelModule.isBuilt());
       probed = true;
     }
     return reason;
   }
 
-  private static String probe() {
+  /** Checked before the driver: without kernels a GPU and driver here would not help. */
+  static String probe(boolean kernelsBuilt) {
+    if (!kernelsBuilt) return NO_KERNELS;
     try {
       JCudaDriver.setExceptionsEnabled(true);
       JCudaDriver.cuInit(0);
