@@ -1,5 +1,6 @@
 package io.longsieve.cuda;
 
+import io.longsieve.cuda.driver.DeviceMemory;
 import io.longsieve.cuda.driver.KernelModule;
 import io.longsieve.engine.spi.EngineSpec;
 import io.longsieve.engine.spi.LoadedModel;
@@ -56,6 +57,11 @@ public final class CudaAvailability {
     } catch (ClassNotFoundException e) {
       return null;
     }
+  }
+
+  /** Device memory the CUDA backend's engines hold in this process (its allocation accounting); 0 without CUDA. */
+  public static long deviceMemoryUsedBytes() {
+    return DeviceMemory.usedBytes();
   }
 
   public static ModelRunner openRunner(EngineSpec spec, LoadedModel model) {
