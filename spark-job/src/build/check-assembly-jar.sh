@@ -8,7 +8,11 @@ set -euo pipefail
 JAR="${1:?usage: check-assembly-jar.sh JAR}"
 fail() { echo "check-assembly-jar: $JAR: $*" >&2; exit 1; }
 [[ -f "$JAR" ]] || fail "no such file"
-entries="$(unzip -Z1 "$JAR")"
+# the JDK's jar tool, not unzip: a build machine has a JDK, not necessarily unzip
+JAR_TOOL="${JAVA_HOME:+$JAVA_HOME/bin/}jar"
+command -v "$JAR_TOOL" >/dev/null 2>&1 || JAR_TOOL=jar
+JAR="$(cd "$(dirname "$JAR")" && pwd)/$(basename "$JAR")"
+entries="$("$JAR_TOOL" tf "$JAR")"
 
 other_natives="$(grep -E '\.(so|dll|dylib|jnilib|a)$' <<<"$entries" | grep -Ev 'linux-x86[-_]64' || true)"
 [[ -z "$other_natives" ]] || fail "native libraries for other platforms: $(head -3 <<<"$other_natives" | tr '\n' ' ')"
@@ -19,7 +23,10 @@ guava="$(grep -E '^com/google/(common|thirdparty)/' <<<"$entries" || true)"
 grep -q '^io/longsieve/shaded/com/google/common/' <<<"$entries" || fail "no relocated guava (jinjava needs it)"
 grep -q '^lib/libJCudaDriver-.*-linux-x86_64\.so$' <<<"$entries" || fail "no JCuda driver binding for linux-x86_64"
 
-manifest="$(unzip -p "$JAR" META-INF/MANIFEST.MF | tr -d '\r')"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+(cd "$tmp" && "$JAR_TOOL" xf "$JAR" META-INF/MANIFEST.MF)
+manifest="$(tr -d '\r' <"$tmp/META-INF/MANIFEST.MF")"
 build="$(sed -n 's/^LongSieve-CUDA-Build: //p' <<<"$manifest")"
 driver="$(sed -n 's/^LongSieve-Min-Driver: //p' <<<"$manifest")"
 [[ "$build" == "none" || "$build" =~ ^CUDA\ [0-9]+\.[0-9]+ ]] || fail "manifest LongSieve-CUDA-Build is '$build'"
