@@ -2,6 +2,8 @@
 # after ROOT and WORK are set. Sets JAVA_HOME and MVN (offline unless OFFLINE=0).
 JAVA_HOME="${JAVA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v javac)")")")}"
 MVN=(mvn -B -q)
+# a bundle is for a GPU host: a build that skipped the kernels for want of nvcc must fail here
+export LONGSIEVE_REQUIRE_NVCC=1
 [[ "${OFFLINE:-1}" == 1 ]] && MVN+=(-o)
 
 slim() {  # slim JAR PATTERN...: a copy of JAR in $WORK/app/lib without the matching entries

@@ -18,6 +18,11 @@
 # Before the fatbin, every kernel file is compiled alone to PTX for one architecture, so a file that
 # only builds after another one in the unity file (a missing #include) fails here, naming the file.
 #
+# Without nvcc (and LONGSIEVE_REQUIRE_NVCC unset) the kernels are skipped with one warning and no fatbin
+# is left in OUTPUT_DIR: the engine builds and runs on the CPU, and --device cuda says the build has no
+# kernels. cuda-build.properties in OUTPUT_DIR records which CUDA built them (or none) and the minimum
+# driver, for the assembly jar's manifest.
+#
 # Usage: build-fatbin.sh OUTPUT_DIR. Skips the compile when the fatbin is newer than every source.
 set -euo pipefail
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -25,6 +30,14 @@ OUT_DIR="${1:?usage: build-fatbin.sh OUTPUT_DIR}"
 OUT="$OUT_DIR/longsieve.fatbin"
 source "$SRC/nvcc-lib.sh"  # NVCC, VERSION, GENCODE, fatbin_up_to_date
 mkdir -p "$OUT_DIR"
+cuda_build_properties "$OUT_DIR/cuda-build.properties"
+if [[ -z "$NVCC" ]]; then
+  # a fatbin left from an earlier build with nvcc would contradict cuda-build.properties
+  rm -f "$OUT" "$OUT.nvcc" "$OUT_DIR/longsieve_sm90a.cubin"
+  echo "WARNING: nvcc not found: building without the CUDA kernels (the CPU backend only; --device cuda will" \
+    "say this build has no kernels). Put nvcc 12.x/13.x on PATH or set NVCC=/path/to/nvcc to build them." >&2
+  exit 0
+fi
 if fatbin_up_to_date "$OUT" "$SRC"; then
   exit 0  # up to date, and built by this nvcc
 fi

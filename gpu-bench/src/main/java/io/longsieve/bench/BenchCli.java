@@ -11,6 +11,7 @@ public final class BenchCli {
   private BenchCli() {}
 
   public static void main(String[] args) {
+    io.longsieve.cli.OneLineLogFormat.install(); // the engine commands' one-line log format
     System.exit(new CommandLine(new BenchCommand()).execute(args));
   }
 }

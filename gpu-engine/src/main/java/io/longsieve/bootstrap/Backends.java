@@ -38,6 +38,14 @@ public final class Backends {
     }
   }
 
+  /**
+   * Device memory the engines of this process hold, from the CUDA backend's own accounting (every
+   * allocation passes its budget check): weights, KV caches, workspaces. 0 on the CPU backend.
+   */
+  public static long deviceMemoryUsedBytes() {
+    return CudaAvailability.deviceMemoryUsedBytes();
+  }
+
   private static ModelRunner openRunner(EngineSpec spec, LoadedModel model) {
     String device = spec.device();
     String notOnGpu = spec.defaultPolicy().unsupportedReason(Backend.CUDA);

@@ -1,5 +1,7 @@
 package io.longsieve.cuda;
 
+import io.longsieve.cuda.driver.DeviceMemory;
+import io.longsieve.cuda.driver.KernelModule;
 import io.longsieve.engine.spi.EngineSpec;
 import io.longsieve.engine.spi.LoadedModel;
 import io.longsieve.engine.spi.ModelRunner;
@@ -8,10 +10,14 @@ import jcuda.driver.JCudaDriver;
 /**
  * Whether the CUDA backend can run here. Without a GPU or driver JCuda fails during class
  * initialisation with an UnsatisfiedLinkError, an Error rather than an Exception, so LinkageError
- * is caught explicitly.
+ * is caught explicitly. A build without kernels (no nvcc) is reported as such before any of that.
  */
 public final class CudaAvailability {
   private CudaAvailability() {}
+
+  /** Why CUDA cannot run when the build skipped the kernels (no nvcc on the build machine). */
+  public static final String NO_KERNELS = "this build has no CUDA kernels (it was built without nvcc): rebuild with "
+      + "nvcc 12.x/13.x on PATH, or run with --device cpu";
 
   private static volatile String reason;
   private static volatile boolean probed;
@@ -19,13 +25,15 @@ public final class CudaAvailability {
   /** null when CUDA is usable, else why not (no driver, no device, backend not built). */
   public static synchronized String unavailableReason() {
     if (!probed) {
-      reason = probe();
+      reason = probe(KernelModule.isBuilt());
       probed = true;
     }
     return reason;
   }
 
-  private static String probe() {
+  /** Checked before the driver: without kernels a GPU and driver here would not help. */
+  static String probe(boolean kernelsBuilt) {
+    if (!kernelsBuilt) return NO_KERNELS;
     try {
       JCudaDriver.setExceptionsEnabled(true);
       JCudaDriver.cuInit(0);
@@ -49,6 +57,11 @@ public final class CudaAvailability {
     } catch (ClassNotFoundException e) {
       return null;
     }
+  }
+
+  /** Device memory the CUDA backend's engines hold in this process (its allocation accounting); 0 without CUDA. */
+  public static long deviceMemoryUsedBytes() {
+    return DeviceMemory.usedBytes();
   }
 
   public static ModelRunner openRunner(EngineSpec spec, LoadedModel model) {

@@ -25,8 +25,12 @@ import java.io.Serializable;
  * @param kvBytesAfter           KV cache bytes right after compression, before decode adds tokens (equal to
  *                               kvBytesBefore when no compression ran)
  * @param sparseLayers           layers whose prefill attention was sparse
- * @param selectionMs            time spent choosing tokens (scoring, top-k, KV compression, merging)
- * @param attentionMs            time in the attention hooks minus selectionMs
+ * @param selectionMs            time the prefill's attention spent choosing which keys to attend (TSA's
+ *                               proxy scores, cut-off and lists): device time on the GPU, wall time on the
+ *                               CPU; decode steps and the KV compression after the prefill are not in it
+ * @param attentionMs            time in the prefill's attention (every layer, the policy's attention and
+ *                               its KV observation included) minus selectionMs; decode steps are not in
+ *                               it on either backend (their attention is part of decodeMs)
  * @param decodeBatchMean        mean number of sequences in the engine's decode steps this request took part
  *                               in (1 when it decoded alone, more when other documents were batched with it;
  *                               NaN without decode steps)

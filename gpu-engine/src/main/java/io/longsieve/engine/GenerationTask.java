@@ -42,6 +42,9 @@ public final class GenerationTask implements AutoCloseable {
   private int produced;
   private long batchedSequences, batchedSteps; // decode steps this request was in, and their sizes summed
   private double prefillMs;
+  // attention_ms and selection_ms as the prefill left them: the one span both backends time alike (the
+  // CUDA backend cannot time each decode step's attention without costing more than it measures)
+  private double prefillAttentionMs, prefillSelectionMs;
   private double ttftMs;
   private long td;                 // nanoTime of the first token
   private long kvBefore;
@@ -106,6 +109,8 @@ public final class GenerationTask implements AutoCloseable {
     prefillMs = ms(now - t0);
     kvBefore = seq.kvBytesBeforeCompression();
     kvAfter = seq.kvBytesAfterCompression();
+    prefillAttentionMs = seq.attentionMs();
+    prefillSelectionMs = seq.policyStats().selectionMs();
     td = now;
     prefillDone = true;
     if (request.maxNewTokens() == 0) finish(FinishReason.LENGTH, null);
@@ -179,11 +184,10 @@ public final class GenerationTask implements AutoCloseable {
     double ttft = request.maxNewTokens() == 0 ? prefillMs : ttftMs;
     PolicyStats ps = seq.policyStats();
     double totalMs = ms(System.nanoTime() - t0);
-    double attentionMs = seq.attentionMs();
     GenerationStats stats = new GenerationStats(prompt.length, produced, ttft, prefillMs, decodeMs, totalMs,
         runner.backend(), runner.device(), policy.canonical(), seq.policyResolved(), ps.attendedTokensMean(), ps.selectedFractionByLayer(),
-        ps.selectionCacheHitRate(), kvBefore, kvAfter, ps.sparseLayers(), ps.selectionMs(),
-        Math.max(0, attentionMs - ps.selectionMs()), batchedSteps == 0 ? Double.NaN : (double) batchedSequences / batchedSteps);
+        ps.selectionCacheHitRate(), kvBefore, kvAfter, ps.sparseLayers(), prefillSelectionMs,
+        Math.max(0, prefillAttentionMs - prefillSelectionMs), batchedSteps == 0 ? Double.NaN : (double) batchedSequences / batchedSteps);
     result = new GenerationResult(request.id(), text, ids, finish, stats);
     close();
   }

@@ -10,7 +10,8 @@ package io.longsieve.policy;
  * @param selectionCacheHitRate   hits / lookups of the TokenSelect Selection Cache, NaN where none ran
  * @param kvBytesAfter            KV bytes after compression; -1: no compression ran
  * @param sparseLayers            layers whose prefill attention was sparse at least once (Token Sparse Attention)
- * @param selectionMs             time spent choosing tokens: scoring, top-k, KV compression and merging
+ * @param selectionMs             time spent choosing tokens: scoring, top-k, merging (the engine's stats
+ *                                take what the prefill spent, see GenerationStats)
  */
 public record PolicyStats(double attendedTokensMean, float[] selectedFractionByLayer, double selectionCacheHitRate,
                           long kvBytesAfter, int sparseLayers, double selectionMs) {

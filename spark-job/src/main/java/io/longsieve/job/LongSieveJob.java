@@ -2,6 +2,9 @@ package io.longsieve.job;
 
 import static org.apache.spark.sql.functions.col;
 
+import io.longsieve.cuda.CudaAvailability;
+import io.longsieve.cuda.driver.KernelModule;
+
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.time.Instant;
@@ -57,6 +60,7 @@ public final class LongSieveJob {
    * @throws IllegalArgumentException one line for the user
    */
   static Checked check(RunOptions o, Configuration conf) {
+    checkDevice(o.device(), KernelModule.isBuilt());
     ModelCheck.check(o);
     InputFiles.Listing input = InputFiles.list(conf, o.input());
     PromptTemplate template = o.generation().promptTemplate();
@@ -68,6 +72,17 @@ public final class LongSieveJob {
       }
     }
     return new Checked(input, OutputLock.acquire(o, conf));
+  }
+
+  /**
+   * {@code --device cuda} on a build without kernels (no nvcc where it was built) can never run, on any
+   * executor: said here in one line rather than by every task's failure. The driver runs the same jar,
+   * so it knows; whether the executors have a GPU it cannot know.
+   */
+  static void checkDevice(String device, boolean kernelsBuilt) {
+    if (device.equals("cuda") && !kernelsBuilt) {
+      throw new IllegalArgumentException("--device cuda: " + CudaAvailability.NO_KERNELS);
+    }
   }
 
   /**

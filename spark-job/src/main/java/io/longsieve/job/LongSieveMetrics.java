@@ -6,6 +6,7 @@ import com.codahale.metrics.Gauge;
 import com.codahale.metrics.Histogram;
 import com.codahale.metrics.Metric;
 import com.codahale.metrics.MetricRegistry;
+import io.longsieve.bootstrap.Backends;
 import io.longsieve.engine.EngineCounters;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -25,7 +26,8 @@ import org.apache.spark.sql.Row;
  * {@code output_tokens_per_s} (decode tokens / decode seconds), {@code selected_fraction_permille}
  * (mean over layers, x1000), {@code selection_cache_hit_rate_permille}, {@code kv_bytes_before},
  * {@code kv_bytes_after}; gauges of the executor's engines {@code engine.mean_batch_x1000},
- * {@code engine.peak_batch}, {@code engine.kv_reserved_peak_bytes} (0 before an engine opens), and of
+ * {@code engine.peak_batch}, {@code engine.kv_reserved_peak_bytes} (0 before an engine opens),
+ * {@code engine.gpu_memory_used_bytes} (device memory the engine holds, its own accounting; 0 on the CPU), and of
  * the run on the driver {@code run.documents}, {@code run.budget_exceeded},
  * {@code run.audit_documents}, {@code run.audit_agreement_permille} (mean token F1 x1000 of the
  * shadow audit; -1 without an audit). Histograms take longs, hence per-mille for fractions.
@@ -68,6 +70,7 @@ public final class LongSieveMetrics {
     gauge("engine.peak_batch", () -> (long) ExecutorEngine.counters().stream().mapToInt(EngineCounters::peakBatch).max().orElse(0));
     gauge("engine.kv_reserved_peak_bytes",
         () -> ExecutorEngine.counters().stream().mapToLong(EngineCounters::peakKvReservedBytes).max().orElse(0));
+    gauge("engine.gpu_memory_used_bytes", Backends::deviceMemoryUsedBytes);
     gauge("run.documents", RUN_DOCUMENTS::get);
     gauge("run.budget_exceeded", RUN_BUDGET_EXCEEDED::get);
     gauge("run.audit_documents", RUN_AUDIT_DOCUMENTS::get);

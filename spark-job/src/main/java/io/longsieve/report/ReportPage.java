@@ -105,8 +105,9 @@ final class ReportPage {
 
   private void latency() {
     section("latency", "Latency");
-    h.append("<table><tr><th></th><th class=\"n\">documents</th><th class=\"n\">mean</th><th class=\"n\">p50</th>"
-        + "<th class=\"n\">p95</th><th class=\"n\">p99</th><th class=\"n\">max</th></tr>");
+    h.append("<table><tr><th></th><th class=\"n\">documents</th><th class=\"n\">mean</th>");
+    for (String q : Quantiles.NAMES) h.append("<th class=\"n\">").append(q).append("</th>");
+    h.append("<th class=\"n\">max</th></tr>");
     latencyRow("total per document", a.totalMs());
     latencyRow("time to first token", a.ttftMs());
     h.append("</table><div class=\"grid\">");
@@ -116,8 +117,10 @@ final class ReportPage {
   }
 
   private void latencyRow(String name, Distribution d) {
-    row(name, Html.num(d.count()), Html.duration(d.mean()), Html.duration(d.p50()), Html.duration(d.p95()),
-        Html.duration(d.p99()), Html.duration(d.max()));
+    List<String> cells = new ArrayList<>(List.of(name, Html.num(d.count()), Html.duration(d.mean())));
+    for (String q : Quantiles.NAMES) cells.add(Html.duration(d.q(q)));
+    cells.add(Html.duration(d.max()));
+    row(cells.toArray(String[]::new));
   }
 
   private void histogram(String kind, String title, Distribution d, String xLabel) {
@@ -127,7 +130,7 @@ final class ReportPage {
       return;
     }
     h.append(Histogram.render(kind, title, d.edges(), d.counts(), d.logBins(), xLabel,
-        List.of(new Marker("p50", d.p50()), new Marker("p95", d.p95()), new Marker("p99", d.p99()))));
+        List.of(new Marker("p50", d.q("p50")), new Marker("p95", d.q("p95")), new Marker("p99", d.q("p99")))));
     if (d.max() > d.edges()[d.edges().length - 1]) {
       h.append("<p class=\"muted\">The last bin also holds the documents slower than ")
           .append(Html.escape(Html.duration(d.edges()[d.edges().length - 1]))).append(".</p>");
@@ -178,11 +181,11 @@ final class ReportPage {
     List<Bar> p50 = new ArrayList<>();
     List<Bar> decode = new ArrayList<>();
     for (PolicyRow p : a.policies()) {
-      row(p.policy(), Html.num(p.documents()), Html.num(p.ok()), Html.duration(p.p50TotalMs()),
-          Html.duration(p.p95TotalMs()), Html.duration(p.meanTtftMs()), Html.num(p.prefillTokPerS()),
+      row(p.policy(), Html.num(p.documents()), Html.num(p.ok()), Html.duration(p.totalMs().get("p50")),
+          Html.duration(p.totalMs().get("p95")), Html.duration(p.meanTtftMs()), Html.num(p.prefillTokPerS()),
           Html.num(p.decodeTokPerS()), Html.num(p.attendedTokensMean()), Html.pct(p.cacheHitRate()),
           Html.pct(p.kvRatio()), Html.pct(p.selectionShare()));
-      p50.add(new Bar(p.policy(), p.p50TotalMs(), null));
+      p50.add(new Bar(p.policy(), p.totalMs().get("p50"), null));
       decode.add(new Bar(p.policy(), p.decodeTokPerS(), null));
     }
     h.append("</table><div class=\"grid\"><div><h3>p50 total time per document</h3>")

@@ -31,11 +31,25 @@ record RunAggregates(
    * One latency column: how many documents had it, mean, percentiles, and a histogram (overflow in the last bin) whose
    * bins are equal in log space when the values span decades ({@code logBins}).
    */
-  record Distribution(long count, double mean, double p50, double p95, double p99, double max, double[] edges,
-      long[] counts, boolean logBins) {
+  record Distribution(Quantiles.Summary quantiles, double[] edges, long[] counts, boolean logBins) {
     static Distribution empty() {
-      return new Distribution(0, Double.NaN, Double.NaN, Double.NaN, Double.NaN, Double.NaN, new double[] {0, 1},
-          new long[] {0}, false);
+      return new Distribution(Quantiles.Summary.EMPTY, new double[] {0, 1}, new long[] {0}, false);
+    }
+
+    long count() {
+      return quantiles.count();
+    }
+
+    double mean() {
+      return quantiles.mean();
+    }
+
+    double max() {
+      return quantiles.max();
+    }
+
+    double q(String name) {
+      return quantiles.get(name);
     }
   }
 
@@ -43,7 +57,7 @@ record RunAggregates(
   record LayerFractions(List<String> policies, int layers, double[][] means) {}
 
   /** Speed and sparsity of one attention policy over this run. */
-  record PolicyRow(String policy, long documents, long ok, double p50TotalMs, double p95TotalMs, double meanTtftMs,
+  record PolicyRow(String policy, long documents, long ok, Quantiles.Summary totalMs, double meanTtftMs,
       double prefillTokPerS, double decodeTokPerS, double attendedTokensMean, double cacheHitRate, double kvRatio,
       double selectionShare) {}
 

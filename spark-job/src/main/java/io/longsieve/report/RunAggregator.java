@@ -87,18 +87,16 @@ final class RunAggregator {
    */
   private Distribution distribution(String column) {
     Dataset<Row> v = engine.select(col(column).cast("double").as("v")).where(col("v").isNotNull());
-    Row a = v.agg(count("v"), avg("v"), expr("percentile_approx(v, array(0.5, 0.95, 0.99), 10000)"), min("v"),
-        max("v")).first();
-    long n = a.getLong(0);
+    Column[] q4 = Quantiles.columns("v");
+    Row a = v.agg(q4[0], q4[1], q4[2], q4[3], min("v")).first();
+    Quantiles.Summary q = Quantiles.read(a, 0);
+    long n = q.count();
     if (n == 0) {
       return Distribution.empty();
     }
-    List<Object> q = a.getList(2);
-    double p50 = ((Number) q.get(0)).doubleValue();
-    double p95 = ((Number) q.get(1)).doubleValue();
-    double p99 = ((Number) q.get(2)).doubleValue();
-    double minV = a.getDouble(3);
-    double maxV = a.getDouble(4);
+    double p99 = q.get("p99");
+    double minV = a.getDouble(4);
+    double maxV = q.max();
     double top = Math.min(maxV, p99 * 1.5);
     boolean log = minV > 0 && top > 20 * minV;
     // bin over t = v or log10(v); the edges are turned back into values below
@@ -119,7 +117,7 @@ final class RunAggregator {
     for (int i = 0; i <= HISTOGRAM_BINS; i++) {
       edges[i] = log ? Math.pow(10, lo + i * width) : lo + i * width;
     }
-    return new Distribution(n, a.getDouble(1), p50, p95, p99, maxV, edges, counts, log);
+    return new Distribution(q, edges, counts, log);
   }
 
   /**
@@ -183,17 +181,16 @@ final class RunAggregator {
 
   private List<PolicyRow> policies() {
     List<PolicyRow> out = new ArrayList<>();
+    Column[] total = Quantiles.columns("total_ms"); // columns 3 to 6
     for (Row r : engine.groupBy("policy").agg(count(lit(1)), sum(when(col("status").equalTo(OK), 1).otherwise(0)),
-            expr("percentile_approx(total_ms, array(0.5, 0.95), 10000)"), avg("ttft_ms"),
+            total[0], total[1], total[2], total[3], avg("ttft_ms"),
             expr("try_divide(sum(input_tokens) * 1000.0, sum(prefill_ms))"),
             expr("try_divide(sum(greatest(output_tokens - 1, 0)) * 1000.0, sum(decode_ms))"), avg("attended_tokens_mean"),
             avg("selection_cache_hit_rate"), expr("try_divide(sum(kv_bytes_after), sum(kv_bytes_before))"),
             expr("try_divide(sum(selection_ms), sum(selection_ms + attention_ms))"))
         .orderBy("policy").collectAsList()) {
-      List<Object> q = r.isNullAt(3) ? null : r.getList(3);
-      out.add(new PolicyRow(str(r, 0), r.getLong(1), lng(r, 2), q == null ? Double.NaN : ((Number) q.get(0)).doubleValue(),
-          q == null ? Double.NaN : ((Number) q.get(1)).doubleValue(), dbl(r, 4), dbl(r, 5), dbl(r, 6), dbl(r, 7),
-          dbl(r, 8), dbl(r, 9), dbl(r, 10)));
+      out.add(new PolicyRow(str(r, 0), r.getLong(1), lng(r, 2), Quantiles.read(r, 3), dbl(r, 7), dbl(r, 8), dbl(r, 9),
+          dbl(r, 10), dbl(r, 11), dbl(r, 12), dbl(r, 13)));
     }
     return out;
   }

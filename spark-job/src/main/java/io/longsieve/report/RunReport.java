@@ -28,7 +28,8 @@ import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 
 /**
- * Writes the HTML report of one run, {@code <out>/report/<run_id>.html}, from {@code <out>/stats},
+ * Writes the HTML report of one run, {@code <out>/report/<run_id>.html} (and its latency quantiles,
+ * {@code <run_id>.quantiles.json}, for the notebook), from {@code <out>/stats},
  * {@code <out>/outputs}, {@code <out>/runs/<run_id>.json} and, when an eval wrote it, {@code <out>/eval/results}. The job calls
  * {@link #write(SparkSession, java.nio.file.Path, String)} at the end of every run; {@code longsieve report} calls it
  * for any run. Works on any Hadoop file system (local, HDFS, S3A); the aggregation runs in Spark.
@@ -88,6 +89,10 @@ public final class RunReport {
       FileSystem writer = fs instanceof LocalFileSystem local ? local.getRawFileSystem() : fs;
       try (OutputStream os = writer.create(file, true)) {
         os.write(html.getBytes(StandardCharsets.UTF_8));
+      }
+      // the page's quantiles for the notebook, which shows these rather than computing its own
+      try (OutputStream os = writer.create(new Path(new Path(out, "report"), runId + ".quantiles.json"), true)) {
+        os.write(Quantiles.json(aggregates).getBytes(StandardCharsets.UTF_8));
       }
       return fs.makeQualified(file).toString();
     } finally {

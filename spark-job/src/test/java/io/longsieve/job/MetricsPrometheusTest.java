@@ -80,6 +80,8 @@ class MetricsPrometheusTest {
       assertEquals(3.0, value(body, "LongSievePlugin_run_documents"), body);
       assertEquals(1.0, value(body, "LongSievePlugin_run_budget_exceeded"), body);
       assertTrue(value(body, "LongSievePlugin_engine_peak_batch") >= 1, body);
+      // the engine's device memory: this run is on the CPU, which holds none
+      assertEquals(0.0, value(body, "LongSievePlugin_engine_gpu_memory_used_bytes"), body);
     } finally {
       spark.stop();
     }

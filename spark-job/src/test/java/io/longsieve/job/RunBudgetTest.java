@@ -13,35 +13,16 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.SparkSession;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Run budgets: past --max-docs or --max-total-tokens the remaining documents (input order) get
  * budget_exceeded rows without running; the manifest says the budget was spent; a later --resume
  * run processes exactly those documents.
  */
-class RunBudgetTest {
+class RunBudgetTest extends SparkSessionTest {
 
-  static SparkSession spark;
-
-  @TempDir
-  static Path dir;
-
-  @BeforeAll
-  static void start() {
-    spark = JobTestSupport.session();
-  }
-
-  @AfterAll
-  static void stop() {
-    spark.stop();
-  }
-
-  static Path input(String name, int n) {
+  Path input(String name, int n) {
     String[] lines = new String[n];
     for (int i = 0; i < n; i++) lines[i] = JobTestSupport.json("d" + i, "summary", "Note " + i + " on the bridge.", null);
     return JobTestSupport.jsonl(dir, name, lines);

@@ -2,8 +2,10 @@ package io.longsieve.job;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.longsieve.cuda.CudaAvailability;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.ByteBuffer;
@@ -89,6 +91,18 @@ class RunChecksTest {
     assertOneLineRefusal(r, "policy ");
     assertTrue(r[2].contains("dense_layers") && r[2].contains("4"), "names the parameter and the model's layers: " + r[2]);
     assertFalse(Files.exists(out));
+  }
+
+  @Test
+  void deviceCudaOnABuildWithoutKernelsIsRefusedInOneLine() {
+    // the build of a machine without nvcc (build-fatbin.sh skips the kernels); this test's build has them
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> LongSieveJob.checkDevice("cuda", false));
+    assertEquals("--device cuda: " + CudaAvailability.NO_KERNELS, e.getMessage());
+    assertTrue(e.getMessage().contains("this build has no CUDA kernels"), e.getMessage());
+    LongSieveJob.checkDevice("auto", false); // auto falls back to the CPU on the executors
+    LongSieveJob.checkDevice("cpu", false);
+    LongSieveJob.checkDevice("cuda", true); // whether the executors have a GPU is theirs to say
   }
 
   @Test

@@ -14,32 +14,13 @@ import java.util.List;
 import java.util.Map;
 import java.util.stream.IntStream;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.SparkSession;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The shadow audit: a seeded sample by doc_id, run again with dense attention in the same job; the
  * audit table compares each answer with the dense one and the manifest carries the run's agreement.
  */
-class ShadowAuditTest {
-
-  static SparkSession spark;
-
-  @TempDir
-  static Path dir;
-
-  @BeforeAll
-  static void start() {
-    spark = JobTestSupport.session();
-  }
-
-  @AfterAll
-  static void stop() {
-    spark.stop();
-  }
+class ShadowAuditTest extends SparkSessionTest {
 
   @Test
   void theSampleIsAPureFunctionOfSeedAndDocIdAndTakesTheFraction() {
@@ -53,6 +34,29 @@ class ShadowAuditTest {
     assertTrue(IntStream.range(0, 100).anyMatch(i -> ShadowAudit.sampled("doc-" + i, 1, 0.3)
         != ShadowAudit.sampled("doc-" + i, 2, 0.3)), "the seed changes the sample");
     assertTrue(!ShadowAudit.sampled("x", 0, 0) && ShadowAudit.sampled("x", 0, 1));
+  }
+
+  @Test
+  void theReadmeDemoCommandAuditsExactlyOneDocument() throws IOException {
+    // the README's run command is the demo: its --audit-fraction must pick one of the bundled documents
+    String readme = Files.readString(Path.of("..", "README.md"));
+    java.util.regex.Matcher m = java.util.regex.Pattern
+        .compile("bin/longsieve run --input examples/docs.jsonl --output out/demo --audit-fraction ([0-9.]+)\n")
+        .matcher(readme);
+    assertTrue(m.find(), "the README's demo command turns the audit on");
+    double fraction = Double.parseDouble(m.group(1));
+    ObjectMapper json = new ObjectMapper();
+    List<String> sampled = Files.readAllLines(Path.of("..", "examples", "docs.jsonl")).stream()
+        .filter(l -> !l.isBlank()).map(l -> readId(json, l)).filter(id -> ShadowAudit.sampled(id, 0, fraction)).toList();
+    assertEquals(List.of("summary-2"), sampled, "the README names the one document it audits");
+  }
+
+  private static String readId(ObjectMapper json, String line) {
+    try {
+      return json.readTree(line).get("doc_id").asText();
+    } catch (IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    }
   }
 
   @Test

@@ -4,8 +4,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.regex.Pattern;
 import org.apache.spark.sql.SparkSession;
 import org.junit.jupiter.api.AfterAll;
@@ -56,6 +59,33 @@ class RunReportTest {
     assertTrue(html.contains("data-chart=\"executor-busy\""));
     assertTrue(html.contains(">tsa + tokenselect:k=2048<") && html.contains("data-chart=\"heatmap-layers\""));
     assertTrue(html.contains("No eval results"));
+  }
+
+  @Test
+  void thePageAndTheNotebooksFileShowOneSetOfExactQuantiles(@TempDir Path out) throws Exception {
+    String runId = "20261129-100000-q";
+    ReportFixture.writeRun(spark, out, runId, 101, 10_000);
+    RunReport.write(spark, out, runId);
+
+    JsonNode q = new ObjectMapper().readTree(out.resolve("report/" + runId + ".quantiles.json").toFile());
+    // the documents the engine ran, sorted: rank-interpolated quantiles computed here independently
+    double[] total = spark.read().parquet(out.resolve("stats").toString()).where("run_id = '" + runId + "'")
+        .where("backend is not null and total_ms is not null").select("total_ms").collectAsList().stream()
+        .mapToDouble(r -> ((Number) r.get(0)).doubleValue()).sorted().toArray();
+    assertEquals(total.length, q.get("total_ms").get("documents").asLong());
+    String html = Files.readString(out.resolve("report/" + runId + ".html"));
+    for (String name : Quantiles.NAMES) {
+      double level = Integer.parseInt(name.substring(1)) / 100.0;
+      double pos = level * (total.length - 1);
+      int lo = (int) Math.floor(pos);
+      double expected = total[lo] + (pos - lo) * (total[Math.min(lo + 1, total.length - 1)] - total[lo]);
+      assertEquals(expected, q.get("total_ms").get(name).asDouble(), 1e-9, name);
+      assertTrue(html.contains("<th class=\"n\">" + name + "</th>"), "the page's latency table has " + name);
+      assertTrue(html.contains(">" + Html.duration(expected) + "<"), "the page shows " + name + " " + expected);
+    }
+    for (String policy : List.of(ReportFixture.DENSE, ReportFixture.TOKENSELECT)) {
+      assertTrue(q.get("total_ms_by_policy").get(policy).get("p50").isNumber(), q.toString());
+    }
   }
 
   @Test

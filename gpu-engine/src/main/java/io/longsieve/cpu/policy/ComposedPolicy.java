@@ -117,11 +117,8 @@ public final class ComposedPolicy implements AttentionPolicy {
   @Override
   public void prefill(int layer, float[] q, int n, int pos0, KvCache kv, float[] out, AttentionContext ctx) {
     init(ctx);
-    if (kvPart != null) {
-      long t = System.nanoTime();
-      kvPart.observe(layer, q, n, pos0, kv, ctx);
-      stats.selectionNanos += System.nanoTime() - t;
-    }
+    // observing the prefill's attention is attention work (inside attention_ms, as on the GPU), not selection
+    if (kvPart != null) kvPart.observe(layer, q, n, pos0, kv, ctx);
     prefill.prefill(layer, q, n, pos0, kv, out, ctx);
   }
 
@@ -129,9 +126,7 @@ public final class ComposedPolicy implements AttentionPolicy {
   public void afterPrefill(KvCache kv, AttentionContext ctx) {
     init(ctx);
     if (kvPart == null) return;
-    long t = System.nanoTime();
-    kvPart.compress(kv, ctx);
-    stats.selectionNanos += System.nanoTime() - t;
+    kvPart.compress(kv, ctx); // in prefill_ms, neither attention nor selection (the GPU's events agree)
     stats.kvBytesAfter = kv.bf16Bytes();
     decode.reset();
   }

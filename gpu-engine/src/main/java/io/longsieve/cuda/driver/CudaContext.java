@@ -115,6 +115,7 @@ public final class CudaContext implements AutoCloseable {
             budget / 1048576.0, describe()));
       }
       used += bytes;
+      DeviceMemory.add(bytes);
     }
     try {
       makeCurrent();
@@ -148,6 +149,7 @@ public final class CudaContext implements AutoCloseable {
 
   synchronized void released(long bytes) {
     used -= bytes;
+    DeviceMemory.add(-bytes);
   }
 
   /** Waits for all work of the context. */

@@ -30,6 +30,14 @@ public final class KernelModule implements AutoCloseable {
   private final Map<String, CUfunction> functions = new HashMap<>();
   private boolean closed;
 
+  /**
+   * Whether this build carries the kernels: a machine without nvcc builds the engine without them
+   * (build-fatbin.sh), and the CUDA backend must then say so instead of failing on a missing resource.
+   */
+  public static boolean isBuilt() {
+    return KernelModule.class.getResource(RESOURCE) != null;
+  }
+
   public KernelModule(CudaContext ctx) {
     this(ctx, RESOURCE, true);
   }

@@ -1,6 +1,7 @@
 package io.longsieve.cuda.policy;
 
 import io.longsieve.cuda.driver.CudaContext;
+import io.longsieve.cuda.driver.CudaStream;
 import io.longsieve.cuda.driver.DeviceBuffer;
 import io.longsieve.cuda.kernels.ListKernels;
 import io.longsieve.cuda.kernels.SelectKernels;
@@ -31,12 +32,14 @@ import jcuda.driver.CUdeviceptr;
  * from the constructor (as the CPU twin); unsupported shapes (head size, more than 8 query heads
  * per KV head) throw IllegalArgumentException from the first call; CUDA errors propagate from the
  * call that queued the work; device memory grows on demand (synchronising once) and is freed on
- * close. Statistics: selection time is the host's time to queue the selection, not device time.
+ * close. Statistics: selection time is device time in the prefill ({@link SelectionTimer}), the host's
+ * time to queue the selection in decode steps.
  */
 public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
 
   private final SelectionStats stats;
   private final GpuEnv env;
+  private final SelectionTimer timer;
   private final SelectKernels sk;
   private final ListKernels lk;
   private final TokenSelectParams params;
@@ -71,6 +74,7 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   GpuTokenSelect(PolicyTerm t, SelectionStats stats, GpuEnv env) {
     this.stats = stats;
     this.env = env;
+    this.timer = new SelectionTimer(env.k().stream());
     ModelConfig c = env.config();
     params = TokenSelectParams.of(t);  // refuses score=rope with index=int4, as on the CPU
     voteScale = params.voteScale(env.scale());
@@ -193,7 +197,10 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
       record(layer, m, c.pos0() + row0 + m, end, end, decode);
       return;
     }
+    // prefill blocks in device time (selection_ms); decode steps by the host's clock, as the queueing time
+    // profile and eval read (the stats stop at the prefill: events per decode step and layer cost too much)
     long t0 = System.nanoTime();
+    CudaStream.Event e0 = decode ? null : timer.start();
     int cands = bp.cands(), count = bp.count(), listLen = bp.listLen();
     CUdeviceptr topPtr;
     boolean possible = false;
@@ -217,7 +224,8 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     else sk.topKLists(topPtr, list.ptr(), null, hit.ptr(), topWs.ptr(), null, lists, cands, 0, params.sinks(), local,
         end, false); // lists
     lastListLen = listLen;
-    stats.selectionNanos += System.nanoTime() - t0;
+    if (decode) stats.selectionNanos += System.nanoTime() - t0;
+    else timer.stop(e0);
     lk.attend(out, q, c.kv(), list.ptr(), lists, listLen, m, heads, params.compact(),
         params.compact() ? ropeCos.ptr() : null,
         params.compact() ? ropeSin.ptr() : null, params.compact() ? env.invFreq() : null, env.scale());
@@ -313,6 +321,7 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
 
   @Override
   public void collect() {
+    timer.collect(stats);
     if (!params.cacheOn()) return;
     env.k().stream().synchronize();
     int[] w = hits.downloadInts(2);
@@ -333,6 +342,7 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
 
   @Override
   public void close() {
+    timer.close();
     lk.close();
     for (DeviceBuffer[] arr : new DeviceBuffer[][] {cachedTop, kq, ks}) {
       for (int i = 0; i < arr.length; i++) {

@@ -1,5 +1,6 @@
 package io.longsieve.cuda.policy;
 
+import io.longsieve.cuda.driver.CudaStream;
 import io.longsieve.cuda.driver.DeviceBuffer;
 import io.longsieve.cuda.kernels.Kernels;
 import io.longsieve.cuda.kernels.TsaKernels;
@@ -40,6 +41,7 @@ public final class GpuTsa implements GpuParts.Prefill {
   private final boolean[] sparse;  // (layer) this layer may be made sparse
   private final int heads, d;
   private final int[] info;        // (2 + heads) host copy: keep, n_drop, first query entry per head
+  private final SelectionTimer timer; // selection_ms: the proxy and the cut-off, in device time
 
   private final Grow partMl = new Grow("tsa proxy partials");  // (heads, splits, w, 2) f32
   private final Grow rowStats = new Grow("tsa row stats");     // (heads, w, 2) f32 max (log2), 1 / sum
@@ -69,6 +71,12 @@ public final class GpuTsa implements GpuParts.Prefill {
     heads = env.config().numHeads();
     d = env.config().headDim();
     info = new int[2 + heads];
+    timer = new SelectionTimer(env.k().stream());
+  }
+
+  @Override
+  public void collect() {
+    timer.collect(stats);
   }
 
   /** The resolved sparse layers, e.g. {@code 2-3}. */
@@ -89,16 +97,15 @@ public final class GpuTsa implements GpuParts.Prefill {
       dense(c);
       return;
     }
-    long t0 = System.nanoTime();
+    CudaStream.Event t0 = timer.start();
     int prefix = end - w;
     proxy(c, w, prefix);
     int keep = select(c, w, prefix, TsaKeep.fixed(keepFraction) ? TsaKeep.count(prefix, keepFraction, min) : -1);
+    timer.stop(t0);
     if (keep < 0 || keep >= prefix) {
-      stats.selectionNanos += System.nanoTime() - t0;
       dense(c);
       return;
     }
-    stats.selectionNanos += System.nanoTime() - t0;
     stats.markSparse(c.layer());
     attend(c, w, keep);
     double attended = 0;
@@ -179,6 +186,7 @@ public final class GpuTsa implements GpuParts.Prefill {
 
   @Override
   public void close() {
+    timer.close();
     for (Grow g : new Grow[] {partMl, rowStats, mass, pooled, global, infoDev, lists, rowMap, qc, oc, kc, vc, ident}) {
       g.close();
     }

@@ -120,7 +120,10 @@ public interface ModelRunner extends AutoCloseable {
       return kvBytes();
     }
 
-    /** Attention time in ms so far (selection included). */
+    /**
+     * Attention time in ms so far (selection included). The engine reads it when the prefill ends,
+     * so what a backend adds during decode steps never reaches the stats.
+     */
     double attentionMs();
 
     PolicyStats policyStats();

@@ -12,6 +12,7 @@ import io.longsieve.cuda.kv.KvAligned;
 import io.longsieve.engine.Engine;
 import io.longsieve.engine.GenerationRequest;
 import io.longsieve.engine.GenerationResult;
+import io.longsieve.engine.GenerationStats;
 import io.longsieve.engine.spi.EngineSpec;
 import io.longsieve.engine.spi.LoadedModel;
 import io.longsieve.engine.spi.ModelRunner;
@@ -281,6 +282,30 @@ class PolicyEngineParityTest {
         assertEquals(cr.stats().kvBytesAfter(), gr.stats().kvBytesAfter(), policy + ": kvBytesAfter");
         assertArrayEquals(new int[] {cr.stats().selectedFractionByLayer().length},
             new int[] {gr.stats().selectedFractionByLayer().length}, policy);
+      }
+    }
+  }
+
+  /**
+   * attention_ms and selection_ms mean the same on both engines (README, stats table): both inside
+   * the prefill, selection 0 for a dense prefill, and the GPU's selection in device time (a host
+   * clock around TSA's synchronising cut-off counted the queued GEMMs: most of the prefill).
+   */
+  @Test
+  void attentionAndSelectionTimesMeanTheSameOnBothEngines() {
+    try (Engine c = Backends.open(EngineSpec.of(MODEL).withDevice("cpu").withThreads(2));
+         Engine g = Backends.open(EngineSpec.of(MODEL).withDevice("cuda"))) {
+      StringBuilder text = new StringBuilder();
+      for (int i = 0; text.length() < 900; i++) text.append("word").append(i % 37).append(i % 9 == 8 ? ". " : " ");
+      for (String policy : PREFILL) {
+        for (Engine e : List.of(c, g)) {
+          GenerationStats s = run(e, text.toString(), policy).stats();
+          String what = e.backend() + " " + policy + ": " + s;
+          assertTrue(s.attentionMs() >= 0 && s.selectionMs() >= 0, what);
+          assertTrue(s.attentionMs() + s.selectionMs() <= s.prefillMs(), what);
+          if (policy.equals("dense")) assertEquals(0.0, s.selectionMs(), what);
+          if (s.sparseLayers() > 0) assertTrue(s.selectionMs() > 0, what);
+        }
       }
     }
   }
