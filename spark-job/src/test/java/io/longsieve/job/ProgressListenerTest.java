@@ -103,8 +103,9 @@ class ProgressListenerTest {
       List<String> lines = log.lines();
       String summary = lines.get(lines.size() - 1);
       assertTrue(summary.startsWith("summary: 6 docs (2 ok, 4 failed)"), summary);
+      // a run this small may end before the first 1 s line (the interval itself is the next test's):
+      // whatever progress lines came are held to the same counts
       List<String> progress = lines.stream().filter(l -> l.startsWith("progress: ")).toList();
-      assertFalse(progress.isEmpty(), String.join("\n", lines));
       for (String l : progress) {
         // a count of documents, then the share of the estimated work: never one read as the other
         assertTrue(l.matches("progress: \\d+/6 docs, [0-9.]+% of the estimated work, \\d+ failed, .*"), l);
@@ -112,8 +113,7 @@ class ProgressListenerTest {
         long docs = Long.parseLong(l.replaceAll("progress: (\\d+)/.*", "$1"));
         assertTrue(failed <= docs && failed <= 4, l);
       }
-      String last = progress.get(progress.size() - 1);
-      assertTrue(!last.startsWith("progress: 6/6") || last.contains(" 4 failed"), last);
+      for (String l : progress) assertTrue(!l.startsWith("progress: 6/6") || l.contains(" 4 failed"), l);
     }
   }
 
