@@ -1,7 +1,6 @@
 package io.longsieve.job;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.longsieve.job.JobMetrics.Counts;
