@@ -167,8 +167,7 @@ public final class Kernels {
    */
   public void attention(CUdeviceptr out, CUdeviceptr q, KvView kv, int n, int nHeads, int before, int window,
                         float scale, Workspace ws) {
-    boolean tensorCores = (kv.headDim() == 64 || kv.headDim() == 128) && kv.pageSize() == PAGE_SIZE
-        && nHeads / kv.nKv() <= 16;
+    boolean tensorCores = kv.pageSize() == PAGE_SIZE && flashDecodes(kv.headDim(), nHeads / kv.nKv());
     if (tensorCores && n > 1) flashPrefill(out, q, kv, n, nHeads, before, window, scale);
     else if (tensorCores) flashDecode(out, q, kv, n, nHeads, before, window, scale, ws);
     else splitAttention(out, q, kv, n, nHeads, before, window, scale, ws);
