@@ -241,6 +241,14 @@ def compose_question(rng, qkind, given):
     return _put(rng.choice(PROC_QUESTION_BODIES[qkind]) + rng.choice(PROC_Q_CLOSERS), given)
 
 
+def procedural_parts():
+    """How many parts the composed phrasings draw from (for the training metadata and the card)."""
+    return {"prefixes": len(PROC_PREFIXES), "kv_connectors": len(PROC_KV), "vk_connectors": len(PROC_VK),
+            "suffixes": len(PROC_SUFFIXES), "records": len(PROC_RECORDS), "record_share": PROC_RECORD_SHARE,
+            "question_openers": len(PROC_Q_OPENERS), "question_closers": len(PROC_Q_CLOSERS),
+            "question_cores": {k: len(v) for k, v in PROC_QUESTIONS.items()}}
+
+
 def oracle_templates():
     """What suite_oracle searches for in a procedural document: each connector and question core in
     both cases (a prefix or an opener comes before it, a suffix after; the search ignores them)."""
