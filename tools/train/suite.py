@@ -163,8 +163,9 @@ def distinct(rng, make, n, avoid=()):
 # Run 3 learnt the 24 needle phrasings of suite-text.json instead of retrieval (issue 19). Training
 # documents may instead compose a needle from a prefix, a connector and a suffix (or write it as a
 # record), and a question from an opener, a core and a closer: hundreds of phrasings, so the model
-# cannot memorise them. Only {key}, {value}, {key_b} and {title} are slots, so every composed
-# phrase holds the answer verbatim and suite_oracle can read it back (oracle_templates below).
+# cannot memorise them. The only slots are the given ones ({key}, {value}, {key_b}, {title}; {var},
+# {prev}, {fact} in PROC_VT and PROC_SUMMARY), so every composed phrase holds the answer verbatim and
+# suite_oracle can read it back (oracle_templates below).
 # None of this text may look like the held-out family: check_procedural_separation enforces it.
 
 PROC_PREFIXES = ["", "Note:", "Remember that", "For the record,", "FYI -", "Keep in mind:", "Heads up:",
@@ -206,6 +207,15 @@ PROC_QUESTIONS = {
     "mdqa": ["what is the number in the {title}?", "which code does the {title} hold?",
              "give the number from the {title}.", "{title} -> which number?"],
 }
+# variable tracking and summaries: more assignment styles and fact markers, drawn per document
+PROC_VT = [{"first": "{var} keeps {value}.", "next": "{var} keeps whatever {prev} keeps."},
+           {"first": "define {var} as {value}", "next": "define {var} as {prev}"},
+           {"first": "{var} starts at {value}.", "next": "{var} is a copy of {prev}."},
+           {"first": "mov {var}, {value}", "next": "mov {var}, {prev}"},
+           {"first": "put {value} into {var}.", "next": "put {prev} into {var}."},
+           {"first": "{var} is bound to {value}.", "next": "{var} is bound to {prev}."}]
+PROC_SUMMARY = ["Fact to keep: {fact}", "Main fact - {fact}", "(fact) {fact}", "Noted: {fact}", "Takeaway: {fact}",
+                "Essential: {fact}", "Record this: {fact}", ">> {fact}", "Key point: {fact}", "Fact noted: {fact}"]
 
 
 def _capitalised(core):
@@ -246,7 +256,8 @@ def procedural_parts():
     return {"prefixes": len(PROC_PREFIXES), "kv_connectors": len(PROC_KV), "vk_connectors": len(PROC_VK),
             "suffixes": len(PROC_SUFFIXES), "records": len(PROC_RECORDS), "record_share": PROC_RECORD_SHARE,
             "question_openers": len(PROC_Q_OPENERS), "question_closers": len(PROC_Q_CLOSERS),
-            "question_cores": {k: len(v) for k, v in PROC_QUESTIONS.items()}}
+            "question_cores": {k: len(v) for k, v in PROC_QUESTIONS.items()},
+            "vt_styles": len(PROC_VT), "summary_markers": len(PROC_SUMMARY)}
 
 
 def oracle_templates():
@@ -254,8 +265,8 @@ def oracle_templates():
     both cases (a prefix or an opener comes before it, a suffix after; the search ignores them)."""
     def both(cores):
         return sorted({c for core in cores for c in (core, _capitalised(core))})
-    out = {"kv": both(PROC_KV + PROC_VK + PROC_RECORDS)}
-    out.update({k: both(v) for k, v in PROC_QUESTIONS.items()})
+    out = {"kv": both(PROC_KV + PROC_VK + PROC_RECORDS), "vt": list(PROC_VT), "summary": list(PROC_SUMMARY)}
+    out["questions"] = {k: both(v) for k, v in PROC_QUESTIONS.items()}
     return out
 
 
@@ -340,7 +351,7 @@ class Generator:
         elif kind == "vt":
             value, other = distinct(content, st.value, 2)
             names = distinct(content, st.var, 10)
-            style = content.choice(st.needles["vt"])
+            style = content.choice(PROC_VT if self._composed(content) else st.needles["vt"])
             chains = [(names[:5], value), (names[5:], other)]
             needles = []
             for ci, (vs, val) in enumerate(chains):
@@ -371,7 +382,7 @@ class Generator:
             item["reference"] = st.fill(st.answers["mdqa"], rng, {"title": titles[target], "value": values[target]})
             item["depth"] = target / max(1, n_docs - 1)
         elif kind == "summary":
-            marker = content.choice(st.needles["summary"])
+            marker = content.choice(PROC_SUMMARY if self._composed(content) else st.needles["summary"])
             facts = []
             while len(facts) < n_facts:
                 f = st.fill(st.needles["fact"], content)
@@ -586,6 +597,7 @@ def check_procedural_separation(train, held, seeds=300, per_seed=23):
     import suite_oracle as O
     held_sk = {skeleton(t) for t in family_templates(held)}
     cores = PROC_KV + PROC_VK + PROC_RECORDS + [c for cs in PROC_QUESTIONS.values() for c in cs]
+    cores += [p[k] for p in PROC_VT for k in ("first", "next")] + PROC_SUMMARY
     for c in cores:
         sk = skeleton(c)
         near = [h for h in held_sk if sk == h or sk in h or h in sk]

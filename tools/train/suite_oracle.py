@@ -73,7 +73,7 @@ def question_patterns(st):
 
 def _question(st, kind, msg, slots, extra=None):
     q = msg[msg.rindex("Question: ") + len("Question: "):]
-    for t in st.questions[kind] + (extra or {}).get(kind, []):
+    for t in st.questions[kind] + (extra or {}).get("questions", {}).get(kind, []):
         names = [m.group(1) for m in SLOT.finditer(t) if m.group(1) in slots]
         m = re.search(template_regex(st, t, slots), q)
         if m:
@@ -86,6 +86,8 @@ def solve(st, kind, msg, procedural=False):
     document may hold composed needles and questions (suite.Generator(procedural=p > 0))."""
     extra = oracle_templates() if procedural else {}
     kv = st.needles["kv"] + extra.get("kv", [])
+    vt = st.needles["vt"] + extra.get("vt", [])
+    markers = st.needles["summary"] + extra.get("summary", [])
     if kind in ("niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery"):
         body = msg[:msg.rindex("Question: ")]
         pairs = _matches(st, kv, ("value", "key"), body)
@@ -97,8 +99,8 @@ def solve(st, kind, msg, procedural=False):
         return [next(p["value"] for p in pairs if p["key"] == k) for k in keys]
     if kind == "vt":
         value = _question(st, "vt", msg, ("value",), extra)["value"]
-        firsts = _matches(st, [p["first"] for p in st.needles["vt"]], ("var", "value"), msg)
-        nexts = _matches(st, [p["next"] for p in st.needles["vt"]], ("var", "prev"), msg)
+        firsts = _matches(st, [p["first"] for p in vt], ("var", "value"), msg)
+        nexts = _matches(st, [p["next"] for p in vt], ("var", "prev"), msg)
         chain = [f["var"] for f in firsts if f["value"] == value]
         grew = True
         while grew:
@@ -114,5 +116,5 @@ def solve(st, kind, msg, procedural=False):
         pairs = _matches(st, kv, ("value", "key"), body, {"key": slot_pattern(st, "title")})
         return [next(p["value"] for p in pairs if p["key"] == title)]
     if kind == "summary":
-        return [f["fact"] for f in _matches(st, st.needles["summary"], ("fact",), msg)]
+        return [f["fact"] for f in _matches(st, markers, ("fact",), msg)]
     raise ValueError(kind)

@@ -40,7 +40,8 @@ def procedural_line(m):
             f"{parts.get('vk_connectors', '?')} value-key connectors x {parts.get('suffixes', '?')} suffixes, or in "
             f"{100 * parts.get('record_share', 0):.0f}% of them one of {parts.get('records', '?')} record lines; a question "
             f"from {parts.get('question_openers', '?')} openers x {cores} cores x {parts.get('question_closers', '?')} "
-            f"closers. No composed phrasing is a held-out one (`suite.py --self-check`).")
+            f"closers; variable tracking and summaries draw from {parts.get('vt_styles', '?')} more assignment styles "
+            f"and {parts.get('summary_markers', '?')} more fact markers. No composed phrasing is a held-out one (`suite.py --self-check`).")
 
 
 def main():
