@@ -159,16 +159,133 @@ def distinct(rng, make, n, avoid=()):
     return out
 
 
+# -- procedural phrasings (training only) ------------------------------------------------------------
+# Run 3 learnt the 24 needle phrasings of suite-text.json instead of retrieval (issue 19). Training
+# documents may instead compose a needle from a prefix, a connector and a suffix (or write it as a
+# record), and a question from an opener, a core and a closer: hundreds of phrasings, so the model
+# cannot memorise them. The only slots are the given ones ({key}, {value}, {key_b}, {title}; {var},
+# {prev}, {fact} in PROC_VT and PROC_SUMMARY), so every composed phrase holds the answer verbatim and
+# suite_oracle can read it back (oracle_templates below).
+# None of this text may look like the held-out family: check_procedural_separation enforces it.
+
+PROC_PREFIXES = ["", "Note:", "Remember that", "For the record,", "FYI -", "Keep in mind:", "Heads up:",
+                 "By the way,", "Reminder:", "Useful detail:", "As noted before,", "One more thing:",
+                 "To be clear,", "PS:", "Quick fact.", "Do not forget:"]
+PROC_KV = ["{key} is {value}", "the code for {key}: {value}", "{key} = {value}", "{key} maps to {value}",
+           "the number for {key} is {value}", "{key} has the value {value}", "{key} corresponds to {value}",
+           "the key {key} unlocks {value}", "{key} was set to {value}", "{key} gets the number {value}",
+           "the value of {key} is {value}", "{key} is paired with {value}", "{key}'s number is {value}",
+           "{key} points to {value}", "look up {key} and you find {value}", "{key} resolves to {value}",
+           "{key} stores {value}", "{key} carries {value}", "the entry for {key} reads {value}",
+           "{key} equals {value}", "the secret of {key} is {value}", "{key} is linked to {value}",
+           "{key} takes the value {value}", "under {key} you will find {value}", "{key} is written as {value}"]
+PROC_VK = ["{value} is what {key} stands for", "{value} belongs to {key}", "{value} is the number for {key}",
+           "{value} goes with {key}", "{value} was assigned to {key}", "{value} is the code of {key}",
+           "{value} is kept under {key}", "{value} answers for {key}", "{value} is the value of {key}",
+           "{value} is linked to {key}", "the number {value} is for {key}", "{value} is stored for {key}",
+           "{value} marks {key}"]
+PROC_SUFFIXES = ["", ".", " (keep this).", ", remember it.", "!", " - noted.", ". Keep it safe.", ", for later.",
+                 " (important).", ". Do not lose it."]
+PROC_RECORDS = ["- {key}: {value}", "* {key}: {value}", "| {key} | {value} |",
+                "{\"key\": \"{key}\", \"value\": \"{value}\"}", "{\"id\": \"{key}\", \"number\": {value}}",
+                "{key}={value}", "INFO store {key}={value}", "[entry] {key}={value}"]
+PROC_RECORD_SHARE = 0.2  # about 1 needle in 5 is a record line rather than a sentence
+
+PROC_Q_OPENERS = ["", "Quick check:", "Based on the document,", "From the text above,", "Please answer:",
+                  "Looking at the document,", "One thing to find:", "In the document above,"]
+PROC_Q_CLOSERS = ["", " Be brief.", " Copy it exactly.", " (from the document)"]
+PROC_QUESTIONS = {
+    "single": ["what is the value of {key}?", "which number goes with {key}?", "what number is stored for {key}?",
+               "give the number for {key}.", "what is {key}?", "what does {key} map to?", "{key} -> ?",
+               "what value was noted for {key}?", "which number is paired with {key}?", "look up {key}."],
+    "multivalue": ["what are all the values of {key}?", "give every number stored for {key}.",
+                   "list all numbers that go with {key}.", "which numbers are paired with {key}? List them all."],
+    "multiquery": ["what are the values of {key} and {key_b}?", "give the numbers for {key} and {key_b}.",
+                   "which numbers go with {key} and with {key_b}?", "{key} and {key_b}: which numbers?"],
+    "vt": ["which variables hold {value}?", "list the variables that hold {value}.",
+           "which variables carry {value}, directly or by copying?", "what variables have the value {value} in the end?"],
+    "mdqa": ["what is the number in the {title}?", "which code does the {title} hold?",
+             "give the number from the {title}.", "{title} -> which number?"],
+}
+# variable tracking and summaries: more assignment styles and fact markers, drawn per document
+PROC_VT = [{"first": "{var} keeps {value}.", "next": "{var} keeps whatever {prev} keeps."},
+           {"first": "define {var} as {value}", "next": "define {var} as {prev}"},
+           {"first": "{var} starts at {value}.", "next": "{var} is a copy of {prev}."},
+           {"first": "mov {var}, {value}", "next": "mov {var}, {prev}"},
+           {"first": "put {value} into {var}.", "next": "put {prev} into {var}."},
+           {"first": "{var} is bound to {value}.", "next": "{var} is bound to {prev}."}]
+PROC_SUMMARY = ["Fact to keep: {fact}", "Main fact - {fact}", "(fact) {fact}", "Noted: {fact}", "Takeaway: {fact}",
+                "Essential: {fact}", "Record this: {fact}", ">> {fact}", "Key point: {fact}", "Fact noted: {fact}"]
+
+
+def _capitalised(core):
+    """A core that opens a sentence starts with a capital; a slot is never touched (keys are copied)."""
+    return core[0].upper() + core[1:] if core[0].isalpha() else core
+
+
+def _bodies(prefixes, cores):
+    """Every prefix + core, precomputed once so composing costs two choices and a few replaces."""
+    return [p + " " + c if p and not p.endswith(".") else (p + " " if p else "") + _capitalised(c)
+            for p in prefixes for c in cores]
+
+
+PROC_NEEDLE_BODIES = _bodies(PROC_PREFIXES, PROC_KV + PROC_VK)
+PROC_QUESTION_BODIES = {k: _bodies(PROC_Q_OPENERS, cores) for k, cores in PROC_QUESTIONS.items()}
+
+
+def _put(template, given):
+    for slot, text in given.items():
+        template = template.replace("{" + slot + "}", text)
+    return template
+
+
+def compose_needle(rng, key, value):
+    """One composed needle sentence (or record line) stating key -> value; microseconds."""
+    if rng.random() < PROC_RECORD_SHARE:
+        return _put(rng.choice(PROC_RECORDS), {"key": key, "value": value})
+    return _put(rng.choice(PROC_NEEDLE_BODIES) + rng.choice(PROC_SUFFIXES), {"key": key, "value": value})
+
+
+def compose_question(rng, qkind, given):
+    """One composed question of a kind (single, multivalue, multiquery, vt, mdqa) with its slots filled."""
+    return _put(rng.choice(PROC_QUESTION_BODIES[qkind]) + rng.choice(PROC_Q_CLOSERS), given)
+
+
+def procedural_parts():
+    """How many parts the composed phrasings draw from (for the training metadata and the card)."""
+    return {"prefixes": len(PROC_PREFIXES), "kv_connectors": len(PROC_KV), "vk_connectors": len(PROC_VK),
+            "suffixes": len(PROC_SUFFIXES), "records": len(PROC_RECORDS), "record_share": PROC_RECORD_SHARE,
+            "question_openers": len(PROC_Q_OPENERS), "question_closers": len(PROC_Q_CLOSERS),
+            "question_cores": {k: len(v) for k, v in PROC_QUESTIONS.items()},
+            "vt_styles": len(PROC_VT), "summary_markers": len(PROC_SUMMARY)}
+
+
+def oracle_templates():
+    """What suite_oracle searches for in a procedural document: each connector and question core in
+    both cases (a prefix or an opener comes before it, a suffix after; the search ignores them)."""
+    def both(cores):
+        return sorted({c for core in cores for c in (core, _capitalised(core))})
+    out = {"kv": both(PROC_KV + PROC_VK + PROC_RECORDS), "vt": list(PROC_VT), "summary": list(PROC_SUMMARY)}
+    out["questions"] = {k: both(v) for k, v in PROC_QUESTIONS.items()}
+    return out
+
+
 class Generator:
     """Makes items of a kind at a target length (prompt tokens, counted by count_tokens on the
     user message). count_tokens defaults to a rough 4-characters-a-token estimate. Every item
-    draws its haystack kind, needle phrasings and question phrasing from the SuiteText's family."""
+    draws its haystack kind, needle phrasings and question phrasing from the SuiteText's family.
+    procedural: the chance that a needle or a question is composed (compose_needle, compose_question)
+    instead of drawn from the family's templates; training only. At 0 no extra random draw is made, so
+    evaluation documents, goldens and demo documents are the same as without it."""
 
-    def __init__(self, st=None, count_tokens=None, repeat=0.0):
+    def __init__(self, st=None, count_tokens=None, repeat=0.0, procedural=0.0):
         self.st = st or SuiteText()
         if repeat > 0 and self.st.family != "train":
             raise ValueError("copy-rich (repeat > 0) haystacks are for training; the held-out family is for evaluation")
+        if procedural > 0 and self.st.family != "train":
+            raise ValueError("procedural phrasings are for training; the held-out family is for evaluation")
         self.repeat = repeat
+        self.procedural = procedural
         self.count = count_tokens or (lambda text: max(1, len(text) // 4))
         self.tokens_per_sentence = {}  # haystack kind -> estimate, refined as items are made
 
@@ -177,8 +294,19 @@ class Generator:
         content = random.Random(seed * 7919 + 17)
         return content, content.choice(self.st.hay_kinds)
 
+    def _composed(self, content):
+        # no draw at all when procedural is 0: the p = 0 documents stay byte-for-byte the same
+        return self.procedural > 0 and content.random() < self.procedural
+
     def _kv(self, content, rng, key, value):
+        if self._composed(content):
+            return compose_needle(content, key, value)
         return self.st.fill(content.choice(self.st.needles["kv"]), rng, {"key": key, "value": value})
+
+    def _question(self, content, rng, qkind, given):
+        if self._composed(content):
+            return compose_question(content, qkind, given)
+        return self.st.fill(content.choice(self.st.questions[qkind]), rng, given)
 
     def _answer(self, key, value):
         return self.st.fill(self.st.answers["single"], None, {"key": key, "value": value})
@@ -201,13 +329,13 @@ class Generator:
             needles = [(d, self._kv(content, rng, k, v)) for d, k, v in zip(depths, keys, values)]
             if kind == "niah_multiquery":
                 asked = [0, 1 + content.randrange(n_keys - 1)]
-                item["question"] = st.fill(content.choice(st.questions["multiquery"]), rng,
-                                           {"key": keys[asked[0]], "key_b": keys[asked[1]]})
+                item["question"] = self._question(content, rng, "multiquery",
+                                                  {"key": keys[asked[0]], "key_b": keys[asked[1]]})
                 item["expected"] = [values[i] for i in asked]
                 item["reference"] = st.answers["multiquery_separator"].join(
                     self._answer(keys[i], values[i]) for i in asked)
             else:
-                item["question"] = st.fill(content.choice(st.questions["single"]), rng, {"key": keys[0]})
+                item["question"] = self._question(content, rng, "single", {"key": keys[0]})
                 item["expected"] = [values[0]]
                 item["reference"] = self._answer(keys[0], values[0])
             item["text"] = hay(n_sent, needles)
@@ -216,14 +344,14 @@ class Generator:
             values = distinct(content, st.value, 4)
             depths = sorted([depth] + [content.random() for _ in range(3)])
             needles = [(d, self._kv(content, rng, key, v)) for d, v in zip(depths, values)]
-            item["question"] = st.fill(content.choice(st.questions["multivalue"]), rng, {"key": key})
+            item["question"] = self._question(content, rng, "multivalue", {"key": key})
             item["expected"] = values
             item["reference"] = st.fill(st.answers["multivalue"], rng, {"key": key, "values": st.list_sep.join(values)})
             item["text"] = hay(n_sent, needles)
         elif kind == "vt":
             value, other = distinct(content, st.value, 2)
             names = distinct(content, st.var, 10)
-            style = content.choice(st.needles["vt"])
+            style = content.choice(PROC_VT if self._composed(content) else st.needles["vt"])
             chains = [(names[:5], value), (names[5:], other)]
             needles = []
             for ci, (vs, val) in enumerate(chains):
@@ -235,7 +363,7 @@ class Generator:
                     t = (st.fill(style["first"], rng, {"var": v, "value": val}) if i == 0 else
                          st.fill(style["next"], rng, {"var": v, "prev": vs[i - 1]}))
                     needles.append((d, t))
-            item["question"] = st.fill(content.choice(st.questions["vt"]), rng, {"value": value})
+            item["question"] = self._question(content, rng, "vt", {"value": value})
             item["expected"] = list(names[:5])
             item["text"] = hay(n_sent, needles)
         elif kind == "mdqa":
@@ -249,12 +377,12 @@ class Generator:
                 fact = self._kv(content, rng, titles[i], values[i])
                 docs.append({"title": titles[i], "text": hay(per, [(content.random(), fact)])})
             item["documents"] = docs
-            item["question"] = st.fill(content.choice(st.questions["mdqa"]), rng, {"title": titles[target]})
+            item["question"] = self._question(content, rng, "mdqa", {"title": titles[target]})
             item["expected"] = [values[target]]
             item["reference"] = st.fill(st.answers["mdqa"], rng, {"title": titles[target], "value": values[target]})
             item["depth"] = target / max(1, n_docs - 1)
         elif kind == "summary":
-            marker = content.choice(st.needles["summary"])
+            marker = content.choice(PROC_SUMMARY if self._composed(content) else st.needles["summary"])
             facts = []
             while len(facts) < n_facts:
                 f = st.fill(st.needles["fact"], content)
@@ -432,8 +560,9 @@ def check_separation(train, held):
     assert not common, f"held-out phrasings also in the training text: {sorted(common)}"
     assert not set(train.hay_kinds) & set(held.hay_kinds), "haystack kind names must differ"
     held_patterns = O.needle_patterns(held) + O.question_patterns(held)
-    g = Generator(train, repeat=0.2)
+    plain, composed = Generator(train, repeat=0.2), Generator(train, repeat=0.2, procedural=0.6)
     for seed in range(150):
+        g = composed if seed % 2 else plain  # as the training script makes them, and without composing
         it = g.make(KINDS[seed % len(KINDS)], 50_000 + seed, 1200)
         msg = user_message(train, it) + "\n" + it["reference"]
         hit = [p.pattern for p in held_patterns if p.search(msg)]
@@ -444,12 +573,66 @@ def check_separation(train, held):
         it = gh.make(KINDS[seed % len(KINDS)], 60_000 + seed, 1200)
         hit = [p.pattern for p in train_patterns if p.search(user_message(held, it))]
         assert not hit, ("held-out document holds a training phrasing", it["kind"], hit)
-    try:
-        Generator(held, repeat=0.2)
-        raise AssertionError("the held-out family must refuse training (repeat > 0) use")
-    except ValueError:
-        pass
+    for kwargs in ({"repeat": 0.2}, {"procedural": 0.6}):
+        try:
+            Generator(held, **kwargs)
+            raise AssertionError(f"the held-out family must refuse training use ({kwargs})")
+        except ValueError:
+            pass
+    check_procedural_separation(train, held)
     check_training_code_reads_no_held_out()
+
+
+def composed_templates():
+    """Every phrasing the procedural generator can write, slots unfilled (a few thousand)."""
+    needles = [b + s for b in PROC_NEEDLE_BODIES for s in PROC_SUFFIXES] + PROC_RECORDS
+    questions = [b + c for bodies in PROC_QUESTION_BODIES.values() for b in bodies for c in PROC_Q_CLOSERS]
+    return needles, questions
+
+
+def check_procedural_separation(train, held, seeds=300, per_seed=23):
+    """No composed connector, record or question core is (or contains, or sits inside) a held-out
+    template; no composed phrasing equals one; ~20,000 composed needles and questions with filled
+    slots match no held-out needle or question regex."""
+    import suite_oracle as O
+    held_sk = {skeleton(t) for t in family_templates(held)}
+    cores = PROC_KV + PROC_VK + PROC_RECORDS + [c for cs in PROC_QUESTIONS.values() for c in cs]
+    cores += [p[k] for p in PROC_VT for k in ("first", "next")] + PROC_SUMMARY
+    for c in cores:
+        sk = skeleton(c)
+        near = [h for h in held_sk if sk == h or sk in h or h in sk]
+        assert not near, (c, near)
+    needles, questions = composed_templates()
+    same = {skeleton(t) for t in needles + questions} & held_sk
+    assert not same, f"composed phrasings equal held-out ones: {sorted(same)}"
+    held_patterns = O.needle_patterns(held) + O.question_patterns(held)
+    n = 0
+    for seed in range(seeds):
+        rng = random.Random(70_000 + seed)
+        for i in range(per_seed):
+            key, key_b = distinct(rng, train.key, 2)
+            value = train.value(rng)
+            title = train.fill(train.needles["title"], rng)
+            texts = [compose_needle(rng, key, value), compose_needle(rng, title, value)]
+            qkind = list(PROC_QUESTIONS)[i % len(PROC_QUESTIONS)]
+            texts.append(compose_question(rng, qkind, {"key": key, "key_b": key_b, "value": value, "title": title}))
+            for t in texts:
+                hit = [p.pattern for p in held_patterns if p.search(t)]
+                assert not hit, (t, hit)
+            n += len(texts)
+    assert n >= 20_000, n
+    return n
+
+
+def check_procedural_documents(st, n=140):
+    """Composed training documents (as the training script makes them) are solvable by reading."""
+    import suite_oracle as O
+    g = Generator(st, repeat=0.2, procedural=0.6)
+    for seed in range(n):
+        kind = KINDS[seed % len(KINDS)]
+        it = g.make(kind, 80_000 + seed, (300, 1200, 3000)[seed % 3])
+        assert O.solve(st, kind, user_message(st, it), procedural=True) == it["expected"], (kind, it["question"])
+        assert score(kind, it["expected"], it["reference"], it["reference"]) == 1.0, kind
 
 
 def check_training_code_reads_no_held_out(path=os.path.join(HERE, "train_needle.py")):
@@ -483,6 +666,7 @@ def self_check(st, held):
     hay_held = check_family(held, both)
     assert hay_train == set(st.hay_kinds) and hay_held == set(held.hay_kinds), (hay_train, hay_held)
     check_separation(st, held)
+    check_procedural_documents(st)
     rep_gen = Generator(st, repeat=0.3)
     for kind in KINDS:
         it = rep_gen.make(kind, 3, 1500)

@@ -5,7 +5,7 @@ apart); the Java twin is gpu-engine's SuiteOracle test helper."""
 
 import re
 
-from suite import SLOT
+from suite import SLOT, oracle_templates
 
 VALUE = r"\d{7}"
 VAR = r"[A-Z]{5}"
@@ -71,9 +71,9 @@ def question_patterns(st):
     return [re.compile(template_regex(st, t)) for qs in st.questions.values() for t in qs]
 
 
-def _question(st, kind, msg, slots):
+def _question(st, kind, msg, slots, extra=None):
     q = msg[msg.rindex("Question: ") + len("Question: "):]
-    for t in st.questions[kind]:
+    for t in st.questions[kind] + (extra or {}).get("questions", {}).get(kind, []):
         names = [m.group(1) for m in SLOT.finditer(t) if m.group(1) in slots]
         m = re.search(template_regex(st, t, slots), q)
         if m:
@@ -81,21 +81,26 @@ def _question(st, kind, msg, slots):
     raise AssertionError(f"no {kind} question in {q!r}")
 
 
-def solve(st, kind, msg):
-    """The answer items a document asks for, read from its user message alone."""
+def solve(st, kind, msg, procedural=False):
+    """The answer items a document asks for, read from its user message alone. procedural: the
+    document may hold composed needles and questions (suite.Generator(procedural=p > 0))."""
+    extra = oracle_templates() if procedural else {}
+    kv = st.needles["kv"] + extra.get("kv", [])
+    vt = st.needles["vt"] + extra.get("vt", [])
+    markers = st.needles["summary"] + extra.get("summary", [])
     if kind in ("niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery"):
         body = msg[:msg.rindex("Question: ")]
-        pairs = _matches(st, st.needles["kv"], ("value", "key"), body)
+        pairs = _matches(st, kv, ("value", "key"), body)
         qkind = {"niah_single": "single", "niah_multikey": "single"}.get(kind, kind[5:])
-        q = _question(st, qkind, msg, ("key", "key_b"))
+        q = _question(st, qkind, msg, ("key", "key_b"), extra)
         if kind == "niah_multivalue":
             return [p["value"] for p in pairs if p["key"] == q["key"]]
         keys = [q["key"]] + ([q["key_b"]] if kind == "niah_multiquery" else [])
         return [next(p["value"] for p in pairs if p["key"] == k) for k in keys]
     if kind == "vt":
-        value = _question(st, "vt", msg, ("value",))["value"]
-        firsts = _matches(st, [p["first"] for p in st.needles["vt"]], ("var", "value"), msg)
-        nexts = _matches(st, [p["next"] for p in st.needles["vt"]], ("var", "prev"), msg)
+        value = _question(st, "vt", msg, ("value",), extra)["value"]
+        firsts = _matches(st, [p["first"] for p in vt], ("var", "value"), msg)
+        nexts = _matches(st, [p["next"] for p in vt], ("var", "prev"), msg)
         chain = [f["var"] for f in firsts if f["value"] == value]
         grew = True
         while grew:
@@ -106,10 +111,10 @@ def solve(st, kind, msg):
                     grew = True
         return chain
     if kind == "mdqa":
-        title = _question(st, "mdqa", msg, ("title",))["title"]
+        title = _question(st, "mdqa", msg, ("title",), extra)["title"]
         body = msg[:msg.rindex("Question: ")]
-        pairs = _matches(st, st.needles["kv"], ("value", "key"), body, {"key": slot_pattern(st, "title")})
+        pairs = _matches(st, kv, ("value", "key"), body, {"key": slot_pattern(st, "title")})
         return [next(p["value"] for p in pairs if p["key"] == title)]
     if kind == "summary":
-        return [f["fact"] for f in _matches(st, st.needles["summary"], ("fact",), msg)]
+        return [f["fact"] for f in _matches(st, markers, ("fact",), msg)]
     raise ValueError(kind)

@@ -7,7 +7,8 @@ One run does everything, on one GPU host (torch, transformers, tokenizers, safet
   2. trains a Llama model (GQA, RoPE, RMSNorm, SwiGLU) in plain PyTorch on generated RULER-style
      documents rendered with the model's own chat template; loss = mean CE over answer tokens +
      0.5 x mean CE over the prompt tokens (training haystacks repeat 20% of their sentences, so
-     that the prompt loss rewards copying); bf16 autocast, AdamW, warm-up + cosine; length
+     that the prompt loss rewards copying; 60% of needles and questions are composed from parts,
+     PROCEDURAL, so that no phrasing can be memorised); bf16 autocast, AdamW, warm-up + cosine; length
      curriculum 512 -> 1024 -> 2048 tokens; the step count is fixed from a short speed probe so
      the run fits --train-seconds (or given with --steps), with a hard wall-clock stop;
   3. exports a Hugging Face checkpoint (bf16 safetensors, config, generation config, tokenizer,
@@ -51,7 +52,7 @@ LLAMA3_SPLIT = (
 
 
 def tokenizer_corpus(st, seed, n_items):
-    gen = S.Generator(st)
+    gen = S.Generator(st, procedural=PROCEDURAL)  # the tokenizer sees the composed phrasings it will train on
     rng = random.Random(seed)
     out = []
     for i in range(n_items):
@@ -209,6 +210,10 @@ def init_weights(model, seed, n_layers):
 
 ANSWER_BUDGET = {"summary": 90, "vt": 40, "niah_multiquery": 60, "niah_multivalue": 50, "mdqa": 40}
 REPEAT = 0.2  # training haystacks: chance that a sentence repeats an earlier one
+# training documents: chance that a needle or question is composed from parts (suite.compose_needle,
+# compose_question) rather than one of the family's templates; run 3 memorised those templates (#19).
+# Training data only: the evaluation Generators keep the default 0.
+PROCEDURAL = 0.6
 PAD_CODE, CTX_CODE, ANS_CODE = 0, 1, 2
 
 
@@ -239,7 +244,7 @@ class RowMaker:
         self.end = self.tok.token_to_id(CF.END)
         self.pad = self.tok.token_to_id(CF.PAD)
         self.gen = S.Generator(st, count_tokens=lambda t: len(self.tok.encode(t, add_special_tokens=False).ids) + 6,
-                               repeat=REPEAT)
+                               repeat=REPEAT, procedural=PROCEDURAL)
         self.rng = random.Random(seed)
         self.seed = seed
         self.n = 0
@@ -633,7 +638,8 @@ def main():
             "params": n_params, "model": mc, "args": vars(args), "tokens_per_step": args.tokens_per_step,
             "probe_ms": {"gpu": gpu_step * 1000, "data": data_step * 1000}, "torch": torch.__version__,
             "device": torch.cuda.get_device_name(0), "history": hist, "command": " ".join(sys.argv),
-            "repeat": REPEAT, "haystack_kinds": {k: len(h["templates"]) for k, h in st.haystack.items()},
+            "repeat": REPEAT, "procedural": PROCEDURAL, "procedural_parts": S.procedural_parts(),
+            "haystack_kinds": {k: len(h["templates"]) for k, h in st.haystack.items()},
             "needle_phrasings": len(st.needles["kv"]), "vt_phrasings": len(st.needles["vt"]),
             "summary_markers": len(st.needles["summary"]),
             "question_phrasings": {k: len(v) for k, v in st.questions.items()}, "mix": S.training_mix()}

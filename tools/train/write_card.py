@@ -29,6 +29,21 @@ def table(res):
     return "\n".join(lines)
 
 
+def procedural_line(m):
+    """The composed-phrasing share of the recipe (runs before #19's fix have none)."""
+    p, parts = m.get("procedural", 0.0), m.get("procedural_parts") or {}
+    if not p:
+        return ""
+    cores = sum(parts.get("question_cores", {}).values()) or "?"
+    return (f" With probability {p} a needle or question is composed instead (procedural share): a needle from "
+            f"{parts.get('prefixes', '?')} prefixes x {parts.get('kv_connectors', '?')} key-value and "
+            f"{parts.get('vk_connectors', '?')} value-key connectors x {parts.get('suffixes', '?')} suffixes, or in "
+            f"{100 * parts.get('record_share', 0):.0f}% of them one of {parts.get('records', '?')} record lines; a question "
+            f"from {parts.get('question_openers', '?')} openers x {cores} cores x {parts.get('question_closers', '?')} "
+            f"closers; variable tracking and summaries draw from {parts.get('vt_styles', '?')} more assignment styles "
+            f"and {parts.get('summary_markers', '?')} more fact markers. No composed phrasing is a held-out one (`suite.py --self-check`).")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model_dir")
@@ -40,6 +55,7 @@ def main():
     checks = m.get("checks", {})
     hay_kinds = ", ".join(m.get("haystack_kinds", {})) or "?"
     questions = sum(m.get("question_phrasings", {}).values()) or "?"
+    procedural = procedural_line(m)
     card = f"""# {a['name']}
 
 A small Llama-architecture model trained from scratch to find facts in long documents, for
@@ -68,7 +84,7 @@ Generated on the fly by `tools/train/suite.py` from `gpu-engine/src/main/resourc
 {m.get('needle_phrasings', '?')} key-value needle phrasings (sentences, value-before-key sentences, list items, table
 rows, JSON-ish and XML-ish lines, assignments), {m.get('vt_phrasings', '?')} variable-assignment styles,
 {m.get('summary_markers', '?')} summary markers and {questions} question phrasings, each drawn per document
-(needle phrasings per needle), so every batch mixes them. Values are uniform 7-digit numbers; the answer restates
+(needle phrasings per needle), so every batch mixes them.{procedural} Values are uniform 7-digit numbers; the answer restates
 the key as the question gives it and copies the value (`key: value`), one format for every phrasing. Training haystacks
 repeat an earlier sentence with probability {m.get('repeat', 0.0)} so that the prompt loss rewards copying. Tasks (mix):
 single needle 20%, multi-key 15%, multi-value 10%, multi-query 10%, variable tracking 15%,
