@@ -34,7 +34,7 @@ class AttentionTimingTest {
           .withMinNewTokens(8)).stats();
       assertEquals(8, s.outputTokens());
       // eight decode steps would have added 8 s to each had the engine read them after decoding
-      assertTrue(s.attentionMs() < DECODE_STEP_MS && s.selectionMs() < DECODE_STEP_MS, s.toString());
+      assertTrue(s.attentionMs() < DECODE_STEP_MS && s.policyStats().selectionMs() < DECODE_STEP_MS, s.toString());
       assertTrue(s.attentionMs() > 0 && s.attentionMs() <= s.prefillMs(), s.toString());
     }
   }
@@ -46,9 +46,9 @@ class AttentionTimingTest {
     try (Engine engine = io.longsieve.bootstrap.Backends.open(io.longsieve.engine.spi.EngineSpec
         .of(BatchingEngineTest.MODEL).withDevice("cpu").withThreads(1).withDefaultPolicy(tsa))) {
       GenerationStats s = engine.generate(GenerationRequest.raw("t", BatchingEngineTest.words(300, 2), 4)).stats();
-      assertTrue(s.sparseLayers() > 0, s.toString());
-      assertTrue(s.selectionMs() > 0, s.toString());
-      assertTrue(s.attentionMs() + s.selectionMs() <= s.prefillMs(), "both inside the prefill: " + s);
+      assertTrue(s.policyStats().sparseLayers() > 0, s.toString());
+      assertTrue(s.policyStats().selectionMs() > 0, s.toString());
+      assertTrue(s.attentionMs() + s.policyStats().selectionMs() <= s.prefillMs(), "both inside the prefill: " + s);
     }
   }
 

@@ -4,6 +4,7 @@ import io.longsieve.engine.Engine;
 import io.longsieve.engine.GenerationRequest;
 import io.longsieve.engine.GenerationResult;
 import io.longsieve.engine.GenerationStats;
+import io.longsieve.policy.PolicyStats;
 import io.longsieve.engine.PromptTooLongException;
 import io.longsieve.engine.spi.EngineSpec;
 import io.longsieve.engine.spi.SamplingParams;
@@ -345,12 +346,13 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
           .set("total_ms", (System.nanoTime() - t0) / 1e6).set("executor_id", executor).set("partition_id", partition);
       GenerationStats s = stats;
       if (s != null) {
+        PolicyStats p = s.policyStats();
         r.set("ttft_ms", s.ttftMs()).set("prefill_ms", s.prefillMs()).set("decode_ms", s.decodeMs())
-            .set("attended_tokens_mean", s.attendedTokensMean())
-            .set("selected_fraction_by_layer", floats(s.selectedFractionByLayer()))
-            .set("selection_cache_hit_rate", s.selectionCacheHitRate()).set("kv_bytes_before", s.kvBytesBefore())
-            .set("kv_bytes_after", s.kvBytesAfter()).set("sparse_layers", s.sparseLayers())
-            .set("selection_ms", s.selectionMs()).set("attention_ms", s.attentionMs())
+            .set("attended_tokens_mean", p.attendedTokensMean())
+            .set("selected_fraction_by_layer", floats(p.selectedFractionByLayer()))
+            .set("selection_cache_hit_rate", p.selectionCacheHitRate()).set("kv_bytes_before", s.kvBytesBefore())
+            .set("kv_bytes_after", p.kvBytesAfter()).set("sparse_layers", p.sparseLayers())
+            .set("selection_ms", p.selectionMs()).set("attention_ms", s.attentionMs())
             .set("decode_batch_mean", Double.isNaN(s.decodeBatchMean()) ? null : s.decodeBatchMean());
       }
       Settings g = settings;
