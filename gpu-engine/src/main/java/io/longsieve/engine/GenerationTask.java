@@ -59,9 +59,7 @@ public final class GenerationTask implements AutoCloseable {
     this.request = r;
     this.limits = limits;
     this.policy = r.policy() != null ? r.policy() : defaultPolicy;
-    this.prompt = PromptTokens.of(model, r);
-    if (prompt.length == 0) throw new IllegalArgumentException("prompt has no tokens");
-    if (prompt.length >= maxContext) throw new PromptTooLongException(prompt.length, maxContext);
+    this.prompt = PromptTokens.checked(model, r, maxContext); // a prepared request's ids as they are
     this.capacity = (int) Math.min((long) prompt.length + Math.max(r.maxNewTokens(), 1), maxContext);
     int vocab = model.config().vocabSize();
     this.logits = new float[vocab];
