@@ -56,92 +56,40 @@ class AttentionTimingTest {
    * The CPU runner, with sequences whose attention and selection clocks jump by {@link #DECODE_STEP_MS}
    * per decode step (decode steps take the default one-after-the-other path).
    */
-  private record SlowDecodeRunner(ModelRunner inner) implements ModelRunner {
-    @Override
-    public io.longsieve.model.ModelConfig config() {
-      return inner.config();
-    }
-
-    @Override
-    public String backend() {
-      return inner.backend();
-    }
-
-    @Override
-    public String device() {
-      return inner.device();
+  private static final class SlowDecodeRunner extends DelegatingRunner {
+    SlowDecodeRunner(ModelRunner inner) {
+      super(inner);
     }
 
     @Override
     public Sequence open(int capacity, PolicySpec policy) {
-      Sequence s = inner.open(capacity, policy);
-      return new Sequence() {
+      return new DelegatingSequence(inner.open(capacity, policy)) {
         int steps;
-
-        @Override
-        public void prefill(int[] tokens, float[] logits) {
-          s.prefill(tokens, logits);
-        }
-
-        @Override
-        public int prefillPartTokens() {
-          return s.prefillPartTokens();
-        }
-
-        @Override
-        public int prefillPart(int[] tokens, int from, int to, float[] logits, Sampler sampler) {
-          return s.prefillPart(tokens, from, to, logits, sampler);
-        }
 
         @Override
         public void decode(int token, int pos, float[] logits) {
           steps++;
-          s.decode(token, pos, logits);
+          super.decode(token, pos, logits);
         }
 
         @Override
         public int decodeNext(int token, int pos, float[] logits, Sampler sampler) {
           steps++;
-          return s.decodeNext(token, pos, logits, sampler);
-        }
-
-        @Override
-        public long kvBytesBeforeCompression() {
-          return s.kvBytesBeforeCompression();
-        }
-
-        @Override
-        public long kvBytes() {
-          return s.kvBytes();
+          return super.decodeNext(token, pos, logits, sampler);
         }
 
         @Override
         public double attentionMs() {
-          return s.attentionMs() + steps * DECODE_STEP_MS;
+          return super.attentionMs() + steps * DECODE_STEP_MS;
         }
 
         @Override
         public PolicyStats policyStats() {
-          PolicyStats p = s.policyStats();
+          PolicyStats p = super.policyStats();
           return new PolicyStats(p.attendedTokensMean(), p.selectedFractionByLayer(), p.selectionCacheHitRate(),
               p.kvBytesAfter(), p.sparseLayers(), p.selectionMs() + steps * DECODE_STEP_MS);
         }
-
-        @Override
-        public String policyResolved() {
-          return s.policyResolved();
-        }
-
-        @Override
-        public void close() {
-          s.close();
-        }
       };
-    }
-
-    @Override
-    public void close() {
-      inner.close();
     }
   }
 }
