@@ -16,6 +16,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
+import io.longsieve.policy.PolicyStats;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.Callable;
@@ -192,18 +193,20 @@ public final class GenerateCommand implements Callable<Integer> {
     o.put("device", s.device());
     o.put("policy", s.policy());
     o.put("policy_resolved", s.policyResolved());
-    o.put("sparse_layers", s.sparseLayers());
-    float[] f = s.selectedFractionByLayer();
+    PolicyStats p = s.policyStats();
+    o.put("sparse_layers", p.sparseLayers());
+    float[] f = p.selectedFractionByLayer();
     double mean = 0;
     for (float v : f) mean += v;
     o.put("selected_fraction_mean", f.length > 0 ? mean / f.length : Double.NaN);
-    o.put("selection_ms", s.selectionMs());
+    o.put("selection_ms", p.selectionMs());
     o.put("attention_ms", s.attentionMs());
     return o.toString();
   }
 
   private static void printStats(GenerationResult res, String json) {
     GenerationStats s = res.stats();
+    PolicyStats p = s.policyStats();
     System.err.printf("finish=%s input_tokens=%d output_tokens=%d ttft_ms=%.1f prefill_ms=%.1f decode_ms=%.1f "
             + "decode_tok_s=%.1f backend=%s device=%s policy=%s%n",
         res.finishReason().label(), s.inputTokens(), s.outputTokens(), s.ttftMs(), s.prefillMs(), s.decodeMs(),
@@ -211,8 +214,8 @@ public final class GenerateCommand implements Callable<Integer> {
         s.policyResolved());
     System.err.printf("attended_tokens_mean=%.1f selected_fraction_by_layer=%s selection_cache_hit_rate=%.3f "
             + "kv_bytes_before=%d kv_bytes_after=%d sparse_layers=%d selection_ms=%.1f attention_ms=%.1f%n",
-        s.attendedTokensMean(), Arrays.toString(s.selectedFractionByLayer()), s.selectionCacheHitRate(),
-        s.kvBytesBefore(), s.kvBytesAfter(), s.sparseLayers(), s.selectionMs(), s.attentionMs());
+        p.attendedTokensMean(), Arrays.toString(p.selectedFractionByLayer()), p.selectionCacheHitRate(),
+        s.kvBytesBefore(), p.kvBytesAfter(), p.sparseLayers(), p.selectionMs(), s.attentionMs());
     System.err.println("stats_json " + json);
   }
 }

@@ -34,6 +34,18 @@ public interface Engine extends AutoCloseable {
   }
 
   /**
+   * The request with its prompt ids ({@link #promptTokens}) in it, checked against the context, so a caller
+   * that needs the count first (a too_long row, a truncation) tokenizes once: {@link #generate} runs the ids
+   * as they are, and its own context check is this one.
+   *
+   * @throws PromptTooLongException   when the prompt does not fit the context (its tokens and the limit)
+   * @throws IllegalArgumentException for an empty prompt or a given id outside the vocabulary
+   */
+  default GenerationRequest prepare(GenerationRequest r) {
+    return r.withPromptIds(PromptTokens.checked(model(), r, maxContext()));
+  }
+
+  /**
    * Generates for one request.
    *
    * @throws PromptTooLongException   when the prompt does not fit the context

@@ -1,5 +1,6 @@
 package io.longsieve.engine;
 
+import io.longsieve.policy.PolicyStats;
 import java.io.Serializable;
 
 /**
@@ -16,20 +17,17 @@ import java.io.Serializable;
  * @param policy                 the attention policy in canonical form, parameters included
  * @param policyResolved         the canonical form with what the backend resolved from the model folder filled
  *                               in, e.g. {@code layers=auto(2-3)} for TSA's sparse layers; equal to policy otherwise
- * @param attendedTokensMean     mean over decode steps, layers and query heads of the keys one decode query
- *                               attended to (dense: the cache length); NaN without decode steps
- * @param selectedFractionByLayer per layer, attended / causally visible (query, key) pairs summed over heads,
- *                               prefill and decode together (dense: 1.0)
- * @param selectionCacheHitRate  Selection Cache hits / lookups; NaN where no cache ran
+ * @param policyStats            what the policy reported ({@link PolicyStats}: attended tokens, selected fraction
+ *                               per layer, cache hit rate, sparse layers), built once by the engine with two
+ *                               values it measures itself: {@code kvBytesAfter}, the KV cache bytes right after
+ *                               compression, before decode adds tokens (equal to kvBytesBefore when no
+ *                               compression ran, never -1), and {@code selectionMs}, the time the prefill's
+ *                               attention spent choosing which keys to attend (TSA's proxy scores, cut-off and
+ *                               lists): device time on the GPU, wall time on the CPU; decode steps and the KV
+ *                               compression after the prefill are not in it
  * @param kvBytesBefore          KV cache bytes after prefill, before compression
- * @param kvBytesAfter           KV cache bytes right after compression, before decode adds tokens (equal to
- *                               kvBytesBefore when no compression ran)
- * @param sparseLayers           layers whose prefill attention was sparse
- * @param selectionMs            time the prefill's attention spent choosing which keys to attend (TSA's
- *                               proxy scores, cut-off and lists): device time on the GPU, wall time on the
- *                               CPU; decode steps and the KV compression after the prefill are not in it
  * @param attentionMs            time in the prefill's attention (every layer, the policy's attention and
- *                               its KV observation included) minus selectionMs; decode steps are not in
+ *                               its KV observation included) minus the selection time; decode steps are not in
  *                               it on either backend (their attention is part of decodeMs)
  * @param decodeBatchMean        mean number of sequences in the engine's decode steps this request took part
  *                               in (1 when it decoded alone, more when other documents were batched with it;
@@ -46,12 +44,7 @@ public record GenerationStats(
     String device,
     String policy,
     String policyResolved,
-    double attendedTokensMean,
-    float[] selectedFractionByLayer,
-    double selectionCacheHitRate,
+    PolicyStats policyStats,
     long kvBytesBefore,
-    long kvBytesAfter,
-    int sparseLayers,
-    double selectionMs,
     double attentionMs,
     double decodeBatchMean) implements Serializable {}

@@ -59,9 +59,7 @@ public final class GenerationTask implements AutoCloseable {
     this.request = r;
     this.limits = limits;
     this.policy = r.policy() != null ? r.policy() : defaultPolicy;
-    this.prompt = PromptTokens.of(model, r);
-    if (prompt.length == 0) throw new IllegalArgumentException("prompt has no tokens");
-    if (prompt.length >= maxContext) throw new PromptTooLongException(prompt.length, maxContext);
+    this.prompt = PromptTokens.checked(model, r, maxContext); // a prepared request's ids as they are
     this.capacity = (int) Math.min((long) prompt.length + Math.max(r.maxNewTokens(), 1), maxContext);
     int vocab = model.config().vocabSize();
     this.logits = new float[vocab];
@@ -183,10 +181,12 @@ public final class GenerationTask implements AutoCloseable {
     String text = stopText != null ? stopText : model.tokenizer().decode(ids, true);
     double ttft = request.maxNewTokens() == 0 ? prefillMs : ttftMs;
     PolicyStats ps = seq.policyStats();
+    // the policy's counters with the two values the engine measures: KV bytes as allocated, selection in the prefill only
+    PolicyStats measured = new PolicyStats(ps.attendedTokensMean(), ps.selectedFractionByLayer(), ps.selectionCacheHitRate(),
+        kvAfter, ps.sparseLayers(), prefillSelectionMs);
     double totalMs = ms(System.nanoTime() - t0);
     GenerationStats stats = new GenerationStats(prompt.length, produced, ttft, prefillMs, decodeMs, totalMs,
-        runner.backend(), runner.device(), policy.canonical(), seq.policyResolved(), ps.attendedTokensMean(), ps.selectedFractionByLayer(),
-        ps.selectionCacheHitRate(), kvBefore, kvAfter, ps.sparseLayers(), prefillSelectionMs,
+        runner.backend(), runner.device(), policy.canonical(), seq.policyResolved(), measured, kvBefore,
         Math.max(0, prefillAttentionMs - prefillSelectionMs), batchedSteps == 0 ? Double.NaN : (double) batchedSequences / batchedSteps);
     result = new GenerationResult(request.id(), text, ids, finish, stats);
     close();

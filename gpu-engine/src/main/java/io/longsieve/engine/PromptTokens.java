@@ -10,6 +10,20 @@ import io.longsieve.engine.spi.LoadedModel;
 final class PromptTokens {
   private PromptTokens() {}
 
+  /**
+   * The prompt ids of a request that fits: the one context check, for {@link Engine#prepare} and every
+   * request the engine runs.
+   *
+   * @throws PromptTooLongException   when the prompt takes the whole context or more
+   * @throws IllegalArgumentException for an empty prompt or a given id outside the vocabulary
+   */
+  static int[] checked(LoadedModel model, GenerationRequest r, int maxContext) {
+    int[] ids = of(model, r);
+    if (ids.length == 0) throw new IllegalArgumentException("prompt has no tokens");
+    if (ids.length >= maxContext) throw new PromptTooLongException(ids.length, maxContext);
+    return ids;
+  }
+
   /** @throws IllegalArgumentException for a given id outside the vocabulary */
   static int[] of(LoadedModel model, GenerationRequest r) {
     int[] given = r.promptIds();

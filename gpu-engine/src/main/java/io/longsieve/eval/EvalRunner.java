@@ -64,16 +64,12 @@ public final class EvalRunner {
     try {
       GenerationResult g = engine.generate(req);
       double ms = (System.nanoTime() - t0) / 1e6;
-      return new DocResult(policy, it, g.text(), Scoring.score(it, g.text()), attended(g.stats().selectedFractionByLayer()),
-          ms, g.stats().inputTokens(), null, policyStats(g.stats()));
+      PolicyStats ps = g.stats().policyStats();
+      return new DocResult(policy, it, g.text(), Scoring.score(it, g.text()), attended(ps.selectedFractionByLayer()),
+          ms, g.stats().inputTokens(), null, ps);
     } catch (PromptTooLongException | IllegalArgumentException e) {
       return new DocResult(policy, it, "", 0.0, Double.NaN, (System.nanoTime() - t0) / 1e6, 0, e.getMessage(), null);
     }
-  }
-
-  private static PolicyStats policyStats(GenerationStats s) {
-    return new PolicyStats(s.attendedTokensMean(), s.selectedFractionByLayer(), s.selectionCacheHitRate(),
-        s.kvBytesAfter(), s.sparseLayers(), s.selectionMs());
   }
 
   /** The mean selected fraction over layers (1 when none were reported): a document's attended share. */

@@ -66,9 +66,9 @@ public final class Tokenizer implements AutoCloseable {
    * tokens (usually BOS), as {@code tokenizer(text)} does in transformers; a chat-templated prompt
    * already holds them and is encoded without.
    *
-   * <p>The last few long texts are remembered: the Spark job counts a document's tokens (its
-   * too_long check) and then submits the same prompt, and a 128K-token document should be
-   * tokenized once. Each call returns its own array.
+   * <p>The last few long texts are remembered: the Spark job's --truncate counts the cut prompt and
+   * then prepares it (a request that keeps its ids, Engine.prepare), and a 128K-token document
+   * should be tokenized once. Each call returns its own array.
    */
   public int[] encode(String text, boolean addSpecial) {
     if (text.length() < MEMO_MIN_CHARS) return run(text, addSpecial);

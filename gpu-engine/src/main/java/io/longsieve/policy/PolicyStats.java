@@ -14,6 +14,6 @@ package io.longsieve.policy;
  *                                take what the prefill spent, see GenerationStats)
  */
 public record PolicyStats(double attendedTokensMean, float[] selectedFractionByLayer, double selectionCacheHitRate,
-                          long kvBytesAfter, int sparseLayers, double selectionMs) {
+                          long kvBytesAfter, int sparseLayers, double selectionMs) implements java.io.Serializable {
   public static final PolicyStats DENSE = new PolicyStats(Double.NaN, new float[0], Double.NaN, -1, 0, 0);
 }

@@ -130,11 +130,11 @@ class BatchingEngineTest {
     assertEquals(s.outputTokens(), t.outputTokens(), id);
     assertEquals(s.policy(), t.policy(), id);
     assertEquals(s.kvBytesBefore(), t.kvBytesBefore(), id);
-    assertEquals(s.kvBytesAfter(), t.kvBytesAfter(), id);
-    assertEquals(s.sparseLayers(), t.sparseLayers(), id);
-    assertEquals(s.attendedTokensMean(), t.attendedTokensMean(), 0.0, id);
-    assertArrayEquals(s.selectedFractionByLayer(), t.selectedFractionByLayer(), id);
-    assertEquals(s.selectionCacheHitRate(), t.selectionCacheHitRate(), 0.0, id);
+    assertEquals(s.policyStats().kvBytesAfter(), t.policyStats().kvBytesAfter(), id);
+    assertEquals(s.policyStats().sparseLayers(), t.policyStats().sparseLayers(), id);
+    assertEquals(s.policyStats().attendedTokensMean(), t.policyStats().attendedTokensMean(), 0.0, id);
+    assertArrayEquals(s.policyStats().selectedFractionByLayer(), t.policyStats().selectedFractionByLayer(), id);
+    assertEquals(s.policyStats().selectionCacheHitRate(), t.policyStats().selectionCacheHitRate(), 0.0, id);
     assertTrue(t.ttftMs() > 0 && t.totalMs() >= t.ttftMs(), id + ": timings");
   }
 

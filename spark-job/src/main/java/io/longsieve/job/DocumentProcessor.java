@@ -4,6 +4,7 @@ import io.longsieve.engine.Engine;
 import io.longsieve.engine.GenerationRequest;
 import io.longsieve.engine.GenerationResult;
 import io.longsieve.engine.GenerationStats;
+import io.longsieve.policy.PolicyStats;
 import io.longsieve.engine.PromptTooLongException;
 import io.longsieve.engine.spi.EngineSpec;
 import io.longsieve.engine.spi.SamplingParams;
@@ -15,6 +16,7 @@ import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Supplier;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
@@ -123,7 +125,12 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
 
   /** One document, start to finish, counted in the progress accumulators. */
   Row process(Row in, String executor, int partition) {
-    Row r = processOne(in, executor, partition);
+    return process(in, executor, partition, () -> ExecutorEngine.get(spec));
+  }
+
+  /** {@link #process} on the engine {@code engines} gives, asked only for a row that reaches it (tests pass their own). */
+  Row process(Row in, String executor, int partition, Supplier<Engine> engines) {
+    Row r = processOne(in, executor, partition, engines);
     if (metrics != null) { // the run's own documents (not the shadow audit's second run)
       LongSieveMetrics.record(r);
       Integer inTokens = (Integer) r.get(IN_TOKENS);
@@ -137,13 +144,13 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     return r;
   }
 
-  private Row processOne(Row in, String executor, int partition) {
+  private Row processOne(Row in, String executor, int partition, Supplier<Engine> engines) {
     long t0 = System.nanoTime();
     Out out = new Out(in);
     out.policy = policy.canonical(); // canonical on every row, ok and error alike
     String status = in.getAs("status");
     if (status != null) return out.error(status, in.getAs("error")).row(runId, executor, partition, t0);
-    Engine engine = ExecutorEngine.get(spec);
+    Engine engine = engines.get();
     out.backend = engine.backend();
     out.device = engine.device();
     try {
@@ -154,8 +161,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     } catch (DocumentAttempts.Failed e) {
       out.error(e.status(), e.getMessage());
     } catch (PromptTooLongException e) {
-      out.error(JobSchemas.TOO_LONG, e.getMessage());
-      out.inputTokens = e.tokens();
+      out.tooLong(e, ""); // not expected: generate runs prepared requests, checked already
     } catch (RuntimeException e) {
       out.error(JobSchemas.ENGINE_ERROR, e.getClass().getSimpleName() + ": " + e.getMessage());
     }
@@ -172,32 +178,28 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     Prompt prompt = PromptBuilder.build(set.template, new PromptBuilder.Values(in.getAs("text"), documents(in),
         in.getAs("question"), fields(in)));
     String id = in.getAs("doc_id");
-    // counting first names the limit in the row's error; the tokenizer remembers the ids, so the engine
-    // does not encode a long document a second time
-    int tokens = count(engine, id, prompt, set);
-    int limit = engine.maxContext();
-    if (tokens >= limit) {
+    GenerationRequest request;
+    try {
+      // tokenized once here, the count and the context check for the row; generate runs these ids
+      request = engine.prepare(request(id, prompt, set));
+    } catch (PromptTooLongException e) {
       if (!truncate) {
-        out.error(JobSchemas.TOO_LONG, "prompt has " + tokens + " tokens; the context limit is " + limit
-            + " (run with --truncate to keep the head and tail of the document)");
-        out.inputTokens = tokens;
+        out.tooLong(e, " (run with --truncate to keep the head and tail of the document)");
         return;
       }
+      int limit = e.limit();
       // leave room for the answer, at most a quarter of the context
       int budget = limit - Math.max(1, Math.min(set.maxNewTokens, limit / 4));
       PromptTruncator.Truncated t = PromptTruncator.fit(prompt, budget, engine.model().tokenizer(),
-          p -> count(engine, id, p, set));
+          p -> engine.promptTokens(request(id, p, set)).length);
       if (t == null) {
-        out.error(JobSchemas.TOO_LONG, "prompt has " + tokens + " tokens; the context limit is " + limit
-            + ", and the instruction and question alone do not fit " + budget + " tokens");
-        out.inputTokens = tokens;
+        out.tooLong(e, ", and the instruction and question alone do not fit " + budget + " tokens");
         return;
       }
-      prompt = t.prompt();
+      request = engine.prepare(request(id, t.prompt(), set)); // fits: within the budget
       out.notes = t.note();
     }
-    GenerationResult r = engine.generate(request(id, prompt, set));
-    out.ok(r);
+    out.ok(engine.generate(request));
   }
 
   /**
@@ -215,15 +217,14 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     ChatTemplate template = engine.model().chatTemplate();
     String text = template.render(turns);
     int[] ids = engine.model().tokenizer().encode(text, !template.hasTemplate()); // a real template writes BOS itself
-    int limit = engine.maxContext();
-    if (ids.length >= limit) {
-      out.error(JobSchemas.TOO_LONG, "conversation has " + ids.length + " tokens; the context limit is " + limit
-          + " (--truncate cuts documents, not conversations)");
-      out.inputTokens = ids.length;
-      return;
-    }
     GenerationRequest r = GenerationRequest.raw(in.getAs("doc_id"), text, set.maxNewTokens).withPromptIds(ids)
         .withSampling(set.sampling).withStopStrings(set.stop).withPolicy(policy);
+    try {
+      r = engine.prepare(r);
+    } catch (PromptTooLongException e) {
+      out.tooLong(e, " (--truncate cuts documents, not conversations)");
+      return;
+    }
     out.ok(engine.generate(r));
   }
 
@@ -274,9 +275,6 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     return r.withSampling(set.sampling).withStopStrings(set.stop).withPolicy(policy);
   }
 
-  private int count(Engine engine, String id, Prompt prompt, Settings set) {
-    return engine.promptTokens(request(id, prompt, set)).length;
-  }
 
   private static Map<String, String> fields(Row in) {
     int i = in.fieldIndex("fields");
@@ -324,6 +322,12 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
       return this;
     }
 
+    /** A too_long row: the engine's words (the tokens and the limit) and what the job adds, {@code more}. */
+    void tooLong(PromptTooLongException e, String more) {
+      error(JobSchemas.TOO_LONG, e.getMessage() + more);
+      inputTokens = e.tokens();
+    }
+
     void ok(GenerationResult r) {
       output = r.text();
       finishReason = r.finishReason().label();
@@ -345,12 +349,13 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
           .set("total_ms", (System.nanoTime() - t0) / 1e6).set("executor_id", executor).set("partition_id", partition);
       GenerationStats s = stats;
       if (s != null) {
+        PolicyStats p = s.policyStats();
         r.set("ttft_ms", s.ttftMs()).set("prefill_ms", s.prefillMs()).set("decode_ms", s.decodeMs())
-            .set("attended_tokens_mean", s.attendedTokensMean())
-            .set("selected_fraction_by_layer", floats(s.selectedFractionByLayer()))
-            .set("selection_cache_hit_rate", s.selectionCacheHitRate()).set("kv_bytes_before", s.kvBytesBefore())
-            .set("kv_bytes_after", s.kvBytesAfter()).set("sparse_layers", s.sparseLayers())
-            .set("selection_ms", s.selectionMs()).set("attention_ms", s.attentionMs())
+            .set("attended_tokens_mean", p.attendedTokensMean())
+            .set("selected_fraction_by_layer", floats(p.selectedFractionByLayer()))
+            .set("selection_cache_hit_rate", p.selectionCacheHitRate()).set("kv_bytes_before", s.kvBytesBefore())
+            .set("kv_bytes_after", p.kvBytesAfter()).set("sparse_layers", p.sparseLayers())
+            .set("selection_ms", p.selectionMs()).set("attention_ms", s.attentionMs())
             .set("decode_batch_mean", Double.isNaN(s.decodeBatchMean()) ? null : s.decodeBatchMean());
       }
       Settings g = settings;

@@ -32,7 +32,7 @@ import org.apache.spark.sql.types.StructType;
  * </pre>
  * {@code longsieve_generate(prompt)} and {@code longsieve_generate_with(prompt, options)} return the
  * answer (a string); {@code longsieve_result(prompt, options)} returns a struct of the answer, its
- * status and error, and the document's stats ({@link #RESULT}). The prompt is the user message; the
+ * status and error, the document's stats and the settings it was generated with ({@link #RESULT}). The prompt is the user message; the
  * model's chat template is applied unless the option {@code raw} is {@code true}. (Spark's Java UDFs
  * take a fixed number of arguments, hence two names for the answer with and without options.)
  *
@@ -57,7 +57,10 @@ public final class LongSieveSql {
   public static final List<String> OPTIONS = List.of("max_new_tokens", "policy", "system", "raw", "temperature", "top_p",
       "seed", "stop");
 
-  /** The struct {@code longsieve_result} returns. */
+  /**
+   * The struct {@code longsieve_result} returns: the answer, status and error, the stats, and the settings the
+   * call used (a call's option over the session's, greedy by default) under the stats table's column names.
+   */
   public static final StructType RESULT = new StructType()
       .add("output", DataTypes.StringType)
       .add("status", DataTypes.StringType, false)
@@ -69,7 +72,15 @@ public final class LongSieveSql {
       .add("total_ms", DataTypes.DoubleType)
       .add("backend", DataTypes.StringType)
       .add("device", DataTypes.StringType)
-      .add("policy", DataTypes.StringType);
+      .add("policy", DataTypes.StringType)
+      // what the call was generated with, its option over the session's (names and types of the stats table's columns);
+      // null on a bad_input row, whose options were not read
+      .add("policy_resolved", DataTypes.StringType) // null where the engine did not run
+      .add("max_new_tokens", DataTypes.IntegerType)
+      .add("temperature", DataTypes.DoubleType)     // 0: greedy
+      .add("top_p", DataTypes.DoubleType)
+      .add("seed", DataTypes.LongType)
+      .add("stop", DataTypes.createArrayType(DataTypes.StringType, false));
 
   /**
    * Registers the three functions on {@code spark} with its current {@code spark.longsieve.*} settings.
@@ -122,25 +133,25 @@ public final class LongSieveSql {
 
     /** One prompt to a {@link #RESULT} row; never throws for a bad prompt or a failed generation. */
     Row call(String prompt, Map<String, String> options) {
-      if (prompt == null || prompt.isBlank()) return failed(JobSchemas.BAD_INPUT, "the prompt is null or empty", null);
+      if (prompt == null || prompt.isBlank()) return failed(JobSchemas.BAD_INPUT, "the prompt is null or empty", null, null);
       GenerationRequest request;
       try {
         request = request(prompt, options);
       } catch (IllegalArgumentException e) {
-        return failed(JobSchemas.BAD_INPUT, e.getMessage(), null);
+        return failed(JobSchemas.BAD_INPUT, e.getMessage(), null, null);
       }
       Engine engine = ExecutorEngine.get(spec);
       try {
         GenerationResult r = attempts.run(request.id(), () -> engine.generate(request));
         GenerationStats s = r.stats();
-        return RowFactory.create(r.text(), JobSchemas.OK, null, s.inputTokens(), s.outputTokens(),
-            r.finishReason().label(), s.ttftMs(), s.totalMs(), s.backend(), s.device(), s.policy());
+        return row(r.text(), JobSchemas.OK, null, s.inputTokens(), s.outputTokens(), r.finishReason().label(), s.ttftMs(),
+            s.totalMs(), s.backend(), s.device(), s.policy(), s.policyResolved(), request);
       } catch (DocumentAttempts.Failed e) {
-        return failed(e.status(), e.getMessage(), null);
+        return failed(e.status(), e.getMessage(), null, request);
       } catch (PromptTooLongException e) {
-        return failed(JobSchemas.TOO_LONG, e.getMessage(), e.tokens());
+        return failed(JobSchemas.TOO_LONG, e.getMessage(), e.tokens(), request);
       } catch (RuntimeException e) {
-        return failed(JobSchemas.ENGINE_ERROR, e.getClass().getSimpleName() + ": " + e.getMessage(), null);
+        return failed(JobSchemas.ENGINE_ERROR, e.getClass().getSimpleName() + ": " + e.getMessage(), null, request);
       }
     }
 
@@ -191,8 +202,24 @@ public final class LongSieveSql {
       }
     }
 
-    private static Row failed(String status, String message, Integer inputTokens) {
-      return RowFactory.create(null, status, message, inputTokens, null, null, null, null, null, null, null);
+    /** A failed call's row: the request's settings where it was built (null: bad_input), no answer or stats. */
+    private static Row failed(String status, String message, Integer inputTokens, GenerationRequest request) {
+      String policy = request == null || request.policy() == null ? null : request.policy().canonical();
+      return row(null, status, message, inputTokens, null, null, null, null, null, null, policy, null, request);
+    }
+
+    /** A {@link #RESULT} row; the settings columns from {@code request}, all null without one. */
+    private static Row row(String output, String status, String error, Integer inputTokens, Integer outputTokens,
+        String finishReason, Double ttftMs, Double totalMs, String backend, String device, String policy,
+        String policyResolved, GenerationRequest request) {
+      if (request == null) {
+        return RowFactory.create(output, status, error, inputTokens, outputTokens, finishReason, ttftMs, totalMs, backend,
+            device, policy, policyResolved, null, null, null, null, null);
+      }
+      SamplingParams s = request.sampling();
+      return RowFactory.create(output, status, error, inputTokens, outputTokens, finishReason, ttftMs, totalMs, backend,
+          device, policy, policyResolved, request.maxNewTokens(), s.temperature(), s.topP(), s.seed(),
+          JobSchemas.seq(request.stopStrings()));
     }
   }
 }

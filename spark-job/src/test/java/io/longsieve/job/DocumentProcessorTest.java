@@ -5,7 +5,11 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.longsieve.engine.Engine;
+import io.longsieve.engine.GenerationRequest;
+import io.longsieve.engine.GenerationResult;
 import io.longsieve.engine.spi.EngineSpec;
+import io.longsieve.engine.spi.LoadedModel;
 import io.longsieve.policy.PolicySpec;
 import org.apache.spark.sql.Row;
 import org.junit.jupiter.api.Test;
@@ -187,5 +191,85 @@ class DocumentProcessorTest {
     int longer = run(p, three).getAs("input_tokens");
     assertTrue(system > plain, "the run's system message is a turn: " + system + " vs " + plain);
     assertTrue(longer > system, "every turn is rendered: " + longer + " vs " + system);
+  }
+
+  /**
+   * The executor's engine, counting the calls that tokenize a prompt: any of its calls on a request that
+   * holds no prompt ids (a request with ids runs them as they are).
+   */
+  private static final class CountingEngine implements Engine {
+    final Engine engine = ExecutorEngine.get(SPEC);
+    int tokenizations;
+    GenerationRequest generated;
+
+    private GenerationRequest count(GenerationRequest r) {
+      if (r.promptIds() == null) tokenizations++;
+      return r;
+    }
+
+    @Override public LoadedModel model() {
+      return engine.model();
+    }
+
+    @Override public String backend() {
+      return engine.backend();
+    }
+
+    @Override public String device() {
+      return engine.device();
+    }
+
+    @Override public int maxContext() {
+      return engine.maxContext();
+    }
+
+    @Override public int[] promptTokens(GenerationRequest r) {
+      return engine.promptTokens(count(r));
+    }
+
+    @Override public GenerationRequest prepare(GenerationRequest r) {
+      return engine.prepare(count(r));
+    }
+
+    @Override public GenerationResult generate(GenerationRequest r) {
+      generated = r;
+      return engine.generate(count(r));
+    }
+
+    @Override public void close() {
+      // the executor's engine, shared with the other tests
+    }
+  }
+
+  @Test
+  void aDocumentIsTokenizedOnceAndItsIdsAreWhatTheEngineRuns() {
+    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, PolicySpec.DENSE, false);
+    CountingEngine e = new CountingEngine();
+    Row r = p.process(parsed(JobTestSupport.json("d1", "qa", "The bridge opened in May.", "When did the bridge open?")),
+        "driver", 0, () -> e);
+    assertEquals(JobSchemas.OK, r.getAs("status"), (String) r.getAs("error"));
+    assertEquals(1, e.tokenizations);
+    assertEquals((int) r.getAs("input_tokens"), e.generated.promptIds().length);
+  }
+
+  @Test
+  void aTooLongDocumentIsTokenizedOnceAndHasOneError() {
+    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, PolicySpec.DENSE, false);
+    CountingEngine e = new CountingEngine();
+    Row r = p.process(parsed(JobTestSupport.json("d1", "summary", longText(300), null)), "driver", 0, () -> e);
+    assertEquals(JobSchemas.TOO_LONG, r.getAs("status"));
+    assertEquals("prompt has " + r.getAs("input_tokens") + " tokens; the context limit is 96"
+        + " (run with --truncate to keep the head and tail of the document)", r.getAs("error"));
+    assertEquals(1, e.tokenizations);
+    assertNull(e.generated, "a prompt over the context never reaches generate");
+  }
+
+  @Test
+  void aTooLongConversationHasTheSameError() {
+    DocumentProcessor p = new DocumentProcessor(SPEC, "r1", 4, PolicySpec.DENSE, true);
+    Row r = run(p, "{\"doc_id\":\"c\",\"messages\":[{\"role\":\"user\",\"content\":\"" + longText(300) + "\"}]}");
+    assertEquals(JobSchemas.TOO_LONG, r.getAs("status"));
+    assertEquals("prompt has " + r.getAs("input_tokens") + " tokens; the context limit is 96"
+        + " (--truncate cuts documents, not conversations)", r.getAs("error"));
   }
 }

@@ -139,4 +139,79 @@ class LongSieveSqlTest extends SparkSessionTest {
     assertEquals("bad_input", bad.getAs("status"));
     assertEquals("temperature must be >= 0", bad.getAs("error"));
   }
+
+  static final String SETTINGS = "r.status, r.max_new_tokens, r.temperature, r.top_p, r.seed, r.stop, r.policy, r.policy_resolved,"
+      + " r.output";
+
+  /** The settings columns of p0's struct for a call with these options (SQL map arguments, e.g. {@code 'seed', '7'}). */
+  Row settings(String options) {
+    return spark.sql("SELECT " + SETTINGS + " FROM (SELECT longsieve_result(text, map(" + options + ")) AS r FROM docs"
+        + " WHERE doc_id = 'p0')").first();
+  }
+
+  @Test
+  void theStructCarriesTheSettingsUsedGreedyByDefault() {
+    Row r = settings("");
+    assertEquals("ok", r.getString(0), r.toString());
+    assertEquals(4, r.getInt(1), "the session's maxNewTokens");
+    assertEquals(0.0, r.getDouble(2), "greedy");
+    assertEquals(1.0, r.getDouble(3));
+    assertEquals(0L, r.getLong(4));
+    assertEquals(List.of(), r.getList(5));
+    assertEquals("dense", r.getString(6));
+    assertEquals("dense", r.getString(7));
+  }
+
+  @Test
+  void theStructCarriesACallsOwnSettingsAndTheSameSeedGivesTheSameOutput() {
+    String options = "'max_new_tokens', '3', 'temperature', '0.8', 'top_p', '0.9', 'seed', '7', 'stop', '[\"zz\", \"yy\"]',"
+        + " 'policy', 'tsa'";
+    Row r = settings(options);
+    assertEquals("ok", r.getString(0), r.toString());
+    assertEquals(3, r.getInt(1));
+    assertEquals(0.8, r.getDouble(2));
+    assertEquals(0.9, r.getDouble(3));
+    assertEquals(7L, r.getLong(4));
+    assertEquals(List.of("zz", "yy"), r.getList(5));
+    assertTrue(r.getString(6).startsWith("tsa"), r.toString());
+    assertNotNull(r.getString(7), "the engine ran: its resolved policy");
+    assertTrue(r.getString(7).startsWith("tsa"), r.toString());
+    assertEquals(r.getString(8), settings(options).getString(8), "the same seed, the same output");
+  }
+
+  @Test
+  void aCallsOptionWinsOverTheSessionsSetting() {
+    try {
+      spark.conf().set("spark.longsieve.temperature", "0.5");
+      spark.conf().set("spark.longsieve.seed", "11");
+      LongSieveSql.register(spark);
+      Row session = settings("");
+      assertEquals(0.5, session.getDouble(2), session.toString());
+      assertEquals(11L, session.getLong(4));
+      Row call = settings("'temperature', '0', 'max_new_tokens', '2'");
+      assertEquals(0.0, call.getDouble(2), call.toString());
+      assertEquals(11L, call.getLong(4), "the session's seed where the call sets none");
+      assertEquals(2, call.getInt(1));
+    } finally {
+      spark.conf().unset("spark.longsieve.temperature");
+      spark.conf().unset("spark.longsieve.seed");
+    }
+  }
+
+  @Test
+  void aFailedCallCarriesItsSettingsABadInputOneNone() {
+    Row bad = settings("'colour', 'red'");
+    assertEquals("bad_input", bad.getString(0));
+    for (int i = 1; i <= 7; i++) assertTrue(bad.isNullAt(i), "column " + i + " of " + bad);
+    String longPrompt = String.join(" ", JobTestSupport.words(5000));
+    spark.createDataFrame(List.of(RowFactory.create("long", longPrompt)),
+        new StructType().add("doc_id", DataTypes.StringType).add("text", DataTypes.StringType)).createOrReplaceTempView("long_docs");
+    Row tooLong = spark.sql("SELECT " + SETTINGS + " FROM (SELECT longsieve_result(text, map('seed', '5')) AS r FROM long_docs)")
+        .first();
+    assertEquals("too_long", tooLong.getString(0), tooLong.toString());
+    assertEquals(4, tooLong.getInt(1));
+    assertEquals(5L, tooLong.getLong(4));
+    assertEquals("dense", tooLong.getString(6));
+    assertTrue(tooLong.isNullAt(7), "the engine did not run: " + tooLong);
+  }
 }

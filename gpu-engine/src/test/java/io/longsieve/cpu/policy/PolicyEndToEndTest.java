@@ -65,11 +65,11 @@ class PolicyEndToEndTest {
   void denseReportsFullAttention() {
     GenerationStats s = run("dense", 6).stats();
     assertEquals("dense", s.policy());
-    assertEquals(4, s.selectedFractionByLayer().length);
-    for (float f : s.selectedFractionByLayer()) assertEquals(1f, f, 1e-6);
-    assertEquals(s.inputTokens() + 3, s.attendedTokensMean(), 1e-9); // 5 decode steps see n+1 .. n+5 tokens
-    assertEquals(s.kvBytesBefore(), s.kvBytesAfter());
-    assertTrue(Double.isNaN(s.selectionCacheHitRate()));
+    assertEquals(4, s.policyStats().selectedFractionByLayer().length);
+    for (float f : s.policyStats().selectedFractionByLayer()) assertEquals(1f, f, 1e-6);
+    assertEquals(s.inputTokens() + 3, s.policyStats().attendedTokensMean(), 1e-9); // 5 decode steps see n+1 .. n+5 tokens
+    assertEquals(s.kvBytesBefore(), s.policyStats().kvBytesAfter());
+    assertTrue(Double.isNaN(s.policyStats().selectionCacheHitRate()));
   }
 
   @Test
@@ -83,7 +83,7 @@ class PolicyEndToEndTest {
       GenerationStats s = r.stats();
       assertEquals(8, r.tokenIds().length, p);
       PolicySpec spec = PolicySpec.parse(p);
-      float[] frac = s.selectedFractionByLayer();
+      float[] frac = s.policyStats().selectedFractionByLayer();
       assertEquals(4, frac.length, p);
       double meanFrac = 0;
       for (float f : frac) {
@@ -91,16 +91,16 @@ class PolicyEndToEndTest {
         meanFrac += f / 4;
       }
       boolean compresses = !spec.kv().name().equals("none");
-      if (compresses) assertTrue(s.kvBytesAfter() < s.kvBytesBefore(), p + " kv " + s.kvBytesBefore() + " -> " + s.kvBytesAfter());
-      else assertEquals(s.kvBytesBefore(), s.kvBytesAfter(), p);
+      if (compresses) assertTrue(s.policyStats().kvBytesAfter() < s.kvBytesBefore(), p + " kv " + s.kvBytesBefore() + " -> " + s.policyStats().kvBytesAfter());
+      else assertEquals(s.kvBytesBefore(), s.policyStats().kvBytesAfter(), p);
       boolean attendsLess = compresses || !spec.prefill().name().equals("dense") || !spec.decode().name().equals("dense");
       if (attendsLess) assertTrue(meanFrac < 1, p + " mean fraction " + meanFrac);
-      assertTrue(s.attendedTokensMean() > 0 && s.attendedTokensMean() < s.inputTokens() + 8, p);
-      assertEquals(spec.prefill().name().equals("tsa") ? 4 : 0, s.sparseLayers(), p);
+      assertTrue(s.policyStats().attendedTokensMean() > 0 && s.policyStats().attendedTokensMean() < s.inputTokens() + 8, p);
+      assertEquals(spec.prefill().name().equals("tsa") ? 4 : 0, s.policyStats().sparseLayers(), p);
       if (p.startsWith(ts) && !p.contains("cache=off")) {
-        assertTrue(s.selectionCacheHitRate() >= 0 && s.selectionCacheHitRate() <= 1, p);
+        assertTrue(s.policyStats().selectionCacheHitRate() >= 0 && s.policyStats().selectionCacheHitRate() <= 1, p);
       }
-      assertTrue(s.selectionMs() >= 0 && s.attentionMs() >= 0, p);
+      assertTrue(s.policyStats().selectionMs() >= 0 && s.attentionMs() >= 0, p);
     }
   }
 }

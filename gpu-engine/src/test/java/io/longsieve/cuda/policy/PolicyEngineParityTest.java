@@ -279,9 +279,9 @@ class PolicyEngineParityTest {
         assertEquals("cuda", gr.stats().backend(), policy);
         assertEquals(cr.stats().policy(), gr.stats().policy(), policy);
         assertTrue(gr.tokenIds().length >= 1 && gr.tokenIds().length <= 4, policy + ": tokens (EOS may stop early)");
-        assertEquals(cr.stats().kvBytesAfter(), gr.stats().kvBytesAfter(), policy + ": kvBytesAfter");
-        assertArrayEquals(new int[] {cr.stats().selectedFractionByLayer().length},
-            new int[] {gr.stats().selectedFractionByLayer().length}, policy);
+        assertEquals(cr.stats().policyStats().kvBytesAfter(), gr.stats().policyStats().kvBytesAfter(), policy + ": kvBytesAfter");
+        assertArrayEquals(new int[] {cr.stats().policyStats().selectedFractionByLayer().length},
+            new int[] {gr.stats().policyStats().selectedFractionByLayer().length}, policy);
       }
     }
   }
@@ -301,10 +301,10 @@ class PolicyEngineParityTest {
         for (Engine e : List.of(c, g)) {
           GenerationStats s = run(e, text.toString(), policy).stats();
           String what = e.backend() + " " + policy + ": " + s;
-          assertTrue(s.attentionMs() >= 0 && s.selectionMs() >= 0, what);
-          assertTrue(s.attentionMs() + s.selectionMs() <= s.prefillMs(), what);
-          if (policy.equals("dense")) assertEquals(0.0, s.selectionMs(), what);
-          if (s.sparseLayers() > 0) assertTrue(s.selectionMs() > 0, what);
+          assertTrue(s.attentionMs() >= 0 && s.policyStats().selectionMs() >= 0, what);
+          assertTrue(s.attentionMs() + s.policyStats().selectionMs() <= s.prefillMs(), what);
+          if (policy.equals("dense")) assertEquals(0.0, s.policyStats().selectionMs(), what);
+          if (s.policyStats().sparseLayers() > 0) assertTrue(s.policyStats().selectionMs() > 0, what);
         }
       }
     }
