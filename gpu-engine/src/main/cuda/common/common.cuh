@@ -10,6 +10,7 @@ typedef __nv_bfloat16 bf16;
 #define OUT_F32 0      // out (M, N) f32 = result
 #define OUT_F32_ADD 1  // out (M, N) f32 += result (residual stream)
 #define OUT_BF16 2     // out (M, N) bf16 = result
+#define OUT_SWIGLU 3   // out (M, N / 2) bf16 = silu(gate) * up, W's rows [gate | up] (gemm_sm90 only)
 
 __device__ __forceinline__ float bf2f(bf16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ bf16 f2bf(float v) { return __float2bfloat16_rn(v); }

@@ -10,6 +10,12 @@
 //     from shared memory into 128 f32 registers, keeping one k-slice of wgmma in flight, then
 //     write their rows (bias, then f32 / f32 += / bf16) straight from registers while the
 //     producer already loads the next tile.
+//   OUT_SWIGLU (the fused gate/up projection): W holds [gate (N/2 rows) | up (N/2 rows)]; a tile's
+//     256 W rows are 128 gate rows and the 128 up rows of the same output columns, loaded as two
+//     128-row boxes, so each thread holds gate and up of the same element and writes
+//     silu(gate) * up (N/2 columns, bf16) without the (M, N) intermediate going through memory.
+//     Gate and up are rounded to bf16 first, as the unfused path (gemm to bf16, swiglu_rows) and
+//     transformers round them, so both paths give the same bits. Needs N/2 % 128 == 0, no bias.
 // Edges: TMA zero-fills rows and columns past M, N and K, the epilogue masks the stores; K must be
 // a multiple of 8 (16-byte global rows for TMA). The tensor maps are built on the host
 // (TensorMaps.matrix) over A (box 64 x 128) and W (box 64 x 256) and passed in device memory.
@@ -90,6 +96,28 @@ __device__ __forceinline__ void gh_epilogue(const float* acc, void* out, const f
   }
 }
 
+// OUT_SWIGLU's epilogue: accumulator columns 0-127 are gate, 128-255 the up of the same output
+// columns (acc[4 j + e] and acc[4 (j + 16) + e]); out (M, hidden) bf16, tile columns col0...
+__device__ __forceinline__ void gh_epilogue_swiglu(const float* acc, bf16* out, int M, int hidden, int row0, int col0) {
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int j = 0; j < GH_BN / 16; j++) {
+    const int col = col0 + 8 * j + 2 * q;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int row = row0 + 16 * warp + g + 8 * h;
+      if (row >= M) continue;
+      float v[2];
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const float gate = bf2f(f2bf(acc[4 * j + 2 * h + e])), up = bf2f(f2bf(acc[4 * (j + 16) + 2 * h + e]));
+        v[e] = gate / (1.f + expf(-gate)) * up;  // swiglu_rows' formula
+      }
+      *reinterpret_cast<__nv_bfloat162*>(out + (size_t)row * hidden + col) = __floats2bfloat162_rn(v[0], v[1]);
+    }
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(GH_THREADS, 1)
     gemm_sm90(const CUtensorMap* __restrict__ mapA, const CUtensorMap* __restrict__ mapW, void* out,
               const float* bias, int M, int N, int K, int mode, int rowGroup) {
@@ -99,7 +127,10 @@ extern "C" __global__ void __launch_bounds__(GH_THREADS, 1)
   uint64_t* full = reinterpret_cast<uint64_t*>(ring + GH_STAGES * GH_STAGE_BYTES);
   uint64_t* empty = full + GH_STAGES;
 
-  const int mTiles = (M + GH_BM - 1) / GH_BM, nTiles = (N + GH_BN - 1) / GH_BN, tiles = mTiles * nTiles;
+  const bool swiglu = mode == OUT_SWIGLU;
+  const int hidden = N / 2;  // OUT_SWIGLU's output columns; a tile covers 128 of them
+  const int mTiles = (M + GH_BM - 1) / GH_BM, nTiles = swiglu ? hidden / 128 : (N + GH_BN - 1) / GH_BN;
+  const int tiles = mTiles * nTiles;
   const int kTiles = (K + GH_BK - 1) / GH_BK;
   const int wg = threadIdx.x / 128;
 
@@ -127,7 +158,12 @@ extern "C" __global__ void __launch_bounds__(GH_THREADS, 1)
           unsigned char* sa = ring + s * GH_STAGE_BYTES;
           mbar_expect_tx(&full[s], GH_STAGE_BYTES);
           tma_load_2d(sa, mapA, kt * GH_BK, tm * GH_BM, &full[s]);
-          tma_load_2d(sa + GH_A_BYTES, mapW, kt * GH_BK, tn * GH_BN, &full[s]);
+          if (swiglu) {  // 128 gate rows, then the 128 up rows of the same columns (mapW's box is 128 rows)
+            tma_load_2d(sa + GH_A_BYTES, mapW, kt * GH_BK, tn * 128, &full[s]);
+            tma_load_2d(sa + GH_A_BYTES + GH_B_BYTES / 2, mapW, kt * GH_BK, hidden + tn * 128, &full[s]);
+          } else {
+            tma_load_2d(sa + GH_A_BYTES, mapW, kt * GH_BK, tn * GH_BN, &full[s]);
+          }
         }
       }
     }
@@ -159,7 +195,8 @@ extern "C" __global__ void __launch_bounds__(GH_THREADS, 1)
       wgmma_wait<0>();
       fence_regs<GH_BN / 2>(acc);
       if (threadIdx.x % 128 == 0) mbar_arrive(&empty[(it - 1) % GH_STAGES]);
-      gh_epilogue(acc, out, bias, M, N, mode, tm * GH_BM + c * 64, tn * GH_BN);
+      if (swiglu) gh_epilogue_swiglu(acc, (bf16*)out, M, hidden, tm * GH_BM + c * 64, tn * 128);
+      else gh_epilogue(acc, out, bias, M, N, mode, tm * GH_BM + c * 64, tn * GH_BN);
     }
   }
 #else

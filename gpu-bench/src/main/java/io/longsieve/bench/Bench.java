@@ -29,6 +29,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Random;
+import jcuda.driver.CUdeviceptr;
 import jcuda.driver.CUgraph;
 import jcuda.driver.CUgraphExec;
 import jcuda.driver.CUstream;
@@ -256,6 +257,30 @@ public final class Bench implements AutoCloseable {
     }
   }
 
+  /**
+   * The feed-forward block's gate/up GEMM with its SwiGLU: fused into the GEMM's epilogue where the
+   * kernels allow it (Kernels.gateUpSwiglu), against the GEMM to bf16 then swiglu_rows. out holds the
+   * (m, 2 h) intermediate, then the (m, h) result.
+   */
+  private void gateUpSwiglu(DeviceBuffer a, DeviceBuffer out, int m, int h, int dim) {
+    DeviceBuffer w = ctx.alloc(2L * h * dim * 2, "bench W gate/up");
+    try (w) {
+      k.fillRandomBf16(w.ptr(), 2L * h * dim, 5, 0.02f);
+      CUdeviceptr gu = out.ptr(), hb = out.at((long) m * 2 * h * 2);
+      double flops = 2.0 * m * 2 * h * dim;
+      double fused = medianMs(() -> k.gateUpSwiglu(hb, gu, a.ptr(), w.ptr(), m, h, dim), 3, 15);
+      double plain = medianMs(() -> {
+        k.matmul(gu, Kernels.OUT_BF16, a.ptr(), w.ptr(), null, m, 2 * h, dim);
+        k.swiglu(hb, gu, m, h);
+      }, 3, 15);
+      String how = k.fusesSwiglu(m, h) ? "fused" : "not fused here";
+      add(new Row("gemm", "gate_up + swiglu (" + how + ")", m + "x" + 2 * h + "x" + dim, fused, flops / fused / 1e9,
+          Double.NaN, flops / fused / 1e9 / matmulTflops, Double.NaN));
+      add(new Row("gemm", "gate_up then swiglu_rows", m + "x" + 2 * h + "x" + dim, plain, flops / plain / 1e9,
+          Double.NaN, flops / plain / 1e9 / matmulTflops, Double.NaN));
+    }
+  }
+
   /** The 8B layer's GEMMs at prefill (m tokens) and GEMV at decode (1 row), one at a time. */
   public void matmuls(ModelConfig c, int m) {
     int dim = c.hiddenSize(), h = c.intermediateSize();
@@ -273,6 +298,7 @@ public final class Bench implements AutoCloseable {
           double tf = 2.0 * m * n * kk / ms / 1e9;
           add(new Row("gemm", names[i], m + "x" + n + "x" + kk, ms, tf, Double.NaN, tf / matmulTflops,
               peerMs("gemm", names[i])));
+          if (i == 2) gateUpSwiglu(a, out, m, h, dim);
         }
         for (int b : new int[] {1, 8, 32}) {
           if (b > 1 && i != 2) continue;  // batch sweep on the widest layer only

@@ -45,7 +45,7 @@ public final class CudaModel implements AutoCloseable {
   private final DeviceBuffer qkv;     // (chunk, qDim + 2 kvDim) f32 projections (+ bias), keys before RoPE
   private final DeviceBuffer q;       // (chunk, nHeads, headDim) bf16 rotated queries
   private final DeviceBuffer att;     // (chunk, nHeads, headDim) bf16 attention output
-  private final DeviceBuffer gu;      // (chunk, 2 hidden) bf16 [gate | up]
+  private final DeviceBuffer gu;      // (chunk, 2 hidden) bf16 [gate | up]; 8 rows where the GEMM fuses SwiGLU
   private final DeviceBuffer hb;      // (chunk, hidden) bf16 silu(gate) * up
   private final DeviceBuffer last;    // (dim) bf16 final-normed last row
   private final DeviceBuffer logits;  // (vocab) f32
@@ -76,7 +76,7 @@ public final class CudaModel implements AutoCloseable {
       qkv = act(n * (c.qDim() + 2L * c.kvDim()) * 4, "qkv");
       q = act(n * c.qDim() * 2, "queries");
       att = act(n * c.qDim() * 2, "attention out");
-      gu = act(n * 2 * h * 2, "gate/up");
+      gu = act(k.swigluScratchRows(n, (int) h) * 2 * h * 2, "gate/up");
       hb = act(n * h * 2, "swiglu");
       last = act(dim * 2, "last row");
       logits = act(c.vocabSize() * 4L, "logits");
@@ -212,8 +212,7 @@ public final class CudaModel implements AutoCloseable {
           c.slidingWindow(), scale, splits, ws);                                 // (n, qDim)
       k.matmul(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo().ptr(), null, n, dim, qDim);   // x += att · woᵀ
       k.rmsNorm(xb.ptr(), x.ptr(), lw.ffnNorm().ptr(), n, dim, c.rmsNormEps());
-      k.matmul(gu.ptr(), Kernels.OUT_BF16, xb.ptr(), lw.wgu().ptr(), null, n, 2 * hidden, dim); // (n, 2 hidden)
-      k.swiglu(hb.ptr(), gu.ptr(), n, hidden);
+      k.gateUpSwiglu(hb.ptr(), gu.ptr(), xb.ptr(), lw.wgu().ptr(), n, hidden, dim);         // (n, hidden)
       k.matmul(x.ptr(), Kernels.OUT_F32_ADD, hb.ptr(), lw.wDown().ptr(), null, n, dim, hidden); // x += h · w_downᵀ
     }
     k.rmsNorm(xb.ptr(), x.ptr(), w.finalNorm.ptr(), n, dim, c.rmsNormEps());             // (n, dim)
@@ -317,10 +316,7 @@ public final class CudaModel implements AutoCloseable {
       // feed-forward block
       k.rmsNorm(xb.ptr(), x.ptr(), lw.ffnNorm().ptr(), total, dim, c.rmsNormEps());
       mark(Profile.GEMM);
-      k.matmul(gu.ptr(), Kernels.OUT_BF16, xb.ptr(), lw.wgu().ptr(), null, total, 2 * hidden, dim); // (total, 2 hidden)
-      mark(Profile.OTHER);
-      k.swiglu(hb.ptr(), gu.ptr(), total, hidden);
-      mark(Profile.GEMM);
+      k.gateUpSwiglu(hb.ptr(), gu.ptr(), xb.ptr(), lw.wgu().ptr(), total, hidden, dim); // (total, hidden)
       k.matmul(x.ptr(), Kernels.OUT_F32_ADD, hb.ptr(), lw.wDown().ptr(), null, total, dim, hidden); // x += h · w_downᵀ
       mark(Profile.OTHER);
     }

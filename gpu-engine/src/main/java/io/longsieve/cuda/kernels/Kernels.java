@@ -18,6 +18,8 @@ public final class Kernels {
   public static final int OUT_F32 = 0;
   public static final int OUT_F32_ADD = 1;
   public static final int OUT_BF16 = 2;
+  /** gemm_sm90 only: out (m, n / 2) bf16 = silu(gate) * up, w's rows [gate | up]; see {@link #gateUpSwiglu}. */
+  static final int OUT_SWIGLU = 3;
 
   /** Page size of the KV cache; the tensor-core attention kernel takes one page per key tile. */
   public static final int PAGE_SIZE = 64;
@@ -99,6 +101,36 @@ public final class Kernels {
   /** out (n, hidden) bf16 = silu(gate) * up, gu (n, 2 * hidden) bf16 holding [gate | up]. */
   public void swiglu(CUdeviceptr out, CUdeviceptr gu, int n, int hidden) {
     l.launch("swiglu_rows", n, (hidden + 255) / 256, 1, 256, 0, out, gu, hidden);
+  }
+
+  /**
+   * The feed-forward block's first half: out (m, hidden) bf16 = silu(gate) * up, where gate and up
+   * (m, hidden) are a (m, k) bf16 . wgu (2 hidden, k)^T bf16 rounded to bf16, wgu's rows [gate | up].
+   * On sm_90a with m > 8 and hidden a multiple of 128 the GEMM's epilogue applies the SwiGLU
+   * (OUT_SWIGLU), so the (m, 2 hidden) intermediate never goes through memory; otherwise the
+   * GEMM writes it to gu (m, 2 hidden) bf16 and swiglu_rows reads it. Both paths give the same bits.
+   */
+  public void gateUpSwiglu(CUdeviceptr out, CUdeviceptr gu, CUdeviceptr a, CUdeviceptr wgu, int m, int hidden, int k) {
+    if (fusesSwiglu(m, hidden)) {
+      checkK(k);
+      CUdeviceptr ma = maps.matrix(a, m, k, 2L * k, 128), mw = maps.matrix(wgu, 2L * hidden, k, 2L * k, 128);
+      long tiles = (long) ((m + 127) / 128) * (hidden / 128);
+      l.launch("gemm_sm90", (int) Math.min(tiles, smCount), 1, 1, Hopper.THREADS, Hopper.GEMM_SMEM, ma, mw, out, null,
+          m, 2 * hidden, k, OUT_SWIGLU, Hopper.gemmRowGroup(m));
+    } else {
+      matmul(gu, OUT_BF16, a, wgu, null, m, 2 * hidden, k);
+      swiglu(out, gu, m, hidden);
+    }
+  }
+
+  /** Whether {@link #gateUpSwiglu} runs as one fused GEMM for m rows (tests check both paths). */
+  public boolean fusesSwiglu(int m, int hidden) {
+    return hopper && m > 8 && hidden % 128 == 0;
+  }
+
+  /** Rows of the gu scratch that {@link #gateUpSwiglu} needs for calls of up to maxRows rows: only unfused calls use it. */
+  public long swigluScratchRows(long maxRows, int hidden) {
+    return fusesSwiglu(9, hidden) ? Math.min(maxRows, 8) : maxRows;
   }
 
   /**

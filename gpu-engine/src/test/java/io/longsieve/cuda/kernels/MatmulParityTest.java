@@ -62,6 +62,35 @@ class MatmulParityTest extends GpuPoolTest {
     assertClose(got, ref, mode == Kernels.OUT_BF16 ? BF16_TOLERANCE : 1e-4, (m <= 8 ? "gemv" : "gemm") + " " + m + "x" + n + "x" + k);
   }
 
+  /**
+   * The gate/up projection with SwiGLU (fused into the sm_90a GEMM's epilogue for more than 8 rows):
+   * the same bits as the unfused path (GEMM to bf16, then swiglu_rows) on this GPU, and within bf16
+   * of the CPU's silu(gate) * up. 8B's hidden 14336 and a small multiple of 128; 8 rows stay unfused.
+   */
+  @ParameterizedTest(name = "gate/up + swiglu m={0} hidden={1} k={2}")
+  @CsvSource({"8, 256, 128", "9, 256, 128", "130, 384, 192", "300, 1024, 512", "129, 14336, 4096"})
+  void gateUpSwigluMatchesUnfusedAndCpu(int m, int hidden, int k) {
+    Random r = new Random(7L * m + hidden + k);
+    float[] a = Gpu.random(r, m * k, 1), wgu = Gpu.random(r, 2 * hidden * k, 1.0 / Math.sqrt(k));
+    DeviceBuffer da = gpu.bf16(a), dw = gpu.bf16(wgu), gu = gpu.poisoned((long) m * 2 * hidden * 2, true);
+    DeviceBuffer fused = gpu.poisoned((long) m * hidden * 2, true), plain = gpu.poisoned((long) m * hidden * 2, true);
+    gpu.k.gateUpSwiglu(fused.ptr(), gu.ptr(), da.ptr(), dw.ptr(), m, hidden, k);
+    gpu.k.matmul(gu.ptr(), Kernels.OUT_BF16, da.ptr(), dw.ptr(), null, m, 2 * hidden, k);
+    gpu.k.swiglu(plain.ptr(), gu.ptr(), m, hidden);
+    float[] got = gpu.readBf16(fused, m * hidden);
+    org.junit.jupiter.api.Assertions.assertArrayEquals(gpu.readBf16(plain, m * hidden), got,
+        (gpu.k.fusesSwiglu(m, hidden) ? "fused" : "unfused") + " against gemm + swiglu_rows");
+
+    float[] gateUp = new float[m * 2 * hidden], gate = new float[m * hidden], up = new float[m * hidden];
+    CpuOps.matmul(pool, gateUp, a, m, wgu, null, 2 * hidden, k);
+    for (int i = 0; i < m; i++) {
+      System.arraycopy(gateUp, i * 2 * hidden, gate, i * hidden, hidden);
+      System.arraycopy(gateUp, i * 2 * hidden + hidden, up, i * hidden, hidden);
+    }
+    CpuOps.swiglu(gate, up, m * hidden);
+    assertClose(got, gate, 2 * BF16_TOLERANCE, "gate/up + swiglu " + m + "x" + hidden + "x" + k);
+  }
+
   @ParameterizedTest(name = "forced gemm m={0}")
   @CsvSource({"1", "4", "8"})
   void tensorCoreGemmHandlesSkinnyInputs(int m) {
