@@ -5,6 +5,7 @@ import io.longsieve.cpu.kernels.KvCache;
 import io.longsieve.cpu.kernels.ThreadPool;
 import io.longsieve.cpu.policy.AttentionPolicy;
 import io.longsieve.cpu.policy.ComposedPolicy;
+import io.longsieve.engine.spi.KvSizedSequence;
 import io.longsieve.engine.spi.ModelRunner;
 import io.longsieve.engine.spi.RequestLimits;
 import io.longsieve.engine.spi.Sampler;
@@ -96,13 +97,11 @@ public final class CpuRunner implements ModelRunner {
     pool.close();
   }
 
-  private final class CpuSequence implements Sequence {
+  private final class CpuSequence extends KvSizedSequence {
     private final KvCache kv;
     private final AttentionPolicy policy;
     private final TimedPolicy timed;
     private final int[] one = new int[1]; // the decode step's token
-    private long kvBefore;
-    private long kvAfter;
 
     CpuSequence(KvCache kv, AttentionPolicy policy) {
       this.kv = kv;
@@ -117,10 +116,8 @@ public final class CpuRunner implements ModelRunner {
     }
 
     private void afterPrefill() {
-      kvBefore = kv.bf16Bytes();
       // the compression is not attention (the CUDA backend's events leave it out too): prefill_ms has it
-      policy.afterPrefill(kv, model.attentionContext());
-      kvAfter = kv.bf16Bytes();
+      compressMeasured(() -> policy.afterPrefill(kv, model.attentionContext()));
     }
 
     /** One forward chunk: the parts then cut the prompt exactly where one {@link #prefill} call does. */
@@ -145,18 +142,8 @@ public final class CpuRunner implements ModelRunner {
     }
 
     @Override
-    public long kvBytesBeforeCompression() {
-      return kvBefore;
-    }
-
-    @Override
     public long kvBytes() {
       return kv.bf16Bytes();
-    }
-
-    @Override
-    public long kvBytesAfterCompression() {
-      return kvAfter;
     }
 
     @Override

@@ -8,6 +8,7 @@ import io.longsieve.cuda.kv.PagedKvCache;
 import io.longsieve.cuda.policy.GpuEnv;
 import io.longsieve.cuda.policy.GpuPolicy;
 import io.longsieve.engine.spi.EngineSpec;
+import io.longsieve.engine.spi.KvSizedSequence;
 import io.longsieve.engine.spi.LoadedModel;
 import io.longsieve.engine.spi.ModelRunner;
 import io.longsieve.engine.spi.Sampler;
@@ -231,10 +232,9 @@ public final class CudaRunner implements ModelRunner {
     }
   }
 
-  private final class CudaSequence implements Sequence {
+  private final class CudaSequence extends KvSizedSequence {
     private final PagedKvCache kv;
     private final GpuPolicy policy;
-    private long kvBefore;
     private double prefillAttentionMs;  // attention kernels of the prefill, timed with events
     private boolean lastOnDevice;  // this sequence's last pick went to the device token slot
     private int lastPicked = -1;
@@ -252,8 +252,7 @@ public final class CudaRunner implements ModelRunner {
         tokenOwner = null;  // the prefill overwrote the device token slot
         model.prefill(tokens, 0, kv, policy);
         model.profile(null);
-        kvBefore = kv.bf16Bytes();
-        policy.afterPrefill(kv);
+        compressMeasured(() -> policy.afterPrefill(kv));
         model.readLogits(logits);
         prefillAttentionMs += p.millis()[CudaModel.Profile.ATTENTION];
       } finally {
@@ -279,8 +278,7 @@ public final class CudaRunner implements ModelRunner {
         tokenOwner = null;
         model.prefill(tokens, 0, kv, policy);
         model.profile(null);
-        kvBefore = kv.bf16Bytes();
-        policy.afterPrefill(kv);
+        compressMeasured(() -> policy.afterPrefill(kv));
         int next = pick(sampler);  // synchronises: the events below are complete
         prefillAttentionMs += p.millis()[CudaModel.Profile.ATTENTION];
         return next;
@@ -314,11 +312,6 @@ public final class CudaRunner implements ModelRunner {
       lastOnDevice = true;
       tokenOwner = this;
       return lastPicked;
-    }
-
-    @Override
-    public long kvBytesBeforeCompression() {
-      return kvBefore;
     }
 
     @Override
