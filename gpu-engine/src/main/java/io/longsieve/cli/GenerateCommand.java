@@ -21,6 +21,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
 /**
@@ -32,8 +33,8 @@ import picocli.CommandLine.Option;
     description = "Generate text for one prompt with the engine alone (no Spark).")
 public final class GenerateCommand implements Callable<Integer> {
 
-  @Option(names = "--model", required = true, description = "Hugging Face checkpoint folder.")
-  Path model;
+  @Mixin
+  CheckpointOptions checkpoint;
 
   @Option(names = "--prompt", description = "Prompt text (the user message unless --raw). Required unless --prompt-ids.")
   String prompt;
@@ -89,9 +90,6 @@ public final class GenerateCommand implements Callable<Integer> {
   @Option(names = "--device", defaultValue = "auto", description = "auto, cpu or cuda (default: ${DEFAULT-VALUE}).")
   String device;
 
-  @Option(names = "--threads", defaultValue = "0", description = "CPU threads; 0 = all cores.")
-  int threads;
-
   @Option(names = "--prefill-chunk", defaultValue = "512",
       description = "Prefill chunk in tokens (default: ${DEFAULT-VALUE}; the CUDA backend takes at least 2048).")
   int prefillChunk;
@@ -121,7 +119,7 @@ public final class GenerateCommand implements Callable<Integer> {
     List<int[]> idPrompts = new ArrayList<>();
     if (promptIds != null) for (Path p : promptIds) idPrompts.add(readIds(p));
     policySpec = PolicySpec.compose(policy, prefill, kv, decode); // parsed here, once; typed from here on
-    EngineSpec spec = EngineSpec.of(model).withDevice(device).withThreads(threads).withDefaultPolicy(policySpec)
+    EngineSpec spec = EngineSpec.of(checkpoint.model).withDevice(device).withThreads(checkpoint.threads).withDefaultPolicy(policySpec)
         .withPrefillChunk(prefillChunk);
     try (Engine engine = Backends.open(spec)) {
       if (warmupTokens > 0 && !idPrompts.isEmpty()) {

@@ -15,6 +15,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
 /**
@@ -29,8 +30,8 @@ import picocli.CommandLine.Option;
     description = "Profile per-layer representation drift and write Token Sparse Attention's sparse-layer list.")
 public final class ProfileCommand implements Callable<Integer> {
 
-  @Option(names = "--model", required = true, description = "Hugging Face checkpoint folder.")
-  Path model;
+  @Mixin
+  CheckpointOptions checkpoint;
 
   @Option(names = "--calibration", required = true,
       description = "Calibration text file (the official profile uses essays with a needle); repeated up to --tokens.")
@@ -46,17 +47,15 @@ public final class ProfileCommand implements Callable<Integer> {
   @Option(names = "--out", description = "Output file (default: <model>/" + LayerList.FILE_NAME + ").")
   Path out;
 
-  @Option(names = "--threads", defaultValue = "0", description = "CPU threads; 0 = all cores.")
-  int threads;
-
   @Option(names = "--chunk", defaultValue = "512", description = "Prefill chunk (default: ${DEFAULT-VALUE}).")
   int chunk;
 
   @Override
   public Integer call() throws Exception {
     if (!(delta >= 0 && delta <= 1)) throw new IllegalArgumentException("--delta must be in [0, 1]");
+    Path model = checkpoint.model;
     try (LoadedModel m = LoadedModel.load(model); Checkpoint ck = Checkpoint.open(model);
-         CpuRunner runner = new CpuRunner(m.config(), ck, threads, chunk, model)) {
+         CpuRunner runner = new CpuRunner(m.config(), ck, checkpoint.threads, chunk, model)) {
       int[] ids = calibrationTokens(m, Files.readString(calibration), Math.min(tokens, m.config().maxPositions()));
       DriftProfile profile = new DriftProfile(m.config().numLayers());
       CpuModel cpu = runner.model();
