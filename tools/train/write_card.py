@@ -35,13 +35,28 @@ def procedural_line(m):
     if not p:
         return ""
     cores = sum(parts.get("question_cores", {}).values()) or "?"
+    hay = hay_line(m)
     return (f" With probability {p} a needle or question is composed instead (procedural share): a needle from "
             f"{parts.get('prefixes', '?')} prefixes x {parts.get('kv_connectors', '?')} key-value and "
             f"{parts.get('vk_connectors', '?')} value-key connectors x {parts.get('suffixes', '?')} suffixes, or in "
             f"{100 * parts.get('record_share', 0):.0f}% of them one of {parts.get('records', '?')} record lines; a question "
             f"from {parts.get('question_openers', '?')} openers x {cores} cores x {parts.get('question_closers', '?')} "
             f"closers; variable tracking and summaries draw from {parts.get('vt_styles', '?')} more assignment styles "
-            f"and {parts.get('summary_markers', '?')} more fact markers. No composed phrasing is a held-out one (`suite.py --self-check`).")
+            f"and {parts.get('summary_markers', '?')} more fact markers.{hay} No composed phrasing "
+            f"{'or haystack line ' if hay else ''}is a held-out one (`suite.py --self-check`).")
+
+
+def hay_line(m):
+    """The procedural-haystack part of the recipe (run 5 on; runs before it have none)."""
+    h = (m.get("procedural_parts") or {}).get("haystacks")
+    if not h:
+        return ""
+    kinds = ", ".join(m.get("procedural_haystack_kinds", {})) or f"{h.get('kinds', '?')} kinds"
+    return (f" With the same probability, drawn apart, the haystack is procedural: one of {h.get('kinds', '?')} "
+            f"training-only kinds ({kinds}; {h.get('templates', '?')} line templates) or, in "
+            f"{100 * h.get('mixed_share', 0):.0f}% of them, segments of 2-4 kinds (old and new) switching every few "
+            f"lines, with random indentation, blank lines, {h.get('separators', '?')} kinds of separator lines and "
+            f"line-wrapping widths.")
 
 
 def main():
