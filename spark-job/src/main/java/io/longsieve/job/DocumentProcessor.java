@@ -275,7 +275,6 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     return r.withSampling(set.sampling).withStopStrings(set.stop).withPolicy(policy);
   }
 
-
   private static Map<String, String> fields(Row in) {
     int i = in.fieldIndex("fields");
     return in.isNullAt(i) ? Map.of() : in.getJavaMap(i);

@@ -21,6 +21,9 @@ public final class Kernels {
   /** gemm_sm90 only: out (m, n / 2) bf16 = silu(gate) * up, w's rows [gate | up]; see {@link #gateUpSwiglu}. */
   static final int OUT_SWIGLU = 3;
 
+  /** Most rows the GEMV takes: matmul streams the weights once up to here, the tensor-core GEMM runs above. */
+  private static final int GEMV_MAX_ROWS = 8;
+
   /** Page size of the KV cache; the tensor-core attention kernel takes one page per key tile. */
   public static final int PAGE_SIZE = 64;
 
@@ -106,7 +109,7 @@ public final class Kernels {
   /**
    * The feed-forward block's first half: out (m, hidden) bf16 = silu(gate) * up, where gate and up
    * (m, hidden) are a (m, k) bf16 . wgu (2 hidden, k)^T bf16 rounded to bf16, wgu's rows [gate | up].
-   * On sm_90a with m > 8 and hidden a multiple of 128 the GEMM's epilogue applies the SwiGLU
+   * On sm_90a, where matmul runs the GEMM (m > 8) and hidden is a multiple of 128, the GEMM's epilogue applies the SwiGLU
    * (OUT_SWIGLU), so the (m, 2 hidden) intermediate never goes through memory; otherwise the
    * GEMM writes it to gu (m, 2 hidden) bf16 and swiglu_rows reads it. Both paths give the same bits.
    */
@@ -125,12 +128,12 @@ public final class Kernels {
 
   /** Whether {@link #gateUpSwiglu} runs as one fused GEMM for m rows (tests check both paths). */
   public boolean fusesSwiglu(int m, int hidden) {
-    return hopper && m > 8 && hidden % 128 == 0;
+    return hopper && m > GEMV_MAX_ROWS && hidden % 128 == 0;
   }
 
   /** Rows of the gu scratch that {@link #gateUpSwiglu} needs for calls of up to maxRows rows: only unfused calls use it. */
   public long swigluScratchRows(long maxRows, int hidden) {
-    return fusesSwiglu(9, hidden) ? Math.min(maxRows, 8) : maxRows;
+    return fusesSwiglu(GEMV_MAX_ROWS + 1, hidden) ? Math.min(maxRows, GEMV_MAX_ROWS) : maxRows;
   }
 
   /**
@@ -138,7 +141,7 @@ public final class Kernels {
    * m <= 8 streams w once (GEMV); larger m runs the tensor-core GEMM.
    */
   public void matmul(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k) {
-    if (m <= 8) gemv(out, mode, a, w, bias, m, n, k);
+    if (m <= GEMV_MAX_ROWS) gemv(out, mode, a, w, bias, m, n, k);
     else gemm(out, mode, a, w, bias, m, n, k);
   }
 
@@ -180,7 +183,7 @@ public final class Kernels {
   public void gemv(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k,
                    int columns) {
     checkK(k);
-    if (m < 1 || m > 8) throw new IllegalArgumentException("gemv takes 1..8 rows, not " + m);
+    if (m < 1 || m > GEMV_MAX_ROWS) throw new IllegalArgumentException("gemv takes 1.." + GEMV_MAX_ROWS + " rows, not " + m);
     if (columns != 1 && columns != 2 && columns != 4) throw new IllegalArgumentException("columns " + columns);
     int rows = m == 1 ? 1 : m == 2 ? 2 : m <= 4 ? 4 : 8;
     // 8 warps a block: 2 groups of 4, each `columns` output columns

@@ -2,6 +2,7 @@ package io.longsieve.cuda.kernels;
 
 import static io.longsieve.cuda.Gpu.BF16_TOLERANCE;
 import static io.longsieve.cuda.Gpu.assertClose;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 
 import io.longsieve.cpu.kernels.CpuOps;
 import io.longsieve.cuda.Gpu;
@@ -78,7 +79,7 @@ class MatmulParityTest extends GpuPoolTest {
     gpu.k.matmul(gu.ptr(), Kernels.OUT_BF16, da.ptr(), dw.ptr(), null, m, 2 * hidden, k);
     gpu.k.swiglu(plain.ptr(), gu.ptr(), m, hidden);
     float[] got = gpu.readBf16(fused, m * hidden);
-    org.junit.jupiter.api.Assertions.assertArrayEquals(gpu.readBf16(plain, m * hidden), got,
+    assertArrayEquals(gpu.readBf16(plain, m * hidden), got,
         (gpu.k.fusesSwiglu(m, hidden) ? "fused" : "unfused") + " against gemm + swiglu_rows");
 
     float[] gateUp = new float[m * 2 * hidden], gate = new float[m * hidden], up = new float[m * hidden];
