@@ -7,6 +7,7 @@
 //                  blocks; attn_combine (split_attention.cu) merges the splits.
 //   window_list:   StreamingLLM's list, sinks ++ the last `recent` slots.
 #include "../common/common.cuh"
+#include "../common/step_sizes.cuh"
 
 #define QB_THREADS 256
 #define QS_WARPS 8
@@ -54,7 +55,9 @@ __device__ __forceinline__ void rotate_query(float* qr, const float* __restrict_
 // One block serves the group's query heads, so each page's bounds are read once per KV head.
 extern "C" __global__ void __launch_bounds__(QS_WARPS * 32)
     quest_scores(float* __restrict__ score, const float* __restrict__ qPre, const float* __restrict__ invFreq, int pos,
-                 const bf16* __restrict__ mn, const bf16* __restrict__ mx, int nHeads, int nKv, int d, int full) {
+                 const bf16* __restrict__ mn, const bf16* __restrict__ mx, int nHeads, int nKv, int d, int full,
+                 const int* __restrict__ step) {
+  pos = step_size(step, STEP_POS, pos);  // a captured step: this step's position
   __shared__ float qr[QS_MAXG * 256];  // (G, d) rotated queries of the group
   const int g = blockIdx.x, G = nHeads / nKv, kvDim = nKv * d, half = d / 2;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -198,7 +201,11 @@ extern "C" __global__ void __launch_bounds__(QA_THREADS)
                  const float* __restrict__ invFreq, int pos, const bf16* __restrict__ kRope, const bf16* __restrict__ V,
                  const int* __restrict__ pageTable, const float* __restrict__ bias, const int* __restrict__ chosen,
                  int nHeads, int nKv, int d, int cachePage, int qpage, int pick, int full, int tail, int chunk,
-                 float scale) {
+                 float scale, const int* __restrict__ step) {
+  if (step != nullptr) {  // a captured step: its position, and the slots of the newest page (full is baked in)
+    pos = step[STEP_POS];
+    tail = step[STEP_END] - full * qpage;
+  }
   extern __shared__ float quest_smem[];
   float* qr = quest_smem;              // (d) rotated query
   float* sc = quest_smem + d;          // (chunk) scores, then probabilities
@@ -274,6 +281,8 @@ extern "C" __global__ void __launch_bounds__(QA_THREADS)
 }
 
 // Grid 1, block 256. list (sinks + recent) int = 0 .. sinks-1, then n - recent .. n-1.
-extern "C" __global__ void window_list(int* __restrict__ list, int sinks, int recent, int n) {
+extern "C" __global__ void window_list(int* __restrict__ list, int sinks, int recent, int n,
+                                       const int* __restrict__ step) {
+  n = step_size(step, STEP_END, n);  // a captured step: the slots this step sees
   for (int i = threadIdx.x; i < sinks + recent; i += blockDim.x) list[i] = i < sinks ? i : n - recent + (i - sinks);
 }

@@ -6,6 +6,7 @@
 // and returns at once on a hit (the cached top-k is used).
 // Launch wrappers: io.longsieve.cuda.kernels.SelectKernels.
 #include "../common/common.cuh"
+#include "../common/step_sizes.cuh"
 
 // cos, sin (positions, half) f32 of positions pos0 .. pos0 + positions - 1 (model/Rope's angles, as
 // rope_cs). Grid (positions), any block size.
@@ -166,7 +167,8 @@ extern "C" __global__ void __launch_bounds__(TSF_THREADS)
                     const float* __restrict__ fpCos, const float* __restrict__ fpSin,
                     const float* __restrict__ listCos, const float* __restrict__ listSin, int heads, int d, int qPos,
                     int possible, int store, double threshold, float* __restrict__ qs,
-                    const float* __restrict__ invFreq, int sPos) {
+                    const float* __restrict__ invFreq, int sPos, const int* __restrict__ step) {
+  if (qs != nullptr) sPos = step_size(step, STEP_POS, sPos);
   const int half = d / 2, n = heads * d;
   __shared__ float sCos[128], sSin[128];  // score=rope: the angles of sPos, once for all heads (d <= 256)
   if (qs != nullptr) {                    // uniform
@@ -217,7 +219,10 @@ extern "C" __global__ void __launch_bounds__(TSF_THREADS)
 // pooled (lists, len) = max_pool1d over each list of votes (lists, n) with kernel, stride 1, padding
 // (kernel - 1) / 2 of -inf (torch; CPU TokenSelect.maxPool); len = n + 2 pad - kernel + 1. Grid (x, lists).
 extern "C" __global__ void ts_maxpool(float* __restrict__ pooled, const float* __restrict__ votes,
-                                      const int* __restrict__ hit, int n, int len, int kernel) {
+                                      const int* __restrict__ hit, int n, int len, int kernel,
+                                      const int* __restrict__ step) {
+  n = step_size(step, STEP_CANDS, n);
+  len = step_size(step, STEP_N, len);
   if (*hit) return;
   int pad = (kernel - 1) / 2;
   const float* v = votes + (size_t)blockIdx.y * n;

@@ -20,6 +20,7 @@
 // U groups of 8 keys in flight; 4 warps per block, about 4 blocks per multiprocessor.
 #include "../common/common.cuh"
 #include "ts_score.cuh"  // TSS_* sizes and the layout helpers, shared with ts_score_int4.cu
+#include "../common/step_sizes.cuh"
 
 
 // Scoring, grid (nKv, splits), TSS_WARPS * 32 threads: block (g, split) reads the keys of KV head g
@@ -32,7 +33,8 @@ __device__ __forceinline__ void tss_score(float* __restrict__ logits, float* __r
                                           const int* __restrict__ hit, const bf16* __restrict__ kPre,
                                           const int* __restrict__ pageTable, const float* __restrict__ qf, int heads,
                                           int nKv, int pageSize, int sinks, int cands, int chunk, int gqaMod,
-                                          float voteScale) {
+                                          float voteScale, const int* __restrict__ step) {
+  cands = step_size(step, STEP_CANDS, cands);  // its load goes out with the flag's
   if (*hit) return;
   constexpr bool INT4 = false;  // tss_dim / TssLayout's bf16 case
   using Lay = TssLayout<D, INT4>;
@@ -119,9 +121,9 @@ __device__ __forceinline__ void tss_score(float* __restrict__ logits, float* __r
   extern "C" __global__ void __launch_bounds__(TSS_WARPS * 32, 4)                                                 \
       ts_score_d##D(float* logits, float* partMl, const int* hit, const bf16* kPre, const int* pageTable,         \
                     const float* qf, int heads, int nKv, int pageSize, int sinks, int cands, int chunk, int gqaMod, \
-                    float voteScale) {                                                                            \
+                    float voteScale, const int* step) {                                                           \
     tss_score<D>(logits, partMl, hit, kPre, pageTable, qf, heads, nKv, pageSize, sinks, cands, chunk, gqaMod,    \
-                 voteScale);                                                                                      \
+                 voteScale, step);                                                                                \
   }
 TS_SCORE(16)
 TS_SCORE(32)

@@ -19,6 +19,7 @@
 // Mirrored in Java by TsScoreLayoutTest (int4 A/B/C mapping).
 #include "../common/common.cuh"
 #include "ts_score.cuh"  // TssLayout, tss_dim, tss_load, tss_head, tss_split_stats
+#include "../common/step_sizes.cuh"
 
 #define TSI_COLS 4  // query heads per mma: columns 2j (hi) and 2j + 1 (lo) of head j
 
@@ -159,7 +160,9 @@ template <int D>
 __device__ __forceinline__ void tsi_score(float* __restrict__ logits, float* __restrict__ partMl,
                                           const int* __restrict__ hit, const unsigned char* __restrict__ kq,
                                           const float* __restrict__ ks, const float* __restrict__ qf, int heads,
-                                          int nKv, int sinks, int cands, int chunk, int gqaMod, float voteScale) {
+                                          int nKv, int sinks, int cands, int chunk, int gqaMod, float voteScale,
+                                          const int* __restrict__ step) {
+  cands = step_size(step, STEP_CANDS, cands);  // its load goes out with the flag's
   if (*hit) return;
   const int g = blockIdx.x, split = blockIdx.y, splits = gridDim.y, group = heads / nKv;
   const int lane = threadIdx.x & 31, r = lane >> 2, t = lane & 3;
@@ -177,8 +180,8 @@ __device__ __forceinline__ void tsi_score(float* __restrict__ logits, float* __r
   extern "C" __global__ void __launch_bounds__(TSS_WARPS * 32, 4)                                                 \
       ts_score_int4_d##D(float* logits, float* partMl, const int* hit, const unsigned char* kq, const float* ks, \
                          const float* qf, int heads, int nKv, int sinks, int cands, int chunk, int gqaMod,        \
-                         float voteScale) {                                                                       \
-    tsi_score<D>(logits, partMl, hit, kq, ks, qf, heads, nKv, sinks, cands, chunk, gqaMod, voteScale);           \
+                         float voteScale, const int* step) {                                                      \
+    tsi_score<D>(logits, partMl, hit, kq, ks, qf, heads, nKv, sinks, cands, chunk, gqaMod, voteScale, step);     \
   }
 TS_SCORE_INT4(16)
 TS_SCORE_INT4(32)

@@ -44,6 +44,7 @@
 #include "../common/common.cuh"
 #include "ts_topk.cuh"
 #include "ts_topk_block.cuh"  // TK_THREADS, TK_E and the block helpers
+#include "../common/step_sizes.cuh"
 
 #define TK_CAP 8192     // candidates a block refines in shared memory (32 KB): larger bins take a global digit
 #define TK_U 4          // candidates per thread and step of the refinement
@@ -61,7 +62,9 @@
 extern "C" __global__ void __launch_bounds__(TK_THREADS, 1)  // one block per SM is all it needs: no spills
     ts_topk_lists(int* __restrict__ top, int* __restrict__ lists, const float* __restrict__ vals,
                   const int* __restrict__ hit, unsigned* __restrict__ ws, unsigned* __restrict__ cand, int n,
-                  int count, int sinks, int local, int end, int prebuilt) {
+                  int count, int sinks, int local, int end, int prebuilt, const int* __restrict__ step) {
+  n = step_size(step, STEP_N, n);
+  end = step_size(step, STEP_END, end);
   __shared__ unsigned hist[TK_BINS];
   __shared__ unsigned sKey[TK_CAP];
   __shared__ int4 sumTmp[32];

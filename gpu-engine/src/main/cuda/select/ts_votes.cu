@@ -4,6 +4,7 @@
 // file of its own because it is a different kind of kernel from the scoring: no keys, all latency
 // (one pass over 16 MB of logits that are still in L2).
 #include "../common/common.cuh"
+#include "../common/step_sizes.cuh"
 #include "ts_topk.cuh"  // tk_key, TK_BINS, tk_hist_add: ts_votes builds the top-k's first histogram
 
 // Soft vote: votes (lists, cands) f32; list 0 sums all heads (heads=layer), list g the heads that
@@ -49,10 +50,11 @@ __device__ __forceinline__ float tsv_share(float v, float x, float2 st) {
 extern "C" __global__ void __launch_bounds__(256, 4) ts_votes(float* __restrict__ votes, unsigned* __restrict__ hist,
                                     const float* __restrict__ logits, const float* __restrict__ partMl,
                                     const int* __restrict__ hit, int histStride, int heads, int nKv, int cands,
-                                    int splits, int perKv, int gqaMod) {
+                                    int splits, int perKv, int gqaMod, const int* __restrict__ step) {
   // the hit flag's load goes out with the logits' and the statistics' (one round trip, not two; on a
   // hit they are read but not used: the host sizes every buffer whatever the device-side flag says)
   const int isHit = *hit;
+  cands = step_size(step, STEP_CANDS, cands);
   __shared__ float2 sSt[256];  // (M_h, 1 / L_h)
   __shared__ unsigned sHist[TK_BINS];
   const int cFirst = blockIdx.x * blockDim.x + threadIdx.x;

@@ -118,7 +118,7 @@ public final class BatchBench {
    * hit step's cost, which random weights (near-random consecutive queries) never reach by themselves.
    */
   static final String[] POLICIES = {"dense", "decode=tokenselect", "decode=tokenselect:index=int4",
-      "decode=tokenselect:threshold=-1", "decode=streaming"};
+      "decode=tokenselect:threshold=-1", "decode=streaming", "decode=quest"};
 
   /** Device bytes one sequence of {@link #policies} takes at a capacity: its cache and TokenSelect's int4 copy. */
   static long sequenceBytes(ModelConfig c, int capacity) {
@@ -163,16 +163,21 @@ public final class BatchBench {
         try {
           for (int i = 0; i < kvs.length; i++) kvs[i] = randomCache(ctx, k, c, capacity, 100 + 10 * i);
           for (int bs : sizes) {
-            double denseMs = Double.NaN;
-            for (String policy : POLICIES) {
-              Cell cell = cell(b, m, Arrays.copyOf(kvs, bs), policy, L, steps);
-              if (cell == null) continue;
-              if (policy.equals("dense")) denseMs = cell.ms;
-              b.add(new Bench.Row("batch-policy", "decode B=" + bs + " L=" + L + " " + policy,
-                  String.format(Locale.ROOT, "%.1f tok/s; %.2fx dense; hits %s; host %.2f ms", bs * 1000 / cell.ms,
-                      denseMs / cell.ms, Double.isNaN(cell.hitRate) ? "-" : String.format(Locale.ROOT, "%.2f", cell.hitRate),
-                      cell.hostMs),
-                  cell.ms, Double.NaN, Double.NaN, denseMs / cell.ms, Double.NaN));
+            for (boolean stepped : new boolean[] {false, true}) {
+              double denseMs = Double.NaN;
+              for (String policy : POLICIES) {
+                Cell cell = cell(b, m, Arrays.copyOf(kvs, bs), policy, L, steps, stepped);
+                if (cell == null) continue;
+                if (policy.equals("dense")) denseMs = cell.ms;
+                double savedUs = (denseMs - cell.ms) * 1000 / (c.numLayers() * bs);  // per layer and sequence
+                b.add(new Bench.Row("batch-policy", "decode B=" + bs + " L=" + L + " " + policy
+                    + (stepped ? " (CUDA graphs)" : ""),
+                    String.format(Locale.ROOT, "%.1f tok/s; %.2fx dense; saves %.1f us/layer; hits %s; host %s",
+                        bs * 1000 / cell.ms, denseMs / cell.ms, savedUs,
+                        Double.isNaN(cell.hitRate) ? "-" : String.format(Locale.ROOT, "%.2f", cell.hitRate),
+                        Double.isNaN(cell.hostMs) ? "-" : String.format(Locale.ROOT, "%.2f ms", cell.hostMs)),
+                    cell.ms, Double.NaN, Double.NaN, denseMs / cell.ms, Double.NaN));
+              }
             }
           }
         } finally {
@@ -196,27 +201,41 @@ public final class BatchBench {
   /** One row's medians: ms per step, the host's enqueue ms per step, the mean Selection Cache hit rate (NaN: none). */
   private record Cell(double ms, double hostMs, double hitRate) {}
 
-  /** Steps of kvs.length sequences from position L under one policy each; null (logged) when the policy fails. */
-  private static Cell cell(Bench b, CudaModel m, PagedKvCache[] kvs, String policy, int L, int steps) {
+  /**
+   * Steps of kvs.length sequences from position L under one policy each; null (logged) when the policy
+   * fails, or, stepped, when it does not run in captured steps. stepped: through {@link CudaModel#decodeStep}
+   * with graphs (the engine's default path; the host's time is then not separated from the wait), else
+   * {@link CudaModel#decodeBatch} eagerly.
+   */
+  private static Cell cell(Bench b, CudaModel m, PagedKvCache[] kvs, String policy, int L, int steps, boolean stepped) {
     int bs = kvs.length;
     GpuPolicy[] ps = new GpuPolicy[bs];
     try {
       for (int i = 0; i < bs; i++) ps[i] = GpuPolicy.open(PolicySpec.parse(policy), m.env(null));
+      if (stepped && !ps[0].decodesDense() && !ps[0].capturesDecode()) return null;
       for (PagedKvCache kv : kvs) for (int l = 0; l < kv.layers; l++) kv.setLength(l, L);
+      float[] zeroF = new float[bs], oneF = new float[bs];
+      Arrays.fill(oneF, 1f);
+      m.useDecodeGraphs(true);
       int[] tokens = new int[bs], pos = new int[bs], next = new int[bs];
       for (int i = 0; i < bs; i++) tokens[i] = 1 + i;
       double[] zero = new double[bs], one = new double[bs];
       Arrays.fill(one, 1.0);
       double[] t = new double[steps], host = new double[steps];
-      for (int s = 0; s < steps + 2; s++) {
+      for (int s = 0; s < steps + 3; s++) {  // a captured step's graph is made at its second step, replayed from its third
         Arrays.fill(pos, L + s);
-        long t0 = System.nanoTime();
-        m.decodeBatch(tokens, pos, kvs, ps, bs);
-        long th = System.nanoTime();
-        m.pickBatch(bs, zero, one, zero, next);  // greedy; waits for the step
-        if (s >= 2) {
-          t[s - 2] = (System.nanoTime() - t0) / 1e6;
-          host[s - 2] = (th - t0) / 1e6;
+        long t0 = System.nanoTime(), th;
+        if (stepped) {
+          m.decodeStep(tokens, pos, kvs, ps, zeroF, oneF, zeroF, bs, next);  // greedy; waits for the step
+          th = Long.MIN_VALUE;
+        } else {
+          m.decodeBatch(tokens, pos, kvs, ps, bs);
+          th = System.nanoTime();
+          m.pickBatch(bs, zero, one, zero, next);  // greedy; waits for the step
+        }
+        if (s >= 3) {
+          t[s - 3] = (System.nanoTime() - t0) / 1e6;
+          host[s - 3] = th == Long.MIN_VALUE ? Double.NaN : (th - t0) / 1e6;
         }
         System.arraycopy(next, 0, tokens, 0, bs);
       }

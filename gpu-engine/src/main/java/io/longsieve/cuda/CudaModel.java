@@ -146,7 +146,12 @@ public final class CudaModel implements AutoCloseable {
     this.decodeGraphs = on;
   }
 
-  /** Dense decode steps that ran from a captured graph so far (tests, benchmarks). */
+  /** Whether decode steps run from CUDA graphs ({@link #useDecodeGraphs}). */
+  public boolean decodeGraphs() {
+    return decodeGraphs;
+  }
+
+  /** Decode steps that ran from a captured graph so far (tests, benchmarks). */
   public long graphReplays() {
     return step.replays();
   }
@@ -170,31 +175,76 @@ public final class CudaModel implements AutoCloseable {
    */
   public void decodeDense(int[] ids, int[] positions, PagedKvCache[] kvs, float[] invTemp, float[] topP, float[] u,
                           int n, int[] next) {
+    decodeStep(ids, positions, kvs, null, invTemp, topP, u, n, next);
+  }
+
+  /**
+   * As {@link #decodeDense}, row b attending through policies[b] where it is non-null and does not
+   * decode densely: then it must {@link GpuPolicy#capturesDecode} (TokenSelect), which plans the
+   * step on the host and launches its selection inside the step, reading the moving sizes from the
+   * step's plan (so these steps replay from graphs too). Each sequence gets the bits
+   * {@link #decodeBatch} gives it through {@link GpuPolicy#decode}; the policy counts its
+   * statistics, dense rows are counted by the caller. policies null: every row dense.
+   */
+  public void decodeStep(int[] ids, int[] positions, PagedKvCache[] kvs, GpuPolicy[] policies, float[] invTemp,
+                         float[] topP, float[] u, int n, int[] next) {
     if (n < 1 || n > MAX_DECODE_BATCH) throw new IllegalArgumentException("batch of " + n + " outside [1, 8]");
     int heads = c.numHeads(), nKv = c.numKvHeads(), d = c.headDim(), maxKeys = 0;
+    boolean anyPolicy = false;
     for (int b = 0; b < n; b++) {
       PagedKvCache kv = kvs[b];
       if (!denseDecodable(kv)) throw new IllegalArgumentException("sequence " + b + "'s cache is compressed");
+      GpuPolicy p = policies == null || policies[b] == null || policies[b].decodesDense() ? null : policies[b];
+      if (p != null && !p.capturesDecode()) {
+        throw new IllegalArgumentException("sequence " + b + "'s policy " + p.describe() + " does not run in a step");
+      }
+      stepPolicies[b] = p;
+      anyPolicy |= p != null;
       kv.reserve(1);
       int slot = kv.length(0);
       maxKeys = Math.max(maxKeys, slot + 1);
       step.row(b, ids[b], positions[b], kv, slot, k.rowChunk(slot + 1, heads, nKv, d), invTemp[b], topP[b], u[b]);
     }
     int splits = k.rowSplits(maxKeys, heads, nKv, d);
+    step.keyStart(n, splits);
+    for (int b = 0; b < n; b++) {
+      GpuPolicy p = stepPolicies[b];
+      if (p == null) continue;
+      int slot = kvs[b].length(0);
+      step.keyRow(b, p.id(), p.planStep(kvs[b], slot + 1, positions[b], stepSizes, 0));
+      step.sizes(b, stepSizes, 0);
+    }
     ws.ensure((long) n * heads * splits * (d + 2) * 4);  // before any capture: a graph must never reallocate
     step.upload(k.stream());
-    if (decodeGraphs) step.run(k.stream(), n, splits, ws.generation(), () -> denseStep(n, splits));
-    else denseStep(n, splits);
+    stepN = n;
+    stepSplits = splits;
+    stepMixed = anyPolicy;
+    System.arraycopy(positions, 0, stepPos, 0, n);
+    for (int b = 0; b < n; b++) stepKvs[b] = kvs[b];
+    if (decodeGraphs) step.run(k.stream(), ws.generation(), stepWork);
+    else stepWork.run();
     step.read(k.stream(), n, next);
     for (int b = 0; b < n; b++) {
       for (int l = 0; l < c.numLayers(); l++) kvs[b].advance(l, 1);
+      stepKvs[b] = null;
+      stepPolicies[b] = null;
     }
   }
 
+  // the step decodeStep queues, as fields: its work is one Runnable made once (no allocation per step)
+  private final GpuPolicy[] stepPolicies = new GpuPolicy[MAX_DECODE_BATCH];
+  private final PagedKvCache[] stepKvs = new PagedKvCache[MAX_DECODE_BATCH];
+  private final int[] stepPos = new int[MAX_DECODE_BATCH];
+  private final int[] stepSizes = new int[DecodeStep.SIZE_INTS];
+  private int stepN, stepSplits;
+  private boolean stepMixed;
+  private final Runnable stepWork = () -> denseStep(stepN, stepSplits);
+
   /**
-   * The kernels of a dense decode step for n rows, reading the step's plan from the device: the
-   * same order as {@link #layers}, every per-sequence value (token, position, cache, slot, chunk,
-   * sampling) in {@link #step}'s buffer, so the launches can be captured and replayed.
+   * The kernels of a decode step for n rows, reading the step's plan from the device: the same
+   * order as {@link #layers}, every per-sequence value (token, position, cache, slot, chunk,
+   * sampling, a policy row's moving sizes) in {@link #step}'s buffer, so the launches can be
+   * captured and replayed.
    */
   private void denseStep(int n, int splits) {
     int dim = c.hiddenSize(), hidden = c.intermediateSize(), qDim = c.qDim(), kvDim = c.kvDim();
@@ -208,8 +258,12 @@ public final class CudaModel implements AutoCloseable {
       k.rope(q.ptr(), qkv.ptr(), stride, n, c.numHeads(), c.headDim(), invFreq.ptr(), step.positions(), 0);
       k.kvAppendRows(step.rows(), n, l, qkv.ptr(), stride, qDim, qDim + kvDim, c.numKvHeads(), c.headDim(),
           invFreq.ptr());                                                        // keys before RoPE
-      k.attentionRows(att.ptr(), q.ptr(), step.rows(), n, l, c.numHeads(), c.numKvHeads(), c.headDim(),
-          c.slidingWindow(), scale, splits, ws);                                 // (n, qDim)
+      if (!stepMixed) {
+        k.attentionRows(att.ptr(), q.ptr(), step.rows(), n, l, c.numHeads(), c.numKvHeads(), c.headDim(),
+            c.slidingWindow(), scale, splits, ws);                               // (n, qDim)
+      } else {
+        for (int b = 0; b < n; b++) rowAttention(b, l, splits, stride);
+      }
       k.matmul(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo().ptr(), null, n, dim, qDim);   // x += att · woᵀ
       k.rmsNorm(xb.ptr(), x.ptr(), lw.ffnNorm().ptr(), n, dim, c.rmsNormEps());
       k.gateUpSwiglu(hb.ptr(), gu.ptr(), xb.ptr(), lw.wgu().ptr(), n, hidden, dim);         // (n, hidden)
@@ -218,6 +272,21 @@ public final class CudaModel implements AutoCloseable {
     k.rmsNorm(xb.ptr(), x.ptr(), w.finalNorm.ptr(), n, dim, c.rmsNormEps());             // (n, dim)
     k.matmul(batchLogits.ptr(), Kernels.OUT_F32, xb.ptr(), w.lmHead.ptr(), null, n, c.vocabSize(), dim); // (n, vocab)
     k.sampleRows(step.tokens(), batchProbs.ptr(), batchLogits.ptr(), step.sampling(), n, c.vocabSize());
+  }
+
+  /** Row b's attention in layer l of a step with policy rows: dense through its DecodeRow, or its policy's launches. */
+  private void rowAttention(int b, int l, int splits, int stride) {
+    int qDim = c.qDim();
+    CUdeviceptr qRow = q.at((long) b * qDim * 2), attRow = att.at((long) b * qDim * 2);
+    GpuPolicy p = stepPolicies[b];
+    if (p == null) {
+      k.attentionRows(attRow, qRow, step.row(b), 1, l, c.numHeads(), c.numKvHeads(), c.headDim(), c.slidingWindow(),
+          scale, splits, ws);
+      return;
+    }
+    PagedKvCache kv = stepKvs[b];
+    p.launchStep(new LayerCall(l, 1, stepPos[b], kv.length(l), qkv.at((long) b * stride * 4), stride, qRow,
+        kv.layer(l), attRow), step.sizes(b), step.row(b), splits);
   }
 
   /** Row b's logits (vocab) of the last {@link #decodeDense} or {@link #decodeBatch} step (tests; synchronises). */

@@ -137,8 +137,8 @@ public final class CudaRunner implements ModelRunner {
     double[] temp = new double[g], topP = new double[g], u = new double[g];
     for (int s = 0; s < n; s += g) {
       int m = Math.min(g, n - s);
-      if (denseDecodable(seqs, s, m)) {
-        decodeDense(seqs, tokens, positions, samplers, s, m, next);
+      if (steppable(seqs, s, m)) {
+        decodeStep(seqs, tokens, positions, samplers, s, m, next);
         continue;
       }
       if (m == 1) {
@@ -169,13 +169,21 @@ public final class CudaRunner implements ModelRunner {
     }
   }
 
-  /** Whether sequences s .. s + m - 1 all decode densely over uncompressed caches: one dense step can take them. */
-  private static boolean denseDecodable(Sequence[] seqs, int s, int m) {
+  /**
+   * Whether sequences s .. s + m - 1 can all go through one {@link CudaModel#decodeStep}: uncompressed
+   * caches, each decoding densely or (with graphs on; off, they take the eager reference path)
+   * through a policy whose steps can be captured.
+   */
+  private boolean steppable(Sequence[] seqs, int s, int m) {
     for (int i = s; i < s + m; i++) {
-      CudaSequence cs = (CudaSequence) seqs[i];
-      if (!cs.policy.decodesDense() || !CudaModel.denseDecodable(cs.kv)) return false;
+      if (!steppable((CudaSequence) seqs[i])) return false;
     }
     return true;
+  }
+
+  private boolean steppable(CudaSequence cs) {
+    return CudaModel.denseDecodable(cs.kv)
+        && (cs.policy.decodesDense() || model.decodeGraphs() && cs.policy.capturesDecode());
   }
 
   private final float[] invTemp = new float[CudaModel.MAX_DECODE_BATCH];
@@ -185,6 +193,7 @@ public final class CudaRunner implements ModelRunner {
   private final int[] densePos = new int[CudaModel.MAX_DECODE_BATCH];
   private final int[] densePicks = new int[CudaModel.MAX_DECODE_BATCH];
   private final PagedKvCache[] denseKvs = new PagedKvCache[CudaModel.MAX_DECODE_BATCH];
+  private final GpuPolicy[] stepPolicies = new GpuPolicy[CudaModel.MAX_DECODE_BATCH];
   private final int[] denseBefore = new int[CudaModel.MAX_DECODE_BATCH];
   // a lone sequence's step through the same call, without arrays made per step
   private final Sequence[] oneSeq = new Sequence[1];
@@ -192,11 +201,11 @@ public final class CudaRunner implements ModelRunner {
   private final int[] oneToken = new int[1], onePos = new int[1], oneNext = new int[1];
 
   /**
-   * Sequences s .. s + m - 1 through one {@link CudaModel#decodeDense} step (a CUDA graph): the
-   * uniforms drawn in order, one per top-p pick, as {@link Sequence#decodeNext} draws them, and each
-   * policy's statistics counted as its dense decode part counts them.
+   * Sequences s .. s + m - 1 through one {@link CudaModel#decodeStep} (a CUDA graph): the uniforms
+   * drawn in order, one per top-p pick, as {@link Sequence#decodeNext} draws them, and each dense
+   * policy's statistics counted as its dense decode part counts them (a captured policy counts its own).
    */
-  private void decodeDense(Sequence[] seqs, int[] tokens, int[] positions, Sampler[] samplers, int s, int m, int[] next) {
+  private void decodeStep(Sequence[] seqs, int[] tokens, int[] positions, Sampler[] samplers, int s, int m, int[] next) {
     for (int i = 0; i < m; i++) {
       CudaSequence cs = (CudaSequence) seqs[s + i];
       SamplingParams sp = samplers[s + i].params();
@@ -206,13 +215,14 @@ public final class CudaRunner implements ModelRunner {
       denseIds[i] = tokens[s + i];
       densePos[i] = positions[s + i];
       denseKvs[i] = cs.kv;
+      stepPolicies[i] = cs.policy;
     }
     for (int i = 0; i < m; i++) denseBefore[i] = denseKvs[i].length(0);
     tokenOwner = null;  // the step's tokens travel in its plan, not the device token slot
-    model.decodeDense(denseIds, densePos, denseKvs, invTemp, topP, uniform, m, densePicks);
+    model.decodeStep(denseIds, densePos, denseKvs, stepPolicies, invTemp, topP, uniform, m, densePicks);
     for (int i = 0; i < m; i++) {
       CudaSequence cs = (CudaSequence) seqs[s + i];
-      cs.policy.countDenseDecode(denseBefore[i], densePos[i]);
+      if (cs.policy.decodesDense()) cs.policy.countDenseDecode(denseBefore[i], densePos[i]);
       cs.lastOnDevice = false;
       next[s + i] = densePicks[i];
     }
@@ -290,12 +300,12 @@ public final class CudaRunner implements ModelRunner {
     @Override
     public int decodeNext(int token, int pos, float[] logits, Sampler sampler) {
       ctx.makeCurrent();
-      if (policy.decodesDense() && CudaModel.denseDecodable(kv)) {
+      if (steppable(this)) {
         oneSeq[0] = this;
         oneToken[0] = token;
         onePos[0] = pos;
         oneSampler[0] = sampler;
-        decodeDense(oneSeq, oneToken, onePos, oneSampler, 0, 1, oneNext);
+        decodeStep(oneSeq, oneToken, onePos, oneSampler, 0, 1, oneNext);
         lastPicked = oneNext[0];
         return lastPicked;
       }

@@ -6,10 +6,12 @@ import io.longsieve.cuda.driver.CudaStream;
 import io.longsieve.cuda.driver.DeviceAddress;
 import io.longsieve.cuda.driver.DeviceBuffer;
 import io.longsieve.cuda.kernels.Kernels;
+import io.longsieve.cuda.kernels.SelectKernels;
 import io.longsieve.cuda.kv.PagedKvCache;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.util.HashMap;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.Map;
 import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
@@ -25,9 +27,13 @@ import jcuda.driver.CUdeviceptr;
  * fixed for the model, so one captured graph per batch size replays every step: the host then
  * pays one copy, one graph launch and one read-back per step instead of hundreds of launches.
  *
- * <p>A graph is keyed by what it bakes in: the batch size and the grid's split count; it is
- * dropped when the attention workspace it points into is reallocated. Not thread-safe: the
- * model's one stream.
+ * <p>A row may also decode through a policy whose steps can be captured (TokenSelect: its
+ * selection kernels read the sizes that move, one more slot each step, from the row's policy sizes
+ * in the same buffer). A graph is keyed by what it bakes in: the batch size, the grid's split
+ * count and, per policy row, the policy and its shape version (its buffers and launch shapes); it
+ * is captured when a key comes back (a key seen once may never come again), the least
+ * recently used of more than {@link #MAX_GRAPHS} is destroyed, and all are dropped when the
+ * attention workspace they point into is reallocated. Not thread-safe: the model's one stream.
  */
 final class DecodeStep implements AutoCloseable {
 
@@ -38,12 +44,32 @@ final class DecodeStep implements AutoCloseable {
   private static final int TOKENS = MAX * ROW_BYTES;   // byte offsets of the regions of the buffer
   private static final int POSITIONS = TOKENS + MAX * 4;
   private static final int SAMPLING = POSITIONS + MAX * 4;
-  private static final int BYTES = SAMPLING + MAX * 3 * 4;
+  private static final int SIZES = SAMPLING + MAX * 3 * 4;
+  static final int SIZE_INTS = SelectKernels.STEP_INTS;  // a policy row's moving sizes
+  private static final int BYTES = SIZES + MAX * SIZE_INTS * 4;
+  /** Captured graphs kept at most (each holds its kernels' parameters on the device). */
+  static final int MAX_GRAPHS = 8;
 
-  private final DeviceBuffer dev;  // (BYTES) rows (MAX, DecodeRow) | tokens (MAX) int | positions (MAX) int | sampling (MAX, 3) f32
+  // (BYTES) rows (MAX, DecodeRow) | tokens (MAX) int | positions (MAX) int | sampling (MAX, 3) f32 | sizes (MAX, SIZE_INTS) int
+  private final DeviceBuffer dev;
   private final ByteBuffer host = ByteBuffer.allocateDirect(BYTES).order(ByteOrder.LITTLE_ENDIAN);
   private final int[] picked = new int[MAX];
-  private final Map<Long, CudaGraph> graphs = new HashMap<>();
+  private final Map<Key, CudaGraph> graphs = new LinkedHashMap<>(16, 0.75f, true) {
+    @Override
+    protected boolean removeEldestEntry(Map.Entry<Key, CudaGraph> eldest) {
+      if (size() <= MAX_GRAPHS) return false;
+      eldest.getValue().close();  // one still in flight is freed when it completes
+      return true;
+    }
+  };
+  private final Key probe = new Key(new long[2 + 2 * MAX]);  // this step's key, filled in place
+  // keys of recent steps that ran eagerly: a second one is captured (groups of one batch alternate keys)
+  private final Map<Key, Boolean> seen = new LinkedHashMap<>(16, 0.75f, true) {
+    @Override
+    protected boolean removeEldestEntry(Map.Entry<Key, Boolean> eldest) {
+      return size() > 4 * MAX_GRAPHS;
+    }
+  };
   private int workspaceGeneration = -1;
   private long replays;
 
@@ -74,30 +100,65 @@ final class DecodeStep implements AutoCloseable {
     host.putFloat(SAMPLING + 12 * b + 8, u);
   }
 
+  /** Row b's policy sizes (SIZE_INTS ints from sizes[at]) for the policy's launches to read on the device. */
+  void sizes(int b, int[] sizes, int at) {
+    for (int i = 0; i < SIZE_INTS; i++) host.putInt(SIZES + (b * SIZE_INTS + i) * 4, sizes[at + i]);
+  }
+
+  /**
+   * Starts this step's key: n rows, the grid's split count; then {@link #keyRow} for every row
+   * that decodes through a policy (the others are 0: a dense row bakes nothing of its own).
+   */
+  void keyStart(int n, int splits) {
+    Arrays.fill(probe.v, 0);
+    probe.v[0] = n;
+    probe.v[1] = splits;
+  }
+
+  /** Row b decodes through policy id at its shape version. */
+  void keyRow(int b, long policy, long version) {
+    probe.v[2 + 2 * b] = policy;
+    probe.v[3 + 2 * b] = version;
+  }
+
   /** Queues the copy of the step's rows to the device (the host buffer is reused only after {@link #read}). */
   void upload(CudaStream s) {
     s.copyToDevice(dev, 0, Pointer.to(host), BYTES);
   }
 
   /**
-   * Queues the step: the graph captured for (n, splits) if there is one, else {@code work} itself,
-   * after which the same work is captured for the next step of that shape. Graphs pointing into an
-   * older attention workspace are dropped first.
+   * Queues the step: the graph captured for this step's key if there is one, else {@code work}
+   * itself, after which, when a recent step had the same key, the same work is captured for the
+   * next step of that key. Graphs pointing into an older attention workspace are dropped first.
    */
-  void run(CudaStream s, int n, int splits, int workspaceGeneration, Runnable work) {
+  void run(CudaStream s, int workspaceGeneration, Runnable work) {
     if (workspaceGeneration != this.workspaceGeneration) {
       dropGraphs();
       this.workspaceGeneration = workspaceGeneration;
     }
-    long key = (long) n << 32 | splits;
-    CudaGraph g = graphs.get(key);
+    CudaGraph g = graphs.get(probe);
     if (g != null) {
       g.launch();
       replays++;
       return;
     }
     work.run();  // this step eagerly: it also raises the kernels' shared-memory limits outside capture
-    graphs.put(key, CudaGraph.capture(s, work));
+    Key key = new Key(probe.v.clone());
+    if (seen.remove(key) != null) graphs.put(key, CudaGraph.capture(s, work));
+    else seen.put(key, Boolean.TRUE);
+  }
+
+  /** A step's key: n, splits, then (policy, version) per row; compared by value. */
+  private record Key(long[] v) {
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof Key k && Arrays.equals(v, k.v);
+    }
+
+    @Override
+    public int hashCode() {
+      return Arrays.hashCode(v);
+    }
   }
 
   /** Waits for the step and returns row b's pick in next[b], b < n. */
@@ -123,6 +184,16 @@ final class DecodeStep implements AutoCloseable {
     return dev.at(SAMPLING);
   }
 
+  /** Row b's DecodeRow. */
+  CUdeviceptr row(int b) {
+    return dev.at((long) b * ROW_BYTES);
+  }
+
+  /** Row b's policy sizes (SIZE_INTS int). */
+  CUdeviceptr sizes(int b) {
+    return dev.at(SIZES + (long) b * SIZE_INTS * 4);
+  }
+
   /** Steps that ran from a captured graph (tests, benchmarks). */
   long replays() {
     return replays;
@@ -135,6 +206,7 @@ final class DecodeStep implements AutoCloseable {
   private void dropGraphs() {
     graphs.values().forEach(CudaGraph::close);
     graphs.clear();
+    seen.clear();
   }
 
   @Override

@@ -73,6 +73,7 @@ public final class ListKernels implements AutoCloseable {
   private final Kernels.Workspace gathered; // K, V (pages, nKv, 64, d) bf16 + page table (pages) int, identity
   private final CudaContext ctx;
   private DeviceBuffer counters;            // (n, nKv) int on device, zero between launches (fused combine)
+  private int countersAllocated;
   private boolean fusedCombine = true;
 
   /** Launches through k.launcher(); scratch is allocated from ctx on demand. */
@@ -160,6 +161,11 @@ public final class ListKernels implements AutoCloseable {
     fusedCombine = on;
   }
 
+  /** Changes whenever a scratch buffer is reallocated: a captured CUDA graph holds the old pointers. */
+  public long generation() {
+    return (long) partials.generation() + gathered.generation() + countersAllocated;
+  }
+
   /** The fused combine's arrival counters: grows (synchronising) and zeroes new memory. */
   private CUdeviceptr counters(int count) {
     if (counters == null || counters.bytes() < count * 4L) {
@@ -170,6 +176,7 @@ public final class ListKernels implements AutoCloseable {
       c.fill32(0);
       ctx.synchronize();
       counters = c;
+      countersAllocated++;
     }
     return counters.ptr();
   }

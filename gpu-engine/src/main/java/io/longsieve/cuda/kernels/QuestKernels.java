@@ -44,12 +44,18 @@ public final class QuestKernels {
   /** score (nHeads, full) f32 = Σ_i max(q_i·mn_i, q_i·mx_i), q = head h of qPre (1, nHeads * d) f32 rotated at pos. */
   public void scores(CUdeviceptr score, CUdeviceptr qPre, CUdeviceptr invFreq, int pos, CUdeviceptr mn, CUdeviceptr mx,
               int nHeads, int nKv, int d, int full) {
+    scores(score, qPre, invFreq, pos, mn, mx, nHeads, nKv, d, full, null);
+  }
+
+  /** As above; a non-null step (a captured decode step's sizes, SelectKernels.STEP_*) takes pos from its STEP_POS. */
+  public void scores(CUdeviceptr score, CUdeviceptr qPre, CUdeviceptr invFreq, int pos, CUdeviceptr mn, CUdeviceptr mx,
+              int nHeads, int nKv, int d, int full, CUdeviceptr step) {
     checkHeadDim(d);
     if (nHeads % nKv != 0 || nHeads / nKv > MAX_GROUP) {
       throw new IllegalArgumentException(nHeads + " query heads over " + nKv + " KV heads: at most " + MAX_GROUP + " per KV head");
     }
     l.launch("quest_scores", nKv, (full + SCORE_PAGES - 1) / SCORE_PAGES, 1, 256, 0, score, qPre, invFreq, pos, mn,
-        mx, nHeads, nKv, d, full);
+        mx, nHeads, nKv, d, full, step);
   }
 
   /** chosen (nHeads, pick) int = per head the pick highest of score (nHeads, full), ties to the lower page, ascending. */
@@ -90,6 +96,16 @@ public final class QuestKernels {
    */
   public void attend(CUdeviceptr out, CUdeviceptr part, Plan plan, CUdeviceptr qPre, CUdeviceptr invFreq, int pos,
               Kernels.KvView kv, CUdeviceptr chosen, int nHeads, int qpage, int pick, int full, int tail, float scale) {
+    attend(out, part, plan, qPre, invFreq, pos, kv, chosen, nHeads, qpage, pick, full, tail, scale, null);
+  }
+
+  /**
+   * As above; a non-null step takes pos from its STEP_POS and the tail from its STEP_END (slots seen)
+   * less full * qpage; plan must hold the step's list (the host's tail gives the same plan).
+   */
+  public void attend(CUdeviceptr out, CUdeviceptr part, Plan plan, CUdeviceptr qPre, CUdeviceptr invFreq, int pos,
+              Kernels.KvView kv, CUdeviceptr chosen, int nHeads, int qpage, int pick, int full, int tail, float scale,
+              CUdeviceptr step) {
     int d = kv.headDim();
     checkHeadDim(d);
     long partO = (long) nHeads * plan.splits() * d;
@@ -97,12 +113,17 @@ public final class QuestKernels {
     int smem = attendSmem(d, plan.chunk());
     l.launch("quest_attend", nHeads, plan.splits(), 1, 128, smem, part, ml, qPre, invFreq, pos, kv.kRope(), kv.v(),
         kv.pageTable(), kv.bias(), chosen, nHeads, kv.nKv(), d, kv.pageSize(), qpage, pick, full, tail, plan.chunk(),
-        scale);
+        scale, step);
     k.combine(out, part, ml, 1, nHeads, plan.splits(), d);
   }
 
   /** list (sinks + recent) int = 0 .. sinks - 1, then n - recent .. n - 1 (StreamingLLM's window). */
   public void windowList(CUdeviceptr list, int sinks, int recent, int n) {
-    l.launch("window_list", 1, 1, 1, 256, 0, list, sinks, recent, n);
+    windowList(list, sinks, recent, n, null);
+  }
+
+  /** As above; a non-null step (a captured decode step's sizes, SelectKernels.STEP_*) takes n from its STEP_END. */
+  public void windowList(CUdeviceptr list, int sinks, int recent, int n, CUdeviceptr step) {
+    l.launch("window_list", 1, 1, 1, 256, 0, list, sinks, recent, n, step);
   }
 }

@@ -8,6 +8,11 @@ import jcuda.driver.CUdeviceptr;
  * names; asynchronous on the stream of the {@link Kernels} they share a launcher with. Every kernel
  * after {@link #cacheCheck} (or {@link #decodeFront}) takes the device hit flag and does nothing
  * when it is set. Illegal shapes (head size, group size) throw IllegalArgumentException before anything is queued.
+ *
+ * <p>A captured decode step (cuda/DecodeStep) replays the launches of the step it was captured from,
+ * while each step attends one slot more: the kernels that take a {@code step} pointer then read the
+ * sizes that move ({@link #STEP_END}, ...; common/step_sizes.cuh) from there, and their int parameters
+ * only fix what the graph bakes in (grids, buffers). Null: the int parameters are the step's.
  */
 public final class SelectKernels {
 
@@ -19,6 +24,9 @@ public final class SelectKernels {
   static final int TOPK_WS = 3 * TOPK_BINS + 32 + 2 * TOPK_MAX_BLOCKS; // TK_WS in ts_topk.cuh: u32 per list
   static final int TOPK_CAP = 8192;       // TK_CAP in ts_topk.cu: a bin of at most this many keys is refined per block
   static final int MAX_GROUP = 8;   // TSS_GMAX in ts_score.cu: rows 0..7 (hi) and 8..15 (lo) of the mma tile
+
+  /** A step plan's ints (common/step_sizes.cuh): slots seen, candidates, top-k input length, real position. */
+  public static final int STEP_END = 0, STEP_CANDS = 1, STEP_N = 2, STEP_POS = 3, STEP_INTS = 4;
 
   private final Launcher l;
   private final int smCount;
@@ -107,18 +115,19 @@ public final class SelectKernels {
                    CUdeviceptr qPre, CUdeviceptr fpCos, CUdeviceptr fpSin, CUdeviceptr listCos, CUdeviceptr listSin,
                    int heads, int d, int qPos, boolean possible, boolean store, double threshold) {
     decodeFront(qf, hit, hits, cachedQf, qRot, qPre, fpCos, fpSin, listCos, listSin, heads, d, qPos, possible, store,
-        threshold, null, null, 0);
+        threshold, null, null, 0, null);
   }
 
   /**
    * As above, and when qs is non-null (score=rope) also qs (heads, d) f32 = qPre rotated at its real
    * position sPos in fp32 with invFreq (d / 2) f32 ({@link #realQuery} with m = 1), in the same
    * launch. A non-null qs with a null invFreq, sPos &lt; 0 or d &gt; 256 throws IllegalArgumentException.
+   * A non-null step takes sPos from the step plan's {@link #STEP_POS}.
    */
   public void decodeFront(CUdeviceptr qf, CUdeviceptr hit, CUdeviceptr hits, CUdeviceptr cachedQf, CUdeviceptr qRot,
                    CUdeviceptr qPre, CUdeviceptr fpCos, CUdeviceptr fpSin, CUdeviceptr listCos, CUdeviceptr listSin,
                    int heads, int d, int qPos, boolean possible, boolean store, double threshold, CUdeviceptr qs,
-                   CUdeviceptr invFreq, int sPos) {
+                   CUdeviceptr invFreq, int sPos, CUdeviceptr step) {
     if (qRot != null && (listCos == null || listSin == null || qPos < 0)) {
       throw new IllegalArgumentException("a rotated query needs the list-index tables and qPos >= 0, not " + qPos);
     }
@@ -128,7 +137,7 @@ public final class SelectKernels {
     }
     l.launch("ts_decode_front", 1, 1, 1, FRONT_THREADS, 0, qf, hit, hits, cachedQf, qRot, qPre, fpCos, fpSin,
         qRot == null ? null : listCos, qRot == null ? null : listSin, heads, d, qPos, possible ? 1 : 0, store ? 1 : 0,
-        threshold, qs, qs == null ? null : invFreq, qs == null ? 0 : sPos);
+        threshold, qs, qs == null ? null : invFreq, qs == null ? 0 : sPos, step);
   }
 
   /**
@@ -138,30 +147,44 @@ public final class SelectKernels {
    */
   public void score(CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, Kernels.KvView kv, CUdeviceptr qf, int heads,
              int sinks, int cands, ScorePlan p, boolean gqaMod, float voteScale) {
-    score(logits, partMl, hit, kv, qf, heads, sinks, cands, p, gqaMod, voteScale, false);
+    score(logits, partMl, hit, kv, qf, heads, sinks, cands, p, gqaMod, voteScale, false, null);
+  }
+
+  /** As below without a step plan. */
+  public void score(CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, Kernels.KvView kv, CUdeviceptr qf, int heads,
+             int sinks, int cands, ScorePlan p, boolean gqaMod, float voteScale, boolean rotated) {
+    score(logits, partMl, hit, kv, qf, heads, sinks, cands, p, gqaMod, voteScale, rotated, null);
   }
 
   /**
    * As above; rotated (score=rope) reads kv's kRope (the keys rotated at their original positions,
-   * same paged layout) instead of kPre, with qf then the real-position query of {@link #realQuery}.
+   * same paged layout) instead of kPre, with qf then the real-position query of {@link #realQuery}. A
+   * non-null step takes cands from the step plan's {@link #STEP_CANDS} (plan p still from the host's).
    */
   public void score(CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, Kernels.KvView kv, CUdeviceptr qf, int heads,
-             int sinks, int cands, ScorePlan p, boolean gqaMod, float voteScale, boolean rotated) {
+             int sinks, int cands, ScorePlan p, boolean gqaMod, float voteScale, boolean rotated, CUdeviceptr step) {
     checkShape(kv.headDim(), heads, kv.nKv());
     if (Integer.bitCount(kv.pageSize()) != 1) {
       throw new IllegalArgumentException("TokenSelect scoring takes a power-of-two page size, not " + kv.pageSize());
     }
     l.launch("ts_score_d" + kv.headDim(), kv.nKv(), p.splits(), 1, SCORE_THREADS, 0, logits, partMl, hit,
         rotated ? kv.kRope() : kv.kPre(),
-        kv.pageTable(), qf, heads, kv.nKv(), kv.pageSize(), sinks, cands, p.chunk(), gqaMod ? 1 : 0, voteScale);
+        kv.pageTable(), qf, heads, kv.nKv(), kv.pageSize(), sinks, cands, p.chunk(), gqaMod ? 1 : 0, voteScale, step);
   }
 
   /** As {@link #score} from the int4 copy: kq (slots, nKv, d / 2) packed, ks (slots, nKv) f32; ts_score_int4.cu. */
   public void scoreInt4(CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, CUdeviceptr kq, CUdeviceptr ks, CUdeviceptr qf,
                  int heads, int nKv, int d, int sinks, int cands, ScorePlan p, boolean gqaMod, float voteScale) {
+    scoreInt4(logits, partMl, hit, kq, ks, qf, heads, nKv, d, sinks, cands, p, gqaMod, voteScale, null);
+  }
+
+  /** As above; a non-null step takes cands from the step plan. */
+  public void scoreInt4(CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, CUdeviceptr kq, CUdeviceptr ks, CUdeviceptr qf,
+                 int heads, int nKv, int d, int sinks, int cands, ScorePlan p, boolean gqaMod, float voteScale,
+                 CUdeviceptr step) {
     checkShape(d, heads, nKv);
     l.launch("ts_score_int4_d" + d, nKv, p.splits(), 1, SCORE_THREADS, 0, logits, partMl, hit, kq, ks, qf, heads, nKv,
-        sinks, cands, p.chunk(), gqaMod ? 1 : 0, voteScale);
+        sinks, cands, p.chunk(), gqaMod ? 1 : 0, voteScale, step);
   }
 
   /**
@@ -174,8 +197,14 @@ public final class SelectKernels {
    */
   public void votes(CUdeviceptr votes, CUdeviceptr topKWs, CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, int heads,
              int nKv, int cands, int splits, boolean perKv, boolean gqaMod) {
+    votes(votes, topKWs, logits, partMl, hit, heads, nKv, cands, splits, perKv, gqaMod, null);
+  }
+
+  /** As above; a non-null step takes cands from the step plan (the grid stays {@link #voteBlocks} of the host's). */
+  public void votes(CUdeviceptr votes, CUdeviceptr topKWs, CUdeviceptr logits, CUdeviceptr partMl, CUdeviceptr hit, int heads,
+             int nKv, int cands, int splits, boolean perKv, boolean gqaMod, CUdeviceptr step) {
     l.launch("ts_votes", voteBlocks(cands, smCount), 1, 1, VOTE_THREADS, 0, votes, topKWs, logits, partMl, hit, TOPK_WS,
-        heads, nKv, cands, splits, perKv ? 1 : 0, gqaMod ? 1 : 0);
+        heads, nKv, cands, splits, perKv ? 1 : 0, gqaMod ? 1 : 0, step);
   }
 
   static final int VOTE_THREADS = 256;  // ts_votes merges 8 lanes per head: a multiple of 8 (and 32)
@@ -184,22 +213,32 @@ public final class SelectKernels {
    * Blocks of ts_votes: one candidate per thread up to four blocks per multiprocessor (enough
    * loads in flight), then grid-stride; each block first merges every head's split statistics.
    */
-  static int voteBlocks(int cands, int sms) {
+  public static int voteBlocks(int cands, int sms) {
     return Math.max(1, Math.min(4 * sms, (cands + VOTE_THREADS - 1) / VOTE_THREADS));
   }
 
   /** Length of max_pool1d's output with padding (kernel - 1) / 2: one short of n for an even kernel. */
-  static int pooledLength(int n, int kernel) {
+  public static int pooledLength(int n, int kernel) {
     int pad = (kernel - 1) / 2;
     return n + 2 * pad - kernel + 1;
   }
 
   /** pooled (lists, pooledLength) f32 = max_pool1d of each row of votes (lists, n); returns the length. */
   public int maxPool(CUdeviceptr pooled, CUdeviceptr votes, CUdeviceptr hit, int lists, int n, int kernel) {
+    return maxPool(pooled, votes, hit, lists, n, kernel, null);
+  }
+
+  /** As above; a non-null step takes n from the step plan's {@link #STEP_CANDS} and the length from its {@link #STEP_N}. */
+  public int maxPool(CUdeviceptr pooled, CUdeviceptr votes, CUdeviceptr hit, int lists, int n, int kernel,
+                     CUdeviceptr step) {
     int len = pooledLength(n, kernel);
-    l.launch("ts_maxpool", Math.max(1, Math.min(4096, (len + 255) / 256)), lists, 1, 256, 0, pooled, votes, hit, n, len,
-        kernel);
+    l.launch("ts_maxpool", poolBlocks(len), lists, 1, 256, 0, pooled, votes, hit, n, len, kernel, step);
     return len;
+  }
+
+  /** Blocks per list of ts_maxpool for a pooled length (grid-stride beyond). */
+  public static int poolBlocks(int len) {
+    return Math.max(1, Math.min(4096, (len + 255) / 256));
   }
 
   /** Bytes of ts_topk_lists' workspace for nLists lists; allocate once, zero-filled (the kernel leaves it zero). */
@@ -248,6 +287,15 @@ public final class SelectKernels {
    */
   public void topKLists(CUdeviceptr top, CUdeviceptr lists, CUdeviceptr vals, CUdeviceptr hit, CUdeviceptr ws, CUdeviceptr cand,
                  int nLists, int n, int count, int sinks, int local, int end, boolean prebuilt) {
+    topKLists(top, lists, vals, hit, ws, cand, nLists, n, count, sinks, local, end, prebuilt, null);
+  }
+
+  /**
+   * As above; a non-null step takes n and end from the step plan's {@link #STEP_N} and {@link #STEP_END}
+   * (grid and prebuilt from the host's: the same as long as the step's n keeps them).
+   */
+  public void topKLists(CUdeviceptr top, CUdeviceptr lists, CUdeviceptr vals, CUdeviceptr hit, CUdeviceptr ws, CUdeviceptr cand,
+                 int nLists, int n, int count, int sinks, int local, int end, boolean prebuilt, CUdeviceptr step) {
     if (count < 0 || n < 0 || nLists < 1) {
       throw new IllegalArgumentException("top-k of " + count + " from " + nLists + " x " + n);
     }
@@ -256,7 +304,7 @@ public final class SelectKernels {
           + " < " + n);
     }
     l.launch("ts_topk_lists", topKBlocks(n, nLists, smCount), nLists, 1, TOPK_THREADS, 0, top, lists, vals, hit, ws,
-        cand, n, count, sinks, local, end, prebuilt ? 1 : 0);
+        cand, n, count, sinks, local, end, prebuilt ? 1 : 0, step);
   }
 
   /** Quantises slots slot0 .. slot0 + n - 1 of kv's kPre into kq (slots, nKv, d / 2) and ks (slots, nKv). */

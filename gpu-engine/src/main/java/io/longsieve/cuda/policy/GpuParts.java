@@ -1,6 +1,8 @@
 package io.longsieve.cuda.policy;
 
 import io.longsieve.cuda.kv.PagedKvCache;
+import jcuda.driver.CUdeviceptr;
+
 /**
  * The three places a policy plugs into a request on the GPU, as cpu/policy/ComposedPolicy's parts
  * on the CPU: prefill attention per layer and chunk, KV compression once after the prompt, decode
@@ -42,5 +44,31 @@ public final class GpuParts {
 
     /** The cache was rewritten (compression): forget anything keyed by slot. */
     default void reset() {}
+  }
+
+  /**
+   * A decode part whose steps a CUDA graph can replay (cuda/DecodeStep): the host's decisions of a
+   * step, taken once for every layer, split from the launches, which read the sizes that move from
+   * step to step (one more slot each) from the step's plan in device memory. The launches of two
+   * steps with the same shape version differ only in those sizes, so a graph captured from one
+   * replays the other. Failure semantics as {@link #decode}; the plan may synchronise where a buffer
+   * grows (which makes a new version).
+   */
+  interface CapturedDecode extends Decode {
+    /**
+     * The host half of one decode step of every layer: the query at real position pos sees end slots
+     * (its own, appended by the step, included) of the uniform-length cache kv. Takes the decisions
+     * {@link #decode} would take, counts the statistics, grows buffers, queues now what a replayed
+     * step must not repeat, writes the step's moving sizes at sizes[at ..] and returns the shape
+     * version: the same number as the last step's when the launches are the same.
+     */
+    long planStep(PagedKvCache kv, int end, int pos, int[] sizes, int at);
+
+    /**
+     * One layer's launches of the planned step: the moving sizes from step (device), c's pointers;
+     * c's positions and lengths are those of the step that was captured. Dense attention, where the
+     * plan chose it, goes through the step's DecodeRow at row with the grid's splits.
+     */
+    void launchStep(LayerCall c, CUdeviceptr step, CUdeviceptr row, int splits);
   }
 }

@@ -7,6 +7,8 @@ import io.longsieve.policy.PolicyStats;
 import io.longsieve.policy.SelectionStats;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
+import jcuda.driver.CUdeviceptr;
 
 /**
  * A request's attention policy on the GPU: one part per slot of its {@link PolicySpec}, the same
@@ -28,6 +30,8 @@ public final class GpuPolicy implements AutoCloseable {
   private final GpuParts.Decode decode;
   private final List<GpuParts.Part> parts = new ArrayList<>();
   private final String described;
+  private final long id = IDS.incrementAndGet();
+  private static final AtomicLong IDS = new AtomicLong();
 
   /** Null when the GPU runs every slot of the policy, else why not (e.g. H2O's per-step eviction). */
   public static String unsupportedReason(PolicySpec spec) {
@@ -85,6 +89,11 @@ public final class GpuPolicy implements AutoCloseable {
     return part;
   }
 
+  /** Unique among the policies of this JVM: what a captured step's key names a policy row by. */
+  public long id() {
+    return id;
+  }
+
   public String describe() {
     return described;
   }
@@ -115,6 +124,25 @@ public final class GpuPolicy implements AutoCloseable {
   public void countDenseDecode(int before, int pos0) {
     GpuDense.Decode dense = (GpuDense.Decode) decode;
     for (int l = 0; l < stats.layers(); l++) dense.count(l, before, pos0);
+  }
+
+  /**
+   * Whether this policy's decode steps can run inside a captured step ({@link #planStep},
+   * {@link #launchStep}): a decode part that splits its decisions from its launches
+   * (TokenSelect), and nothing rewriting the cache after a step.
+   */
+  public boolean capturesDecode() {
+    return decode instanceof GpuParts.CapturedDecode && kvPart == null;
+  }
+
+  /** The host half of a captured step; see {@link GpuParts.CapturedDecode#planStep}. Requires {@link #capturesDecode}. */
+  public long planStep(PagedKvCache kv, int end, int pos, int[] sizes, int at) {
+    return ((GpuParts.CapturedDecode) decode).planStep(kv, end, pos, sizes, at);
+  }
+
+  /** One layer's launches of the planned step; see {@link GpuParts.CapturedDecode#launchStep}. */
+  public void launchStep(LayerCall c, CUdeviceptr step, CUdeviceptr row, int splits) {
+    ((GpuParts.CapturedDecode) decode).launchStep(c, step, row, splits);
   }
 
   public void decode(LayerCall c, PagedKvCache kv) {

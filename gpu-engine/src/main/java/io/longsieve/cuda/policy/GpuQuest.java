@@ -1,11 +1,15 @@
 package io.longsieve.cuda.policy;
 
+import io.longsieve.cuda.driver.DeviceAddress;
 import io.longsieve.cuda.driver.DeviceBuffer;
 import io.longsieve.cuda.kernels.Kernels;
 import io.longsieve.cuda.kernels.QuestKernels;
+import io.longsieve.cuda.kernels.SelectKernels;
+import io.longsieve.cuda.kv.PagedKvCache;
 import io.longsieve.policy.PolicyTerm;
 import io.longsieve.policy.SelectionStats;
 import java.util.Arrays;
+import jcuda.driver.CUdeviceptr;
 
 /**
  * Quest on the GPU (twin: cpu/policy/Quest, research/algorithms.md §4), decode only. Each full page
@@ -20,9 +24,12 @@ import java.util.Arrays;
  * <p>Failure semantics: IllegalArgumentException at construction for a head dim the kernels do not
  * take (head dim, more than 16 query heads per KV head); device memory that must grow is reallocated after a synchronisation (bounds of a layer
  * whose buffer grew are recomputed from the cache). Selection time is not measured (no host
- * synchronisation per step), so selectionNanos stays as the other parts leave it.
+ * synchronisation per step), so selectionNanos stays as the other parts leave it. Runs inside
+ * captured decode steps too ({@link GpuParts.CapturedDecode}): the page bounds are extended in the
+ * plan, outside the graph; the position and the newest page's tail are read from the step's plan,
+ * and a filled page (one more to score) is a new shape version.
  */
-public final class GpuQuest implements GpuParts.Decode {
+public final class GpuQuest implements GpuParts.CapturedDecode {
 
   private final SelectionStats stats;
   private final GpuEnv env;
@@ -36,6 +43,9 @@ public final class GpuQuest implements GpuParts.Decode {
   private final DeviceBuffer chosen;         // (heads, pick) int pages each head attends
   private DeviceBuffer score;                // (heads, full) f32 page scores
   private DeviceBuffer part;                 // (heads, splits, d + 2) f32 partial outputs of the attention
+  private long reallocations, shapeVersion;  // buffers replaced (a captured step holds pointers); shape changes
+  private int stepN, stepFull;               // the planned captured step: slots seen, full pages
+  private final int[] shape = new int[4], lastShape = new int[4];
 
   public GpuQuest(PolicyTerm t, SelectionStats stats, GpuEnv env) {
     this.stats = stats;
@@ -74,7 +84,7 @@ public final class GpuQuest implements GpuParts.Decode {
   }
 
   /** (heads, pick) int pages each head attended in the last sparse step (tests). */
-  jcuda.driver.CUdeviceptr chosenPages() {
+  CUdeviceptr chosenPages() {
     return chosen.ptr();
   }
 
@@ -97,16 +107,79 @@ public final class GpuQuest implements GpuParts.Decode {
       return;
     }
     updateBounds(layer, c.kv(), full);
-    score = env.ctx().grow(score, (long) heads * full * 4, "Quest page scores");
+    QuestKernels.Plan plan = grow(n, full);
+    launchSparse(c, n, full, plan, null);
+    stats.decode(layer, (double) listLength(n, page, pick) * heads, c.pos0() + 1, heads);
+  }
+
+  /** Scratch for a sparse step over n slots (full pages): scores, attention partials; returns the attention's plan. */
+  private QuestKernels.Plan grow(int n, int full) {
+    QuestKernels.Plan plan = qk.plan(listLength(n, page, pick), heads);
+    DeviceBuffer s = env.ctx().grow(score, (long) heads * full * 4, "Quest page scores");
+    DeviceBuffer p = env.ctx().grow(part, plan.partialFloats(heads, d) * 4, "Quest attention partials");
+    if (s != score || p != part) reallocations++;
+    score = s;
+    part = p;
+    return plan;
+  }
+
+  /** A sparse step's launches: page scores, top pages, attention; step non-null: position and tail from its plan. */
+  private void launchSparse(LayerCall c, int n, int full, QuestKernels.Plan plan, CUdeviceptr step) {
+    int layer = c.layer();
     qk.scores(score.ptr(), c.qPre(), env.invFreq(), c.pos0(), minK[layer].ptr(), maxK[layer].ptr(), heads, kvHeads, d,
-        full);
+        full, step);
     qk.topk(chosen.ptr(), score.ptr(), heads, full, pick);
-    int tail = n - full * page, len = pick * page + tail;
-    QuestKernels.Plan plan = qk.plan(len, heads);
-    part = env.ctx().grow(part, plan.partialFloats(heads, d) * 4, "Quest attention partials");
     qk.attend(c.out(), part.ptr(), plan, c.qPre(), env.invFreq(), c.pos0(), c.kv(), chosen.ptr(), heads, page, pick,
-        full, tail, env.scale());
-    stats.decode(layer, (double) len * heads, c.pos0() + 1, heads);
+        full, n - full * page, env.scale(), step);
+  }
+
+  /**
+   * A captured step: every layer's dense/sparse choice and statistics, the page bounds extended
+   * (outside the graph: the full pages hold only slots cached before the step), scratch grown. What
+   * moves inside a shape (position, the newest page's slots) goes to sizes.
+   */
+  @Override
+  public long planStep(PagedKvCache kv, int end, int pos, int[] sizes, int at) {
+    int full = (end - 1) / page;
+    sizes[at + SelectKernels.STEP_END] = end;
+    sizes[at + SelectKernels.STEP_POS] = pos;
+    boolean anySparse = false;
+    for (int l = 0; l < minK.length; l++) {
+      if (dense(l, denseLayers, topPages, full)) {
+        stats.decode(l, (double) end * heads, pos + 1, heads);
+        continue;
+      }
+      anySparse = true;
+      long before = minK[l] == null ? 0 : DeviceAddress.of(minK[l].ptr());
+      updateBounds(l, kv.layer(l), full);
+      if (DeviceAddress.of(minK[l].ptr()) != before) reallocations++;
+      stats.decode(l, (double) listLength(end, page, pick) * heads, pos + 1, heads);
+    }
+    QuestKernels.Plan plan = anySparse ? grow(end, full) : null;
+    stepN = end;
+    stepFull = full;
+    Arrays.fill(shape, 0);
+    if (anySparse) {
+      shape[0] = full;
+      shape[1] = plan.chunk();
+      shape[2] = plan.splits();
+      shape[3] = (int) reallocations;
+    }
+    if (!Arrays.equals(shape, lastShape)) {
+      shapeVersion++;
+      System.arraycopy(shape, 0, lastShape, 0, shape.length);
+    }
+    return shapeVersion;
+  }
+
+  @Override
+  public void launchStep(LayerCall c, CUdeviceptr step, CUdeviceptr row, int splits) {
+    if (dense(c.layer(), denseLayers, topPages, stepFull)) {
+      env.k().attentionRows(c.out(), c.q(), row, 1, c.layer(), heads, kvHeads, d, env.config().slidingWindow(),
+          env.scale(), splits, env.ws());
+      return;
+    }
+    launchSparse(c, stepN, stepFull, qk.plan(listLength(stepN, page, pick), heads), step);
   }
 
   /** Bounds of the full pages not yet bounded; a buffer that must grow is replaced and recomputed whole. */

@@ -3,8 +3,11 @@ package io.longsieve.cuda.policy;
 import io.longsieve.cuda.driver.DeviceBuffer;
 import io.longsieve.cuda.kernels.ListKernels;
 import io.longsieve.cuda.kernels.QuestKernels;
+import io.longsieve.cuda.kernels.SelectKernels;
+import io.longsieve.cuda.kv.PagedKvCache;
 import io.longsieve.policy.PolicyTerm;
 import io.longsieve.policy.SelectionStats;
+import jcuda.driver.CUdeviceptr;
 
 /** StreamingLLM on the GPU: the decode window (the KV eviction part is GpuStreamingEviction). */
 public final class GpuStreaming {
@@ -16,9 +19,10 @@ public final class GpuStreaming {
    * index ({@code positions=compact}, the official pos_shift) or original; dense while the cache
    * fits the window. The list is written on the device (no host copy per step). Failure semantics:
    * construction allocates the list, the compact RoPE table and the query buffer (IllegalStateException
-   * beyond the memory budget); CUDA errors surface from the launches.
+   * beyond the memory budget); CUDA errors surface from the launches. Runs inside captured decode
+   * steps too ({@link GpuParts.CapturedDecode}): only the list's end moves from step to step.
    */
-  public static final class Window implements GpuParts.Decode {
+  public static final class Window implements GpuParts.CapturedDecode {
     private final SelectionStats stats;
     private final GpuEnv env;
     private final int sinks, recent, heads, d;
@@ -29,6 +33,8 @@ public final class GpuStreaming {
     private final DeviceBuffer cos;    // (sinks + recent, headDim / 2) f32 RoPE table by list index; compact only
     private final DeviceBuffer sin;    // (sinks + recent, headDim / 2) f32; compact only
     private final DeviceBuffer qList;  // (1, heads, headDim) bf16 query rotated at list index len - 1; compact only
+    private boolean stepDense;         // the planned captured step attends the whole cache
+    private long shapeVersion, lastListsGeneration = -1;
 
     public Window(PolicyTerm t, SelectionStats stats, GpuEnv env) {
       this.stats = stats;
@@ -78,6 +84,13 @@ public final class GpuStreaming {
         return;
       }
       qk.windowList(list.ptr(), sinks, recent, n);
+      attendWindow(c);
+      stats.decode(layer, (double) len * heads, c.pos0() + 1, heads);
+    }
+
+    /** The window's attention over the list just written. */
+    private void attendWindow(LayerCall c) {
+      int len = sinks + recent;
       if (compact) {
         // the query sits at the last list index, as the CPU's table.rotate(qr, 0, len - 1)
         env.k().rope(qList.ptr(), c.qPre(), c.qStride(), 1, heads, d, env.invFreq(), null, len - 1);
@@ -86,7 +99,30 @@ public final class GpuStreaming {
       } else {
         lists.attend(c.out(), c.q(), c.kv(), list.ptr(), 1, len, 1, heads, false, null, null, null, env.scale());
       }
-      stats.decode(layer, (double) len * heads, c.pos0() + 1, heads);
+    }
+
+    /** A captured step: dense or the window, the statistics; only the end moves (sizes[at + STEP_END]). */
+    @Override
+    public long planStep(PagedKvCache kv, int end, int pos, int[] sizes, int at) {
+      int len = sinks + recent;
+      sizes[at + SelectKernels.STEP_END] = end;
+      boolean dense = len >= end;
+      for (int l = 0; l < kv.layers; l++) stats.decode(l, (double) (dense ? end : len) * heads, pos + 1, heads);
+      if (dense != stepDense || lists.generation() != lastListsGeneration) shapeVersion++;
+      stepDense = dense;
+      lastListsGeneration = lists.generation();
+      return shapeVersion;
+    }
+
+    @Override
+    public void launchStep(LayerCall c, CUdeviceptr step, CUdeviceptr row, int splits) {
+      if (stepDense) {
+        env.k().attentionRows(c.out(), c.q(), row, 1, c.layer(), heads, env.config().numKvHeads(), d,
+            env.config().slidingWindow(), env.scale(), splits, env.ws());
+        return;
+      }
+      qk.windowList(list.ptr(), sinks, recent, sinks + recent + 1, step);  // n from the step's plan
+      attendWindow(c);
     }
 
     @Override

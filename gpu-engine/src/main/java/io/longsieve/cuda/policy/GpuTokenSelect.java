@@ -3,6 +3,8 @@ package io.longsieve.cuda.policy;
 import io.longsieve.cuda.driver.CudaContext;
 import io.longsieve.cuda.driver.CudaStream;
 import io.longsieve.cuda.driver.DeviceBuffer;
+import io.longsieve.cuda.kv.PagedKvCache;
+import io.longsieve.cuda.kernels.Kernels;
 import io.longsieve.cuda.kernels.ListKernels;
 import io.longsieve.cuda.kernels.SelectKernels;
 import io.longsieve.model.ModelConfig;
@@ -26,7 +28,12 @@ import jcuda.driver.CUdeviceptr;
  * A decode step (one row) launches ts_decode_front (fingerprint, cache check, with score=rope the
  * real-position query, and, with compact positions, the query rotated at its list index),
  * ts_score*, ts_votes, [ts_maxpool], ts_topk_lists and the list attention; the int4 copy is
- * quantised only when the scored range outgrows it (once every local-window steps).
+ * quantised only when the scored range outgrows it (once every local-window steps). Inside a
+ * captured decode step (cuda/DecodeStep) the same launches run from a CUDA graph: {@link #planStep}
+ * takes every layer's decisions on the host and {@link #launchStep} reads the sizes that move by
+ * one slot a step (context end, candidates, top-k input, position) from the step's plan; a change
+ * of anything else the launches bake in (top-k count, grids, a buffer reallocated, a cache decision
+ * that can no longer hit) is a new shape version, so a new graph.
  *
  * <p>Failure semantics: {@code score=rope} with {@code index=int4} throws IllegalArgumentException
  * from the constructor (as the CPU twin); unsupported shapes (head size, more than 8 query heads
@@ -35,7 +42,7 @@ import jcuda.driver.CUdeviceptr;
  * close. Statistics: selection time is device time in the prefill ({@link SelectionTimer}), the host's
  * time to queue the selection in decode steps.
  */
-public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
+public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.CapturedDecode {
 
   private final SelectionStats stats;
   private final GpuEnv env;
@@ -70,6 +77,16 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   private int tablePositions;
   private long hitsFolded;
   private int lastListLen;
+  private long reallocations;             // buffers replaced so far: a captured step holds the old pointers
+
+  // a captured decode step's decisions (planStep), which its launches (launchStep) follow
+  private TokenSelectParams.Block stepBlock;
+  private int stepEnd;
+  private final boolean[] stepPossible;   // (layer) the Selection Cache may hit
+  private final int[] shape = new int[SHAPE_INTS], lastShape = new int[SHAPE_INTS];
+  private final boolean[] lastPossible;   // (layer)
+  private long shapeVersion;
+  private static final int SHAPE_INTS = 11;
 
   GpuTokenSelect(PolicyTerm t, SelectionStats stats, GpuEnv env) {
     this.stats = stats;
@@ -88,6 +105,8 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     cachedCount = new int[layers];
     indexed = new int[layers];
     cachedTop = new DeviceBuffer[layers];
+    stepPossible = new boolean[layers];
+    lastPossible = new boolean[layers];
     kq = new DeviceBuffer[layers];
     ks = new DeviceBuffer[layers];
     sk = new SelectKernels(env.k());
@@ -131,7 +150,7 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
 
   @Override
   public void prefill(LayerCall c) {
-    if (params.int4()) index(c, c.before() + c.n());
+    if (params.int4()) index(c.kv(), c.layer(), c.before() + c.n(), c.before() + c.n());
     for (int s = 0; s < c.n(); s += params.chunk()) {
       int m = Math.min(params.chunk(), c.n() - s);
       block(c, s, m, c.before() + s + m, false);
@@ -141,8 +160,83 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   @Override
   public void decode(LayerCall c) {
     int end = c.before() + 1;
-    if (params.int4()) index(c, params.block(end, 1).scoredEnd());
+    if (params.int4()) index(c.kv(), c.layer(), end, params.block(end, 1).scoredEnd());
     block(c, 0, 1, end, true);
+  }
+
+  /**
+   * The host half of a captured decode step (see {@link GpuParts.CapturedDecode}): every layer's
+   * decisions as {@link #decode} takes them, the statistics, the buffers grown, and the int4 copy
+   * extended here, outside the graph, over the slots cached before the step (the scoring reads only
+   * slots ending a local window before it; each slot quantises alone, so the copy holds the same
+   * values as the eager path's). The step's sizes: {@link SelectKernels#STEP_INTS} ints at sizes[at].
+   */
+  @Override
+  public long planStep(PagedKvCache kv, int end, int pos, int[] sizes, int at) {
+    long t0 = System.nanoTime();
+    TokenSelectParams.Block bp = params.block(end, 1);
+    stepBlock = bp;
+    stepEnd = end;
+    int n = bp.cands();
+    if (!bp.dense() && params.pool() > 1) n = SelectKernels.pooledLength(bp.cands(), params.pool());
+    sizes[at + SelectKernels.STEP_END] = end;
+    sizes[at + SelectKernels.STEP_CANDS] = bp.cands();
+    sizes[at + SelectKernels.STEP_N] = n;
+    sizes[at + SelectKernels.STEP_POS] = pos;
+    for (int l = 0; l < stepPossible.length; l++) {
+      if (bp.dense()) {
+        record(l, 1, pos + 1, end, end, true);
+        continue;
+      }
+      if (params.int4()) index(kv.layer(l), l, end - 1, bp.scoredEnd());
+      stepPossible[l] = cacheSlot(l, bp.count());
+      record(l, 1, pos + 1, end, bp.listLen(), true);
+    }
+    if (!bp.dense()) {
+      grow(bp, 1);
+      stats.selectionNanos += System.nanoTime() - t0;
+    }
+    // what the launches bake in besides the moving sizes: a change is a new shape (a new graph); a
+    // dense step bakes nothing of its own (its attention reads the step's DecodeRow)
+    Arrays.fill(shape, 0);
+    shape[0] = bp.dense() ? 1 : 0;
+    if (!bp.dense()) {
+      SelectKernels.ScorePlan p = sk.plan(bp.cands(), kvHeads);
+      int sms = env.k().smCount();
+      shape[1] = bp.count();
+      shape[2] = bp.listLen();
+      shape[3] = p.chunk();
+      shape[4] = p.splits();
+      shape[5] = SelectKernels.voteBlocks(bp.cands(), sms);
+      shape[6] = SelectKernels.poolBlocks(n);
+      shape[7] = SelectKernels.topKBlocks(n, lists, sms);
+      shape[8] = SelectKernels.histogramInVotes(bp.count(), bp.cands(), params.pool()) ? 1 : 0;
+      shape[9] = (int) reallocations;
+      shape[10] = (int) lk.generation();
+    }
+    if (!Arrays.equals(shape, lastShape) || !Arrays.equals(stepPossible, lastPossible)) {
+      shapeVersion++;
+      System.arraycopy(shape, 0, lastShape, 0, SHAPE_INTS);
+      System.arraycopy(stepPossible, 0, lastPossible, 0, stepPossible.length);
+    }
+    return shapeVersion;
+  }
+
+  /**
+   * One layer's launches of the step {@link #planStep} planned, the moving sizes read from step;
+   * a dense step attends through the step's row (the DecodeRow at row, splits of the grid).
+   */
+  @Override
+  public void launchStep(LayerCall c, CUdeviceptr step, CUdeviceptr row, int splits) {
+    TokenSelectParams.Block bp = stepBlock;
+    if (bp.dense()) {
+      env.k().attentionRows(c.out(), c.q(), row, 1, c.layer(), heads, kvHeads, d, env.config().slidingWindow(),
+          env.scale(), splits, env.ws());
+      return;
+    }
+    // c's positions are the capturing step's: the kernels read this step's from the plan
+    CUdeviceptr q = select(c, 0, 1, bp, stepEnd, c.pos0(), stepPossible[c.layer()], step);
+    attend(c, c.out(), q, 1, bp);
   }
 
   @Override
@@ -153,22 +247,21 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
 
   /**
    * Makes the layer's int4 copy cover slots [0, need) (what this call's scoring reads), quantising
-   * every slot up to the call's last one when it launches (all slots after a reset or growth). In
+   * every slot below total (the cached ones) when it launches (all slots after a reset or growth). In
    * decode the scored slots end {@code local} before the newest, so this launches once every
    * {@code local} steps rather than every step.
    */
-  private void index(LayerCall c, int need) {
-    int layer = c.layer(), total = c.before() + c.n();
+  private void index(Kernels.KvView kv, int layer, int total, int need) {
     if (indexed[layer] > total) indexed[layer] = 0;
     if (quantiseFrom(indexed[layer], need) < 0) return;
     long bytes = (long) total * kvHeads * (d / 2);
     if (kq[layer] == null || kq[layer].bytes() < bytes) {
       int cap = int4Slots(total);
-      kq[layer] = env.ctx().grow(kq[layer], (long) cap * kvHeads * (d / 2), "TokenSelect int4 keys");
-      ks[layer] = env.ctx().grow(ks[layer], (long) cap * kvHeads * 4, "TokenSelect int4 scales");
+      kq[layer] = grow(kq[layer], (long) cap * kvHeads * (d / 2), "TokenSelect int4 keys");
+      ks[layer] = grow(ks[layer], (long) cap * kvHeads * 4, "TokenSelect int4 scales");
       indexed[layer] = 0;
     }
-    sk.quantise(kq[layer].ptr(), ks[layer].ptr(), c.kv(), indexed[layer], total - indexed[layer]);
+    sk.quantise(kq[layer].ptr(), ks[layer].ptr(), kv, indexed[layer], total - indexed[layer]);
     indexed[layer] = total;
   }
 
@@ -201,35 +294,82 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
     // profile and eval read (the stats stop at the prefill: events per decode step and layer cost too much)
     long t0 = System.nanoTime();
     CudaStream.Event e0 = decode ? null : timer.start();
-    int cands = bp.cands(), count = bp.count(), listLen = bp.listLen();
-    CUdeviceptr topPtr;
-    boolean possible = false;
-    if (params.cacheOn()) {
-      stats.cacheLookups++;
-      possible = cachedCount[layer] == count && cachedTop[layer] != null;
-      if (!possible) {
-        int room = Math.max(count, params.kFrac() > 0 ? count * 5 / 4 : params.k());
-        cachedTop[layer] = env.ctx().grow(cachedTop[layer], (long) lists * room * 4, "TokenSelect cached top-k");
-      }
-      cachedCount[layer] = count; // a miss stores this count's top-k, a hit had it already
-      topPtr = cachedTop[layer].ptr();
-    } else {
-      // the hit flag stays 0 from construction: only the cache-on path ever sets it
-      top = env.ctx().grow(top, (long) lists * count * 4, "TokenSelect top-k");
-      topPtr = top.ptr();
-    }
-    CUdeviceptr q = front(c, layer, row0, m, listLen, possible);
-    list = env.ctx().grow(list, (long) lists * listLen * 4, "TokenSelect lists");
-    if (count > 0) selectTop(c, topPtr, cands, count, local, end);
-    else sk.topKLists(topPtr, list.ptr(), null, hit.ptr(), topWs.ptr(), null, lists, cands, 0, params.sinks(), local,
-        end, false); // lists
-    lastListLen = listLen;
+    boolean possible = cacheSlot(layer, bp.count());
+    grow(bp, m);
+    CUdeviceptr q = select(c, row0, m, bp, end, c.pos0() + row0, possible, null);
     if (decode) stats.selectionNanos += System.nanoTime() - t0;
     else timer.stop(e0);
-    lk.attend(out, q, c.kv(), list.ptr(), lists, listLen, m, heads, params.compact(),
+    attend(c, out, q, m, bp);
+    record(layer, m, c.pos0() + row0 + m, end, bp.listLen(), decode);
+  }
+
+  /**
+   * The Selection Cache's side of a sparse block selecting count slots in a layer: whether the
+   * device's cached top-k may be reused (its count matches; the device decides on the fingerprint),
+   * the cached top-k's buffer sized, the lookup counted. False with the cache off.
+   */
+  private boolean cacheSlot(int layer, int count) {
+    if (!params.cacheOn()) return false;
+    stats.cacheLookups++;
+    boolean possible = cachedCount[layer] == count && cachedTop[layer] != null;
+    if (!possible) {
+      int room = Math.max(count, params.kFrac() > 0 ? count * 5 / 4 : params.k());
+      cachedTop[layer] = grow(cachedTop[layer], (long) lists * room * 4, "TokenSelect cached top-k");
+    }
+    cachedCount[layer] = count; // a miss stores this count's top-k, a hit had it already
+    return possible;
+  }
+
+  /** Every scratch buffer a sparse block of m rows with these sizes launches with, at its size. */
+  private void grow(TokenSelectParams.Block bp, int m) {
+    int cands = bp.cands(), count = bp.count();
+    if (!params.cacheOn()) top = grow(top, (long) lists * count * 4, "TokenSelect top-k");
+    list = grow(list, (long) lists * bp.listLen() * 4, "TokenSelect lists");
+    if (params.compact()) {
+      ensureTable(bp.listLen());
+      qRot = grow(qRot, (long) Math.max(m, params.chunk()) * qDim * 2, "TokenSelect rotated queries");
+    }
+    if (count == 0) return;
+    SelectKernels.ScorePlan p = sk.plan(cands, kvHeads);
+    logits = grow(logits, (long) heads * cands * 4, "TokenSelect logits");
+    partMl = grow(partMl, (long) heads * p.splits() * 2 * 4, "TokenSelect softmax partials");
+    votes = grow(votes, (long) lists * cands * 4, "TokenSelect votes");
+    int n = cands;
+    if (params.pool() > 1) {
+      pooled = grow(pooled, (long) lists * cands * 4, "TokenSelect pooled votes");
+      n = SelectKernels.pooledLength(cands, params.pool());
+    }
+    cand = grow(cand, SelectKernels.topKCandidateBytes(lists, n), "TokenSelect top-k candidates");
+  }
+
+  /** env's grow, counting reallocations: a captured step holds the old pointers. */
+  private DeviceBuffer grow(DeviceBuffer b, long bytes, String what) {
+    DeviceBuffer g = env.ctx().grow(b, bytes, what);
+    if (g != b) reallocations++;
+    return g;
+  }
+
+  /**
+   * The launches of a sparse block (buffers grown, cache slot decided): front, selection into the
+   * lists; returns the queries the list attention reads. realPos: position of the block's first
+   * row. A non-null step (a captured decode step) gives the moving sizes from device memory.
+   */
+  private CUdeviceptr select(LayerCall c, int row0, int m, TokenSelectParams.Block bp, int end, int realPos,
+                             boolean possible, CUdeviceptr step) {
+    int layer = c.layer();
+    CUdeviceptr topPtr = params.cacheOn() ? cachedTop[layer].ptr() : top.ptr();
+    CUdeviceptr q = front(c, layer, row0, m, bp.listLen(), possible, realPos, step);
+    if (bp.count() > 0) selectTop(c, topPtr, bp.cands(), bp.count(), bp.local(), end, step);
+    else sk.topKLists(topPtr, list.ptr(), null, hit.ptr(), topWs.ptr(), null, lists, bp.cands(), 0, params.sinks(),
+        bp.local(), end, false, step); // lists
+    lastListLen = bp.listLen();
+    return q;
+  }
+
+  private void attend(LayerCall c, CUdeviceptr out, CUdeviceptr q, int m, TokenSelectParams.Block bp) {
+    lk.attend(out, q, c.kv(), list.ptr(), lists, bp.listLen(), m, heads, params.compact(),
         params.compact() ? ropeCos.ptr() : null,
         params.compact() ? ropeSin.ptr() : null, params.compact() ? env.invFreq() : null, env.scale());
-    record(layer, m, c.pos0() + row0 + m, end, listLen, decode);
   }
 
   /**
@@ -237,33 +377,28 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
    * sinks ++ top ++ local; on a hit all but the lists are skipped on the device (topPtr is cached).
    * Without pooling the vote kernel also builds the top-k's first histogram (in topWs).
    */
-  private void selectTop(LayerCall c, CUdeviceptr topPtr, int cands, int count, int local, int end) {
+  private void selectTop(LayerCall c, CUdeviceptr topPtr, int cands, int count, int local, int end, CUdeviceptr step) {
     SelectKernels.ScorePlan p = sk.plan(cands, kvHeads);
-    logits = env.ctx().grow(logits, (long) heads * cands * 4, "TokenSelect logits");
-    partMl = env.ctx().grow(partMl, (long) heads * p.splits() * 2 * 4, "TokenSelect softmax partials");
-    votes = env.ctx().grow(votes, (long) lists * cands * 4, "TokenSelect votes");
     if (params.int4()) {
       sk.scoreInt4(logits.ptr(), partMl.ptr(), hit.ptr(), kq[c.layer()].ptr(), ks[c.layer()].ptr(), qf.ptr(), heads,
-          kvHeads, d, params.sinks(), cands, p, params.gqaMod(), voteScale);
+          kvHeads, d, params.sinks(), cands, p, params.gqaMod(), voteScale, step);
     } else {
       // score=rope: the rotated keys (kRope) against the real-position query, the true logits
       boolean rope = params.ropeScore();
       sk.score(logits.ptr(), partMl.ptr(), hit.ptr(), c.kv(), rope ? qs.ptr() : qf.ptr(), heads, params.sinks(), cands,
-          p, params.gqaMod(), voteScale, rope);
+          p, params.gqaMod(), voteScale, rope, step);
     }
     boolean prebuilt = SelectKernels.histogramInVotes(count, cands, params.pool());
     sk.votes(votes.ptr(), prebuilt ? topWs.ptr() : null, logits.ptr(), partMl.ptr(), hit.ptr(), heads, kvHeads, cands,
-        p.splits(), params.perKvHead(), params.gqaMod());
+        p.splits(), params.perKvHead(), params.gqaMod(), step);
     CUdeviceptr vals = votes.ptr();
     int n = cands;
     if (params.pool() > 1) {
-      pooled = env.ctx().grow(pooled, (long) lists * cands * 4, "TokenSelect pooled votes");
-      n = sk.maxPool(pooled.ptr(), votes.ptr(), hit.ptr(), lists, cands, params.pool());
+      n = sk.maxPool(pooled.ptr(), votes.ptr(), hit.ptr(), lists, cands, params.pool(), step);
       vals = pooled.ptr();
     }
-    cand = env.ctx().grow(cand, SelectKernels.topKCandidateBytes(lists, n), "TokenSelect top-k candidates");
     sk.topKLists(topPtr, list.ptr(), vals, hit.ptr(), topWs.ptr(), cand.ptr(), lists, n, count, params.sinks(), local,
-        end, prebuilt);
+        end, prebuilt, step);
   }
 
   /**
@@ -273,20 +408,16 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
    * c.pos0() + row0 + i (qs; the cache still decides on the neutral fingerprint qf). Returns the
    * queries list attention reads. One row (decode): one launch for all of it.
    */
-  private CUdeviceptr front(LayerCall c, int layer, int row0, int m, int listLen, boolean possible) {
+  private CUdeviceptr front(LayerCall c, int layer, int row0, int m, int listLen, boolean possible, int realPos,
+                            CUdeviceptr step) {
     CUdeviceptr qPre = c.qPre().withByteOffset((long) row0 * c.qStride() * 4);
     CUdeviceptr cached = cachedQf.at((long) layer * qDim * 4);
-    int realPos = c.pos0() + row0; // position of the block's first row
-    if (params.compact()) {
-      ensureTable(listLen);
-      qRot = env.ctx().grow(qRot, (long) Math.max(m, params.chunk()) * qDim * 2, "TokenSelect rotated queries");
-    }
     if (m == 1) {
       // cache off: possible and store are false, so the flag is written 0 and the cache left alone
       sk.decodeFront(qf.ptr(), hit.ptr(), hits.ptr(), cached, params.compact() ? qRot.ptr() : null, qPre, fpCos.ptr(),
           fpSin.ptr(), params.compact() ? ropeCos.ptr() : null, params.compact() ? ropeSin.ptr() : null, heads, d,
           listLen - 1, possible, params.cacheOn(), params.threshold(), qs == null ? null : qs.ptr(), env.invFreq(),
-          realPos);
+          realPos, step);
     } else {
       sk.fingerprint(qf.ptr(), qPre, c.qStride(), m, heads, d, fpCos.ptr(), fpSin.ptr());
       if (qs != null) sk.realQuery(qs.ptr(), qPre, c.qStride(), m, heads, d, env.invFreq(), realPos);
@@ -303,8 +434,8 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Decode {
   private void ensureTable(int positions) {
     if (tablePositions >= positions) return;
     int p = Math.max(positions, tablePositions * 2);
-    ropeCos = env.ctx().grow(ropeCos, (long) p * (d / 2) * 4, "TokenSelect RoPE cos table");
-    ropeSin = env.ctx().grow(ropeSin, (long) p * (d / 2) * 4, "TokenSelect RoPE sin table");
+    ropeCos = grow(ropeCos, (long) p * (d / 2) * 4, "TokenSelect RoPE cos table");
+    ropeSin = grow(ropeSin, (long) p * (d / 2) * 4, "TokenSelect RoPE sin table");
     lk.ropeTable(ropeCos.ptr(), ropeSin.ptr(), env.invFreq(), p, d / 2);
     tablePositions = p;
   }
