@@ -262,7 +262,7 @@ public final class CudaModel implements AutoCloseable {
         k.attentionRows(att.ptr(), q.ptr(), step.rows(), n, l, c.numHeads(), c.numKvHeads(), c.headDim(),
             c.slidingWindow(), scale, splits, ws);                               // (n, qDim)
       } else {
-        for (int b = 0; b < n; b++) rowAttention(b, l, splits, stride);
+        mixedAttention(n, l, splits, stride);
       }
       k.matmul(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo().ptr(), null, n, dim, qDim);   // x += att · woᵀ
       k.rmsNorm(xb.ptr(), x.ptr(), lw.ffnNorm().ptr(), n, dim, c.rmsNormEps());
@@ -273,6 +273,58 @@ public final class CudaModel implements AutoCloseable {
     k.matmul(batchLogits.ptr(), Kernels.OUT_F32, xb.ptr(), w.lmHead.ptr(), null, n, c.vocabSize(), dim); // (n, vocab)
     k.sampleRows(step.tokens(), batchProbs.ptr(), batchLogits.ptr(), step.sampling(), n, c.vocabSize());
   }
+
+  /**
+   * Layer l's attention in a step with policy rows. Each row whose policy selects in this layer runs
+   * its selection chain on a branch stream of its own, forked from and joined back into the model's
+   * stream, so the GPU overlaps the rows' small kernels (inside a captured step the branches are
+   * parallel paths of the graph); the dense rows run meanwhile on the model's stream (they share
+   * the attention workspace). Grid-barrier kernels in the branches run one at a time
+   * (Launcher.onBranch). One selecting row and no dense row: no fork.
+   */
+  private void mixedAttention(int n, int l, int splits, int stride) {
+    int selecting = 0;
+    for (int b = 0; b < n; b++) if (stepPolicies[b] != null && !stepPolicies[b].stepAttendsDense(l)) selecting++;
+    if (selecting <= 1 && n == 1) {
+      rowAttention(0, l, splits, stride);
+      return;
+    }
+    CudaStream main = k.stream();
+    ensureBranches();
+    main.record(forkEvent);
+    main.record(barrierOrder);
+    for (int b = 0; b < n; b++) {
+      GpuPolicy p = stepPolicies[b];
+      if (p == null || p.stepAttendsDense(l)) continue;
+      int row = b;
+      branches[b].waitFor(forkEvent);
+      k.onBranch(branches[b], barrierOrder, () -> rowAttention(row, l, splits, stride));
+      branches[b].record(joinEvents[b]);
+    }
+    for (int b = 0; b < n; b++) {
+      if (stepPolicies[b] == null || stepPolicies[b].stepAttendsDense(l)) rowAttention(b, l, splits, stride);
+    }
+    for (int b = 0; b < n; b++) {
+      if (stepPolicies[b] != null && !stepPolicies[b].stepAttendsDense(l)) main.waitFor(joinEvents[b]);
+    }
+  }
+
+  /** The branch streams and ordering events of {@link #mixedAttention}, made on first use (outside any capture). */
+  private void ensureBranches() {
+    if (branches != null) return;
+    branches = new CudaStream[MAX_DECODE_BATCH];
+    joinEvents = new CudaStream.Event[MAX_DECODE_BATCH];
+    for (int b = 0; b < MAX_DECODE_BATCH; b++) {
+      branches[b] = new CudaStream(ctx);
+      joinEvents[b] = CudaStream.orderingEvent();
+    }
+    forkEvent = CudaStream.orderingEvent();
+    barrierOrder = CudaStream.orderingEvent();
+  }
+
+  private CudaStream[] branches;          // (MAX_DECODE_BATCH) a policy row's stream in mixedAttention
+  private CudaStream.Event[] joinEvents;  // (MAX_DECODE_BATCH) the end of a row's branch in the layer
+  private CudaStream.Event forkEvent, barrierOrder;
 
   /** Row b's attention in layer l of a step with policy rows: dense through its DecodeRow, or its policy's launches. */
   private void rowAttention(int b, int l, int splits, int stride) {
@@ -467,6 +519,15 @@ public final class CudaModel implements AutoCloseable {
   @Override
   public void close() {
     if (step != null) step.close();
+    if (branches != null) {
+      k.stream().synchronize();
+      for (int b = 0; b < MAX_DECODE_BATCH; b++) {
+        branches[b].close();
+        joinEvents[b].close();
+      }
+      forkEvent.close();
+      barrierOrder.close();
+    }
     ws.close();
     acts.forEach(DeviceBuffer::close);
   }

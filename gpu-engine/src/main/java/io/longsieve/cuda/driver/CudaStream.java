@@ -4,6 +4,7 @@ import static jcuda.driver.JCudaDriver.*;
 
 import jcuda.Pointer;
 import jcuda.driver.CUevent;
+import jcuda.driver.CUevent_flags;
 import jcuda.driver.CUstream;
 
 /** A CUDA stream of one context, with event-based timing. Destroyed on close. */
@@ -46,12 +47,31 @@ public final class CudaStream implements AutoCloseable {
     return e;
   }
 
+  /** An ordering event without timing, recorded with {@link #record(Event)} as often as needed. */
+  public static Event orderingEvent() {
+    return new Event(CUevent_flags.CU_EVENT_DISABLE_TIMING);
+  }
+
+  /** Records e at this point of the stream (its last record is what a later {@link #waitFor} waits for). */
+  public void record(Event e) {
+    cuEventRecord(e.event, stream);
+  }
+
+  /** Makes work queued on this stream from now on wait for e's last record, on whichever stream it was. */
+  public void waitFor(Event e) {
+    cuStreamWaitEvent(stream, e.event, 0);
+  }
+
   /** A recorded point in the stream; {@link #millisSince} waits for it. */
   public static final class Event implements AutoCloseable {
     final CUevent event = new CUevent();
 
     Event() {
-      cuEventCreate(event, 0);
+      this(0);
+    }
+
+    private Event(int flags) {
+      cuEventCreate(event, flags);
     }
 
     public float millisSince(Event start) {

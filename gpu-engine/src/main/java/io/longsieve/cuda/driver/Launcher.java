@@ -23,6 +23,8 @@ public final class Launcher {
 
   private final KernelModule module;
   private final CudaStream stream;
+  private CudaStream active;               // where launches go: the launcher's stream, or a branch's (onBranch)
+  private CudaStream.Event barrierOrder;  // inside branches: the last grid-barrier launch, which the next waits for
   // per kernel, the dynamic shared memory its attribute allows: only ever raised. (Keyed by size, a
   // smaller new size used to lower the attribute under a larger size seen before, which then failed
   // with CUDA_ERROR_INVALID_VALUE: the list bench's split sweep at its second context.)
@@ -31,6 +33,31 @@ public final class Launcher {
   public Launcher(KernelModule module, CudaStream stream) {
     this.module = module;
     this.stream = stream;
+    this.active = stream;
+  }
+
+  /**
+   * Kernels whose blocks wait for each other at a grid barrier (all of them must be resident at
+   * once): two running side by side could each hold part of the GPU the other needs, so launches
+   * in branches are ordered one after another through the branches' barrier event.
+   */
+  private static final java.util.Set<String> GRID_BARRIER = java.util.Set.of("ts_topk_lists");
+
+  /**
+   * Runs work with this launcher's launches queued on branch instead of its own stream (a branch
+   * of a fork: the caller orders branch after and before the stream with events); grid-barrier
+   * kernels launched in any branch wait for the previous one through order, recorded on the
+   * launcher's stream before the first branch. Not reentrant.
+   */
+  public void onBranch(CudaStream branch, CudaStream.Event order, Runnable work) {
+    active = branch;
+    barrierOrder = order;
+    try {
+      work.run();
+    } finally {
+      active = stream;
+      barrierOrder = null;
+    }
   }
 
   public CudaStream stream() {
@@ -60,14 +87,17 @@ public final class Launcher {
       }
       raisedSmem.put(kernel, Math.max(now[0], smemBytes));
     }
+    boolean ordered = barrierOrder != null && GRID_BARRIER.contains(kernel);
+    if (ordered) active.waitFor(barrierOrder);
     if (packed) {
       pack(args);
-      cuLaunchKernel(f, gx, gy, gz, block, 1, 1, smemBytes, stream.handle(), null, extra);
+      cuLaunchKernel(f, gx, gy, gz, block, 1, 1, smemBytes, active.handle(), null, extra);
     } else {
       Pointer[] ps = new Pointer[args.length];
       for (int i = 0; i < args.length; i++) ps[i] = param(args[i]);
-      cuLaunchKernel(f, gx, gy, gz, block, 1, 1, smemBytes, stream.handle(), Pointer.to(ps), null);
+      cuLaunchKernel(f, gx, gy, gz, block, 1, 1, smemBytes, active.handle(), Pointer.to(ps), null);
     }
+    if (ordered) active.record(barrierOrder);
   }
 
   /**

@@ -62,6 +62,14 @@ public final class Kernels {
     return l.stream();
   }
 
+  /**
+   * Runs work with every launch of these kernels (and of the families sharing the launcher) queued on
+   * branch, grid-barrier kernels ordered through order (Launcher.onBranch).
+   */
+  public void onBranch(CudaStream branch, CudaStream.Event order, Runnable work) {
+    l.onBranch(branch, order, work);
+  }
+
   /** The launcher, shared by the other kernel families' wrappers (ListKernels, ...). */
   Launcher launcher() {
     return l;

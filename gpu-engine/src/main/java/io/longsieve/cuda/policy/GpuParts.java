@@ -70,5 +70,8 @@ public final class GpuParts {
      * plan chose it, goes through the step's DecodeRow at row with the grid's splits.
      */
     void launchStep(LayerCall c, CUdeviceptr step, CUdeviceptr row, int splits);
+
+    /** Whether the planned step attends densely in this layer (through the step's row and the shared workspace). */
+    boolean stepAttendsDense(int layer);
   }
 }

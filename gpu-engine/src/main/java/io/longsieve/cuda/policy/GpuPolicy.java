@@ -145,6 +145,11 @@ public final class GpuPolicy implements AutoCloseable {
     ((GpuParts.CapturedDecode) decode).launchStep(c, step, row, splits);
   }
 
+  /** Whether the planned step attends densely in the layer; see {@link GpuParts.CapturedDecode#stepAttendsDense}. */
+  public boolean stepAttendsDense(int layer) {
+    return ((GpuParts.CapturedDecode) decode).stepAttendsDense(layer);
+  }
+
   public void decode(LayerCall c, PagedKvCache kv) {
     decode.decode(c);
     if (kvPart != null && kvPart.afterDecode(c, kv)) decode.reset();

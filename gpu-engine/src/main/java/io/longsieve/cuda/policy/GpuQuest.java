@@ -173,6 +173,11 @@ public final class GpuQuest implements GpuParts.CapturedDecode {
   }
 
   @Override
+  public boolean stepAttendsDense(int layer) {
+    return dense(layer, denseLayers, topPages, stepFull);
+  }
+
+  @Override
   public void launchStep(LayerCall c, CUdeviceptr step, CUdeviceptr row, int splits) {
     if (dense(c.layer(), denseLayers, topPages, stepFull)) {
       env.k().attentionRows(c.out(), c.q(), row, 1, c.layer(), heads, kvHeads, d, env.config().slidingWindow(),

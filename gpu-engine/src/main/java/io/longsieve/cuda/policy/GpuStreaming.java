@@ -115,6 +115,11 @@ public final class GpuStreaming {
     }
 
     @Override
+    public boolean stepAttendsDense(int layer) {
+      return stepDense;
+    }
+
+    @Override
     public void launchStep(LayerCall c, CUdeviceptr step, CUdeviceptr row, int splits) {
       if (stepDense) {
         env.k().attentionRows(c.out(), c.q(), row, 1, c.layer(), heads, env.config().numKvHeads(), d,

@@ -227,6 +227,11 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Captured
    * a dense step attends through the step's row (the DecodeRow at row, splits of the grid).
    */
   @Override
+  public boolean stepAttendsDense(int layer) {
+    return stepBlock.dense();
+  }
+
+  @Override
   public void launchStep(LayerCall c, CUdeviceptr step, CUdeviceptr row, int splits) {
     TokenSelectParams.Block bp = stepBlock;
     if (bp.dense()) {
