@@ -11,6 +11,7 @@ import io.longsieve.cuda.policy.LayerCall;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
@@ -189,45 +190,48 @@ public final class CudaModel implements AutoCloseable {
   public void decodeStep(int[] ids, int[] positions, PagedKvCache[] kvs, GpuPolicy[] policies, float[] invTemp,
                          float[] topP, float[] u, int n, int[] next) {
     if (n < 1 || n > MAX_DECODE_BATCH) throw new IllegalArgumentException("batch of " + n + " outside [1, 8]");
-    int heads = c.numHeads(), nKv = c.numKvHeads(), d = c.headDim(), maxKeys = 0;
-    boolean anyPolicy = false;
-    for (int b = 0; b < n; b++) {
-      PagedKvCache kv = kvs[b];
-      if (!denseDecodable(kv)) throw new IllegalArgumentException("sequence " + b + "'s cache is compressed");
-      GpuPolicy p = policies == null || policies[b] == null || policies[b].decodesDense() ? null : policies[b];
-      if (p != null && !p.capturesDecode()) {
-        throw new IllegalArgumentException("sequence " + b + "'s policy " + p.describe() + " does not run in a step");
+    try {
+      int heads = c.numHeads(), nKv = c.numKvHeads(), d = c.headDim(), maxKeys = 0;
+      boolean anyPolicy = false;
+      for (int b = 0; b < n; b++) {
+        PagedKvCache kv = kvs[b];
+        if (!denseDecodable(kv)) throw new IllegalArgumentException("sequence " + b + "'s cache is compressed");
+        GpuPolicy p = policies == null || policies[b] == null || policies[b].decodesDense() ? null : policies[b];
+        if (p != null && !p.capturesDecode()) {
+          throw new IllegalArgumentException("sequence " + b + "'s policy " + p.describe() + " does not run in a step");
+        }
+        stepPolicies[b] = p;
+        anyPolicy |= p != null;
+        kv.reserve(1);
+        int slot = kv.length(0);
+        maxKeys = Math.max(maxKeys, slot + 1);
+        step.row(b, ids[b], positions[b], kv, slot, k.rowChunk(slot + 1, heads, nKv, d), invTemp[b], topP[b], u[b]);
       }
-      stepPolicies[b] = p;
-      anyPolicy |= p != null;
-      kv.reserve(1);
-      int slot = kv.length(0);
-      maxKeys = Math.max(maxKeys, slot + 1);
-      step.row(b, ids[b], positions[b], kv, slot, k.rowChunk(slot + 1, heads, nKv, d), invTemp[b], topP[b], u[b]);
-    }
-    int splits = k.rowSplits(maxKeys, heads, nKv, d);
-    step.keyStart(n, splits);
-    for (int b = 0; b < n; b++) {
-      GpuPolicy p = stepPolicies[b];
-      if (p == null) continue;
-      int slot = kvs[b].length(0);
-      step.keyRow(b, p.id(), p.planStep(kvs[b], slot + 1, positions[b], stepSizes, 0));
-      step.sizes(b, stepSizes, 0);
-    }
-    ws.ensure((long) n * heads * splits * (d + 2) * 4);  // before any capture: a graph must never reallocate
-    step.upload(k.stream());
-    stepN = n;
-    stepSplits = splits;
-    stepMixed = anyPolicy;
-    System.arraycopy(positions, 0, stepPos, 0, n);
-    for (int b = 0; b < n; b++) stepKvs[b] = kvs[b];
-    if (decodeGraphs) step.run(k.stream(), ws.generation(), stepWork);
-    else stepWork.run();
-    step.read(k.stream(), n, next);
-    for (int b = 0; b < n; b++) {
-      for (int l = 0; l < c.numLayers(); l++) kvs[b].advance(l, 1);
-      stepKvs[b] = null;
-      stepPolicies[b] = null;
+      int splits = k.rowSplits(maxKeys, heads, nKv, d);
+      step.keyStart(n, splits);
+      for (int b = 0; b < n; b++) {
+        GpuPolicy p = stepPolicies[b];
+        if (p == null) continue;
+        int slot = kvs[b].length(0);
+        step.keyRow(b, p.id(), p.planStep(kvs[b], slot + 1, positions[b], stepSizes, 0));
+        step.sizes(b, stepSizes, 0);
+      }
+      ws.ensure((long) n * heads * splits * (d + 2) * 4);  // before any capture: a graph must never reallocate
+      step.upload(k.stream());
+      stepN = n;
+      stepSplits = splits;
+      stepMixed = anyPolicy;
+      System.arraycopy(positions, 0, stepPos, 0, n);
+      for (int b = 0; b < n; b++) stepKvs[b] = kvs[b];
+      if (decodeGraphs) step.run(k.stream(), ws.generation(), stepWork);
+      else stepWork.run();
+      step.read(k.stream(), n, next);
+      for (int b = 0; b < n; b++) {
+        for (int l = 0; l < c.numLayers(); l++) kvs[b].advance(l, 1);
+      }
+    } finally {
+      Arrays.fill(stepKvs, null);  // the step's sequences are not kept beyond it
+      Arrays.fill(stepPolicies, null);
     }
   }
 
@@ -238,7 +242,7 @@ public final class CudaModel implements AutoCloseable {
   private final int[] stepSizes = new int[DecodeStep.SIZE_INTS];
   private int stepN, stepSplits;
   private boolean stepMixed;
-  private final Runnable stepWork = () -> denseStep(stepN, stepSplits);
+  private final Runnable stepWork = () -> stepKernels(stepN, stepSplits);
 
   /**
    * The kernels of a decode step for n rows, reading the step's plan from the device: the same
@@ -246,7 +250,7 @@ public final class CudaModel implements AutoCloseable {
    * sampling, a policy row's moving sizes) in {@link #step}'s buffer, so the launches can be
    * captured and replayed.
    */
-  private void denseStep(int n, int splits) {
+  private void stepKernels(int n, int splits) {
     int dim = c.hiddenSize(), hidden = c.intermediateSize(), qDim = c.qDim(), kvDim = c.kvDim();
     int stride = qDim + 2 * kvDim;
     k.embed(x.ptr(), w.embed.ptr(), step.tokens(), n, dim, c.vocabSize());
@@ -274,57 +278,19 @@ public final class CudaModel implements AutoCloseable {
     k.sampleRows(step.tokens(), batchProbs.ptr(), batchLogits.ptr(), step.sampling(), n, c.vocabSize());
   }
 
-  /**
-   * Layer l's attention in a step with policy rows. Each row whose policy selects in this layer runs
-   * its selection chain on a branch stream of its own, forked from and joined back into the model's
-   * stream, so the GPU overlaps the rows' small kernels (inside a captured step the branches are
-   * parallel paths of the graph); the dense rows run meanwhile on the model's stream (they share
-   * the attention workspace). Grid-barrier kernels in the branches run one at a time
-   * (Launcher.onBranch). One selecting row and no dense row: no fork.
-   */
+  /** Layer l's attention in a step with policy rows: selecting rows on branches of their own (StepBranches). */
   private void mixedAttention(int n, int l, int splits, int stride) {
-    int selecting = 0;
-    for (int b = 0; b < n; b++) if (stepPolicies[b] != null && !stepPolicies[b].stepAttendsDense(l)) selecting++;
-    if (selecting <= 1 && n == 1) {
+    if (n == 1) {
       rowAttention(0, l, splits, stride);
       return;
     }
-    CudaStream main = k.stream();
-    ensureBranches();
-    main.record(forkEvent);
-    main.record(barrierOrder);
-    for (int b = 0; b < n; b++) {
-      GpuPolicy p = stepPolicies[b];
-      if (p == null || p.stepAttendsDense(l)) continue;
-      int row = b;
-      branches[b].waitFor(forkEvent);
-      k.onBranch(branches[b], barrierOrder, () -> rowAttention(row, l, splits, stride));
-      branches[b].record(joinEvents[b]);
-    }
-    for (int b = 0; b < n; b++) {
-      if (stepPolicies[b] == null || stepPolicies[b].stepAttendsDense(l)) rowAttention(b, l, splits, stride);
-    }
-    for (int b = 0; b < n; b++) {
-      if (stepPolicies[b] != null && !stepPolicies[b].stepAttendsDense(l)) main.waitFor(joinEvents[b]);
-    }
+    for (int b = 0; b < n; b++) branched[b] = stepPolicies[b] != null && !stepPolicies[b].stepAttendsDense(l);
+    if (branches == null) branches = new StepBranches(ctx, k, MAX_DECODE_BATCH);
+    branches.run(n, branched, b -> rowAttention(b, l, splits, stride));
   }
 
-  /** The branch streams and ordering events of {@link #mixedAttention}, made on first use (outside any capture). */
-  private void ensureBranches() {
-    if (branches != null) return;
-    branches = new CudaStream[MAX_DECODE_BATCH];
-    joinEvents = new CudaStream.Event[MAX_DECODE_BATCH];
-    for (int b = 0; b < MAX_DECODE_BATCH; b++) {
-      branches[b] = new CudaStream(ctx);
-      joinEvents[b] = CudaStream.orderingEvent();
-    }
-    forkEvent = CudaStream.orderingEvent();
-    barrierOrder = CudaStream.orderingEvent();
-  }
-
-  private CudaStream[] branches;          // (MAX_DECODE_BATCH) a policy row's stream in mixedAttention
-  private CudaStream.Event[] joinEvents;  // (MAX_DECODE_BATCH) the end of a row's branch in the layer
-  private CudaStream.Event forkEvent, barrierOrder;
+  private StepBranches branches;  // made on the first step with several policy rows (outside any capture)
+  private final boolean[] branched = new boolean[MAX_DECODE_BATCH];
 
   /** Row b's attention in layer l of a step with policy rows: dense through its DecodeRow, or its policy's launches. */
   private void rowAttention(int b, int l, int splits, int stride) {
@@ -519,15 +485,7 @@ public final class CudaModel implements AutoCloseable {
   @Override
   public void close() {
     if (step != null) step.close();
-    if (branches != null) {
-      k.stream().synchronize();
-      for (int b = 0; b < MAX_DECODE_BATCH; b++) {
-        branches[b].close();
-        joinEvents[b].close();
-      }
-      forkEvent.close();
-      barrierOrder.close();
-    }
+    if (branches != null) branches.close();
     ws.close();
     acts.forEach(DeviceBuffer::close);
   }
