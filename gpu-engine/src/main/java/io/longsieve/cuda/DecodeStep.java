@@ -11,8 +11,6 @@ import io.longsieve.cuda.kv.PagedKvCache;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Arrays;
-import java.util.LinkedHashMap;
-import java.util.Map;
 import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
 
@@ -54,22 +52,9 @@ final class DecodeStep implements AutoCloseable {
   private final DeviceBuffer dev;
   private final ByteBuffer host = ByteBuffer.allocateDirect(BYTES).order(ByteOrder.LITTLE_ENDIAN);
   private final int[] picked = new int[MAX];
-  private final Map<Key, CudaGraph> graphs = new LinkedHashMap<>(16, 0.75f, true) {
-    @Override
-    protected boolean removeEldestEntry(Map.Entry<Key, CudaGraph> eldest) {
-      if (size() <= MAX_GRAPHS) return false;
-      eldest.getValue().close();  // one still in flight is freed when it completes
-      return true;
-    }
-  };
+  // a closed graph still in flight is freed when it completes
+  private final GraphCache<Key, CudaGraph> graphs = new GraphCache<>(MAX_GRAPHS, CudaGraph::close);
   private final Key probe = new Key(new long[2 + 2 * MAX]);  // this step's key, filled in place
-  // keys of recent steps that ran eagerly: a second one is captured (groups of one batch alternate keys)
-  private final Map<Key, Boolean> seen = new LinkedHashMap<>(16, 0.75f, true) {
-    @Override
-    protected boolean removeEldestEntry(Map.Entry<Key, Boolean> eldest) {
-      return size() > 4 * MAX_GRAPHS;
-    }
-  };
   private int workspaceGeneration = -1;
   private long replays;
 
@@ -144,8 +129,7 @@ final class DecodeStep implements AutoCloseable {
     }
     work.run();  // this step eagerly: it also raises the kernels' shared-memory limits outside capture
     Key key = new Key(probe.v.clone());
-    if (seen.remove(key) != null) graphs.put(key, CudaGraph.capture(s, work));
-    else seen.put(key, Boolean.TRUE);
+    if (graphs.cameBefore(key)) graphs.put(key, CudaGraph.capture(s, work));
   }
 
   /** A step's key: n, splits, then (policy, version) per row; compared by value. */
@@ -204,9 +188,7 @@ final class DecodeStep implements AutoCloseable {
   }
 
   private void dropGraphs() {
-    graphs.values().forEach(CudaGraph::close);
     graphs.clear();
-    seen.clear();
   }
 
   @Override
