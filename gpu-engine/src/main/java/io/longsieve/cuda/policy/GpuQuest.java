@@ -43,9 +43,10 @@ public final class GpuQuest implements GpuParts.CapturedDecode {
   private final DeviceBuffer chosen;         // (heads, pick) int pages each head attends
   private DeviceBuffer score;                // (heads, full) f32 page scores
   private DeviceBuffer part;                 // (heads, splits, d + 2) f32 partial outputs of the attention
-  private long reallocations, shapeVersion;  // buffers replaced (a captured step holds pointers); shape changes
+  private long reallocations;                // buffers replaced (a captured step holds pointers)
   private int stepN, stepFull;               // the planned captured step: slots seen, full pages
-  private final int[] shape = new int[4], lastShape = new int[4];
+  private final int[] shape = new int[4];    // full pages, attention chunk and splits, reallocations
+  private final ShapeVersion version = new ShapeVersion(shape.length);
 
   public GpuQuest(PolicyTerm t, SelectionStats stats, GpuEnv env) {
     this.stats = stats;
@@ -165,11 +166,7 @@ public final class GpuQuest implements GpuParts.CapturedDecode {
       shape[2] = plan.splits();
       shape[3] = (int) reallocations;
     }
-    if (!Arrays.equals(shape, lastShape)) {
-      shapeVersion++;
-      System.arraycopy(shape, 0, lastShape, 0, shape.length);
-    }
-    return shapeVersion;
+    return version.of(shape);
   }
 
   @Override

@@ -34,7 +34,8 @@ public final class GpuStreaming {
     private final DeviceBuffer sin;    // (sinks + recent, headDim / 2) f32; compact only
     private final DeviceBuffer qList;  // (1, heads, headDim) bf16 query rotated at list index len - 1; compact only
     private boolean stepDense;         // the planned captured step attends the whole cache
-    private long shapeVersion, lastListsGeneration = -1;
+    private final int[] shape = new int[2];  // dense or not, the list attention's scratch generation
+    private final ShapeVersion version = new ShapeVersion(shape.length);
 
     public Window(PolicyTerm t, SelectionStats stats, GpuEnv env) {
       this.stats = stats;
@@ -108,10 +109,10 @@ public final class GpuStreaming {
       sizes[at + SelectKernels.STEP_END] = end;
       boolean dense = len >= end;
       for (int l = 0; l < kv.layers; l++) stats.decode(l, (double) (dense ? end : len) * heads, pos + 1, heads);
-      if (dense != stepDense || lists.generation() != lastListsGeneration) shapeVersion++;
       stepDense = dense;
-      lastListsGeneration = lists.generation();
-      return shapeVersion;
+      shape[0] = dense ? 1 : 0;
+      shape[1] = (int) lists.generation();
+      return version.of(shape);
     }
 
     @Override

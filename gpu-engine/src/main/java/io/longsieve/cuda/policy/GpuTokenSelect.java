@@ -83,10 +83,9 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Captured
   private TokenSelectParams.Block stepBlock;
   private int stepEnd;
   private final boolean[] stepPossible;   // (layer) the Selection Cache may hit
-  private final int[] shape = new int[SHAPE_INTS], lastShape = new int[SHAPE_INTS];
-  private final boolean[] lastPossible;   // (layer)
-  private long shapeVersion;
-  private static final int SHAPE_INTS = 11;
+  private final int[] shape;              // (SIZES_SHAPE + layer) what the step's launches bake in
+  private final ShapeVersion version;
+  private static final int SIZES_SHAPE = 11;  // shape ints before the layers' cache decisions
 
   GpuTokenSelect(PolicyTerm t, SelectionStats stats, GpuEnv env) {
     this.stats = stats;
@@ -106,7 +105,8 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Captured
     indexed = new int[layers];
     cachedTop = new DeviceBuffer[layers];
     stepPossible = new boolean[layers];
-    lastPossible = new boolean[layers];
+    shape = new int[SIZES_SHAPE + layers];
+    version = new ShapeVersion(shape.length);
     kq = new DeviceBuffer[layers];
     ks = new DeviceBuffer[layers];
     sk = new SelectKernels(env.k());
@@ -213,13 +213,9 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Captured
       shape[8] = SelectKernels.histogramInVotes(bp.count(), bp.cands(), params.pool()) ? 1 : 0;
       shape[9] = (int) reallocations;
       shape[10] = (int) lk.generation();
+      for (int l = 0; l < stepPossible.length; l++) shape[SIZES_SHAPE + l] = stepPossible[l] ? 1 : 0;
     }
-    if (!Arrays.equals(shape, lastShape) || !Arrays.equals(stepPossible, lastPossible)) {
-      shapeVersion++;
-      System.arraycopy(shape, 0, lastShape, 0, SHAPE_INTS);
-      System.arraycopy(stepPossible, 0, lastPossible, 0, stepPossible.length);
-    }
-    return shapeVersion;
+    return version.of(shape);
   }
 
   /**
