@@ -292,19 +292,22 @@ public final class CudaModel implements AutoCloseable {
   private StepBranches branches;  // made on the first step with several policy rows (outside any capture)
   private final boolean[] branched = new boolean[MAX_DECODE_BATCH];
 
-  /** Row b's attention in layer l of a step with policy rows: dense through its DecodeRow, or its policy's launches. */
+  /**
+   * Row b's attention in layer l of a step with policy rows: dense through its DecodeRow (a dense
+   * row, or a policy row whose plan attends densely in this layer), else its policy's launches.
+   */
   private void rowAttention(int b, int l, int splits, int stride) {
     int qDim = c.qDim();
     CUdeviceptr qRow = q.at((long) b * qDim * 2), attRow = att.at((long) b * qDim * 2);
     GpuPolicy p = stepPolicies[b];
-    if (p == null) {
+    if (p == null || p.stepAttendsDense(l)) {
       k.attentionRows(attRow, qRow, step.row(b), 1, l, c.numHeads(), c.numKvHeads(), c.headDim(), c.slidingWindow(),
           scale, splits, ws);
       return;
     }
     PagedKvCache kv = stepKvs[b];
     p.launchStep(new LayerCall(l, 1, stepPos[b], kv.length(l), qkv.at((long) b * stride * 4), stride, qRow,
-        kv.layer(l), attRow), step.sizes(b), step.row(b), splits);
+        kv.layer(l), attRow), step.sizes(b));
   }
 
   /** Row b's logits (vocab) of the last {@link #decodeDense} or {@link #decodeBatch} step (tests; synchronises). */

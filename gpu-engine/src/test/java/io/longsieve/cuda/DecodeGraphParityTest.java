@@ -114,7 +114,8 @@ class DecodeGraphParityTest {
     }
   }
 
-  private static int[] bits(float[] v) {
+  /** The raw bits of v, for bit-for-bit comparisons (PolicyStepParityTest too). */
+  static int[] bits(float[] v) {
     int[] out = new int[v.length];
     for (int i = 0; i < v.length; i++) out[i] = Float.floatToRawIntBits(v[i]);
     return out;

@@ -59,7 +59,8 @@ class PolicyStepParityTest {
           + (m.graphReplays() - replaysBefore));
       for (int s = 0; s < STEPS; s++) assertArrayEquals(eager.tokens.get(s), stepped.tokens.get(s), "step " + s);
       for (int b = 0; b < PROMPTS.length; b++) {
-        assertArrayEquals(bits(eager.lastLogits[b]), bits(stepped.lastLogits[b]), "logits of row " + b);
+        assertArrayEquals(DecodeGraphParityTest.bits(eager.lastLogits[b]),
+            DecodeGraphParityTest.bits(stepped.lastLogits[b]), "logits of row " + b);
         PolicyStats e = eager.stats[b], s = stepped.stats[b];
         assertEquals(e.attendedTokensMean(), s.attendedTokensMean(), "attended keys of row " + b);
         assertEquals(e.selectionCacheHitRate(), s.selectionCacheHitRate(), "cache hit rate of row " + b);
@@ -135,11 +136,5 @@ class PolicyStepParityTest {
     } finally {
       for (GpuPolicy p : policies) if (p != null) p.close();
     }
-  }
-
-  private static int[] bits(float[] v) {
-    int[] out = new int[v.length];
-    for (int i = 0; i < v.length; i++) out[i] = Float.floatToRawIntBits(v[i]);
-    return out;
   }
 }

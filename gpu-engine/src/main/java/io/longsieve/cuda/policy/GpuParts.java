@@ -65,13 +65,16 @@ public final class GpuParts {
     long planStep(PagedKvCache kv, int end, int pos, int[] sizes, int at);
 
     /**
-     * One layer's launches of the planned step: the moving sizes from step (device), c's pointers;
-     * c's positions and lengths are those of the step that was captured. Dense attention, where the
-     * plan chose it, goes through the step's DecodeRow at row with the grid's splits.
+     * Whether the planned step attends densely in this layer: then the model attends the row as it
+     * attends dense rows (its DecodeRow, the shared workspace) and {@link #launchStep} is not called.
      */
-    void launchStep(LayerCall c, CUdeviceptr step, CUdeviceptr row, int splits);
-
-    /** Whether the planned step attends densely in this layer (through the step's row and the shared workspace). */
     boolean stepAttendsDense(int layer);
+
+    /**
+     * One selecting layer's launches of the planned step (not {@link #stepAttendsDense}): the moving
+     * sizes from step (device), c's pointers; c's positions and lengths are those of the step that
+     * was captured.
+     */
+    void launchStep(LayerCall c, CUdeviceptr step);
   }
 }

@@ -141,8 +141,8 @@ public final class GpuPolicy implements AutoCloseable {
   }
 
   /** One layer's launches of the planned step; see {@link GpuParts.CapturedDecode#launchStep}. */
-  public void launchStep(LayerCall c, CUdeviceptr step, CUdeviceptr row, int splits) {
-    ((GpuParts.CapturedDecode) decode).launchStep(c, step, row, splits);
+  public void launchStep(LayerCall c, CUdeviceptr step) {
+    ((GpuParts.CapturedDecode) decode).launchStep(c, step);
   }
 
   /** Whether the planned step attends densely in the layer; see {@link GpuParts.CapturedDecode#stepAttendsDense}. */

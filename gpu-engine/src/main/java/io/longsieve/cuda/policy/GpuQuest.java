@@ -175,12 +175,7 @@ public final class GpuQuest implements GpuParts.CapturedDecode {
   }
 
   @Override
-  public void launchStep(LayerCall c, CUdeviceptr step, CUdeviceptr row, int splits) {
-    if (dense(c.layer(), denseLayers, topPages, stepFull)) {
-      env.k().attentionRows(c.out(), c.q(), row, 1, c.layer(), heads, kvHeads, d, env.config().slidingWindow(),
-          env.scale(), splits, env.ws());
-      return;
-    }
+  public void launchStep(LayerCall c, CUdeviceptr step) {
     launchSparse(c, stepN, stepFull, qk.plan(listLength(stepN, page, pick), heads), step);
   }
 

@@ -121,12 +121,7 @@ public final class GpuStreaming {
     }
 
     @Override
-    public void launchStep(LayerCall c, CUdeviceptr step, CUdeviceptr row, int splits) {
-      if (stepDense) {
-        env.k().attentionRows(c.out(), c.q(), row, 1, c.layer(), heads, env.config().numKvHeads(), d,
-            env.config().slidingWindow(), env.scale(), splits, env.ws());
-        return;
-      }
+    public void launchStep(LayerCall c, CUdeviceptr step) {
       qk.windowList(list.ptr(), sinks, recent, sinks + recent + 1, step);  // n from the step's plan
       attendWindow(c);
     }

@@ -228,16 +228,10 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Captured
   }
 
   @Override
-  public void launchStep(LayerCall c, CUdeviceptr step, CUdeviceptr row, int splits) {
-    TokenSelectParams.Block bp = stepBlock;
-    if (bp.dense()) {
-      env.k().attentionRows(c.out(), c.q(), row, 1, c.layer(), heads, kvHeads, d, env.config().slidingWindow(),
-          env.scale(), splits, env.ws());
-      return;
-    }
+  public void launchStep(LayerCall c, CUdeviceptr step) {
     // c's positions are the capturing step's: the kernels read this step's from the plan
-    CUdeviceptr q = select(c, 0, 1, bp, stepEnd, c.pos0(), stepPossible[c.layer()], step);
-    attend(c, c.out(), q, 1, bp);
+    CUdeviceptr q = select(c, 0, 1, stepBlock, stepEnd, c.pos0(), stepPossible[c.layer()], step);
+    attend(c, c.out(), q, 1, stepBlock);
   }
 
   @Override
