@@ -2,8 +2,11 @@
 // bf16 with K contiguous (PyTorch's Linear layout), f32 accumulation. CPU twin: CpuOps.matmul.
 //   gemm_bf16:  prefill, tensor cores through mma.sync m16n8k16, 128x128x64 tiles, 8 warps,
 //               a 3-stage cp.async pipeline; any M, N; K a multiple of 8.
-//   gemv_bf16_bN: decode, one warp per output row streaming W once with 16-byte loads, for N rows
-//               of activations (N = 1, 2, 4, 8); any M <= N rows, K a multiple of 8.
+//   gemv_bf16_bN: decode on CUDA cores, warps per output row streaming W once with 16-byte loads, for
+//               N rows of activations (N = 1, 2, 4, 8); any M <= N rows, K a multiple of 8. The fastest
+//               for one row: engines that decode one sequence at a time run it.
+//   gemv_mma_wN: decode on tensor cores, 16 output columns a block, for 1-8 rows; engines that batch
+//               run it (Kernels.Gemv).
 #include "../common/common.cuh"
 
 #define GB_M 128
@@ -247,3 +250,76 @@ GEMV_KERNEL(4, 1, 4)
 GEMV_KERNEL(8, 1, 1)
 GEMV_KERNEL(8, 1, 2)
 GEMV_KERNEL(8, 1, 4)
+
+// gemv_mma_w<WARPS>: the decode GEMV through tensor cores, for 1 to 8 activation rows. A block holds 16
+// output columns (rows of W) as the 16 rows of mma.sync m16n8k16's A operand and the activation rows as
+// the 8 columns of B (rows of x beyond M read as zeros), so each weight load serves every row of the batch
+// and the activations are read once per 16 columns, not once per 1-4 as in gemv_bf16. K is dealt to the
+// block's warps in 32-wide slices (warp w takes slices w, w + WARPS, ...), 4 slices in flight per warp;
+// 16 warps for fewer columns keep enough loads in flight. (Splitting K across blocks, to shorten the last
+// wave, measured slower: a block then reads its 16 rows in short runs.)
+// Inside a slice each thread loads 16 contiguous bytes of its two W rows and of its x row: the mma's
+// logical k (2t, 2t+1, 2t+8, 2t+9 for lane 4g+t) maps to bytes 8t.. of the slice, the same map for A and
+// B, so the dot products are unchanged and every load is one 16-byte vector.
+// Bits: a (column, row) value is the warps' partials summed in warp order, each accumulated slice by slice
+// in the tensor core; only x's row b enters column b and WARPS depends on the shape alone
+// (Kernels.gemvWarps), so a row's result does not depend on the batch it came in.
+#define GM_U 4
+template <int WARPS>
+__device__ __forceinline__ void gemv_mma_body(void* __restrict__ out, const bf16* __restrict__ x,
+                                              const bf16* __restrict__ W, const float* __restrict__ bias, int M,
+                                              int N, int K, int mode) {
+  __shared__ float part[WARPS][16][8];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * 16;
+  const bf16* w0 = W + (size_t)min(n0 + g, N - 1) * K;
+  const bf16* w1 = W + (size_t)min(n0 + g + 8, N - 1) * K;
+  const bf16* xr = x + (size_t)min(g, M - 1) * K;
+  const bool row = g < M;
+  float d[4] = {0.f, 0.f, 0.f, 0.f};
+  // the loop bound is the warp's (not the lane's) so every lane reaches each mma.sync
+  for (int kw = warp * 32; kw < K; kw += WARPS * 32 * GM_U) {
+    uint4 a[GM_U], b[GM_U], xv[GM_U];
+#pragma unroll
+    for (int u = 0; u < GM_U; u++) {
+      int k = kw + u * WARPS * 32 + t * 8;
+      int kc = min(k, K - 8);
+      // unconditional loads (clamped addresses, then selects): a branch would hold the later loads back
+      uint4 ta = ld_nc_v4(w0 + kc), tb = ld_nc_v4(w1 + kc), tx = ld_nc_v4(xr + kc);
+      bool in = k < K;
+      a[u] = in ? ta : make_uint4(0, 0, 0, 0);
+      b[u] = in ? tb : make_uint4(0, 0, 0, 0);
+      xv[u] = in && row ? tx : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < GM_U; u++) {
+      const unsigned lo[4] = {a[u].x, b[u].x, a[u].y, b[u].y}, hi[4] = {a[u].z, b[u].z, a[u].w, b[u].w};
+      mma_bf16(d, lo, xv[u].x, xv[u].y);
+      mma_bf16(d, hi, xv[u].z, xv[u].w);
+    }
+  }
+  // d holds (column g, rows 2t, 2t + 1) and (column g + 8, the same rows)
+  part[warp][g][2 * t] = d[0];
+  part[warp][g][2 * t + 1] = d[1];
+  part[warp][g + 8][2 * t] = d[2];
+  part[warp][g + 8][2 * t + 1] = d[3];
+  __syncthreads();
+  if (threadIdx.x < 128) {
+    const int c = threadIdx.x >> 3, r = threadIdx.x & 7, n = n0 + c;
+    if (r < M && n < N) {
+      float v = 0.f;
+#pragma unroll
+      for (int i = 0; i < WARPS; i++) v += part[i][c][r];
+      store_out(out, mode, (size_t)r * N + n, bias ? v + bias[n] : v);
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    gemv_mma_w8(void* out, const bf16* x, const bf16* W, const float* bias, int M, int N, int K, int mode) {
+  gemv_mma_body<8>(out, x, W, bias, M, N, K, mode);
+}
+extern "C" __global__ void __launch_bounds__(512)
+    gemv_mma_w16(void* out, const bf16* x, const bf16* W, const float* bias, int M, int N, int K, int mode) {
+  gemv_mma_body<16>(out, x, W, bias, M, N, K, mode);
+}

@@ -66,7 +66,12 @@ public final class BatchBench {
             String.format(Locale.ROOT, "%.0f tok/s; %.2fx B=1", tps, tps / base), ms, Double.NaN, Double.NaN,
             tps / base, Double.NaN));
       }
-      graphs(b, c, m, kvs, promptTokens, steps, graphBatches, r);
+      graphs(b, c, m, kvs, promptTokens, steps, graphBatches, r, "");
+      // B = 1 as an engine that decodes one sequence a step runs it (maxBatch 1: the CUDA-core GEMV, Kernels.Gemv)
+      try (CudaModel one = new CudaModel(c, ctx, b.kernelsForOneSequence(), w, Math.max(promptTokens, CudaRunner.MIN_GPU_CHUNK))) {
+        one.reserveDecode(kvs[0].capacity);
+        graphs(b, c, one, kvs, promptTokens, steps, new int[] {1}, r, ", one-sequence engine");
+      }
     } finally {
       for (PagedKvCache kv : kvs) if (kv != null) kv.close();
     }
@@ -78,7 +83,7 @@ public final class BatchBench {
    * as several groups, as the engine runs them); tokens/s against B = 1 through the same path.
    */
   private static void graphs(Bench b, ModelConfig c, CudaModel m, PagedKvCache[] kvs, int promptTokens, int steps,
-                             int[] batches, Random r) {
+                             int[] batches, Random r, String label) {
     int g = CudaModel.MAX_DECODE_BATCH;
     double base = Double.NaN;
     for (int bs : batches) {
@@ -106,7 +111,7 @@ public final class BatchBench {
       Arrays.sort(t);
       double ms = t[steps / 2], tps = bs * 1000 / ms;
       if (bs == 1) base = tps;
-      b.add(new Bench.Row("batch", "batched decode B=" + bs + " L=" + promptTokens + " (CUDA graphs)",
+      b.add(new Bench.Row("batch", "batched decode B=" + bs + " L=" + promptTokens + " (CUDA graphs" + label + ")",
           String.format(Locale.ROOT, "%.0f tok/s; %.2fx B=1 through graphs", tps, tps / base), ms, Double.NaN,
           Double.NaN, tps / base, Double.NaN));
     }

@@ -75,7 +75,8 @@ public final class Bench implements AutoCloseable {
   private final CudaContext ctx;
   private final KernelModule module;
   private final CudaStream stream;
-  private final Kernels k;
+  private final Kernels k;      // as an engine that batches runs them (the tensor-core decode GEMV)
+  private final Kernels kOne;   // as an engine that decodes one sequence a step runs them (Kernels.Gemv)
   private final PrintStream log;
   private final List<Row> rows = new ArrayList<>();
   private final JsonNode peer;
@@ -86,7 +87,8 @@ public final class Bench implements AutoCloseable {
     this.ctx = new CudaContext(ordinal, 0.95);
     this.module = new KernelModule(ctx);
     this.stream = new CudaStream(ctx);
-    this.k = new Kernels(module, stream);
+    this.k = new Kernels(module, stream, Kernels.Gemv.forBatch(8));
+    this.kOne = new Kernels(module, stream, Kernels.Gemv.forBatch(1));
     this.log = log;
     this.peer = peerJson != null && Files.isRegularFile(peerJson) ? new ObjectMapper().readTree(peerJson.toFile()) : null;
     if (peer != null) matmulTflops = peer.path("ceilings").path("matmul_tflops").asDouble(Double.NaN);
@@ -106,6 +108,11 @@ public final class Bench implements AutoCloseable {
 
   Kernels kernels() {
     return k;
+  }
+
+  /** The kernels as an engine with maxBatch 1 runs them (the CUDA-core decode GEMV). */
+  Kernels kernelsForOneSequence() {
+    return kOne;
   }
 
   CudaStream stream() {
@@ -312,17 +319,21 @@ public final class Bench implements AutoCloseable {
           add(new Row("gemv", names[i] + " batch " + b, b + "x" + n + "x" + kk, ms, 2.0 * b * n * kk / ms / 1e9, gbps,
               gbps / copyGbps, b == 1 ? peerMs("gemv", names[i]) : Double.NaN));
         }
-        // the GEMV's columns per warp group (Kernels.gemvColumns picks one per row count): every shape, 1-8 rows
+        // the decode GEMV's kernels, every shape, 1-8 rows: CUDA cores (with the column count it would pick) and
+        // tensor cores (with the warps it would pick), same weights rotation as above
         for (int b : new int[] {1, 2, 4, 8}) {
-          for (int cols : new int[] {1, 2, 4}) {
+          for (String kernel : new String[] {"simt", "mma"}) {
             long wBytes = (long) n * kk * 2;
             int copies = (int) Math.max(1, Math.min(8, (w.bytes() - 64) / wBytes));
             int[] turn = {0};
-            double ms = medianMs(() -> k.gemv(out.ptr(), Kernels.OUT_BF16, a.ptr(), w.at((turn[0]++ % copies) * wBytes),
-                null, b, n, kk, cols), 3, 15, 20);
+            Runnable run = () -> {
+              CUdeviceptr wt = w.at((turn[0]++ % copies) * wBytes);
+              if (kernel.equals("simt")) k.gemvSimt(out.ptr(), Kernels.OUT_BF16, a.ptr(), wt, null, b, n, kk, Kernels.gemvColumns(b));
+              else k.gemvMma(out.ptr(), Kernels.OUT_BF16, a.ptr(), wt, null, b, n, kk, Kernels.gemvWarps(n));
+            };
+            double ms = medianMs(run, 3, 15, 20);
             double gbps = ((double) n * kk * 2 + (double) b * kk * 2 + (double) b * n * 2) / ms / 1e6;
-            String mark = cols == Kernels.gemvColumns(b) ? " (default)" : "";
-            add(new Row("gemv cols", names[i] + " batch " + b + " columns " + cols + mark, b + "x" + n + "x" + kk, ms,
+            add(new Row("gemv kernel", names[i] + " batch " + b + " " + kernel, b + "x" + n + "x" + kk, ms,
                 2.0 * b * n * kk / ms / 1e9, gbps, gbps / copyGbps, Double.NaN));
           }
         }
@@ -371,10 +382,13 @@ public final class Bench implements AutoCloseable {
     }
   }
 
-  /** Whole-model prefill of L random tokens and decode steps after it, with the per-layer split. */
+  /**
+   * Whole-model prefill of L random tokens and decode steps after it, with the per-layer split; decode
+   * as an engine that runs one sequence a step (maxBatch 1) runs it.
+   */
   public void model(ModelConfig c, int[] contexts, int chunk, int decodeSteps) {
     int maxL = Arrays.stream(contexts).max().orElse(0);
-    try (CudaWeights w = CudaWeights.synthetic(ctx, k, c, 11); CudaModel m = new CudaModel(c, ctx, k, w, chunk);
+    try (CudaWeights w = CudaWeights.synthetic(ctx, k, c, 11); CudaModel m = new CudaModel(c, ctx, kOne, w, chunk);
          PagedKvCache kv = new PagedKvCache(ctx, c, maxL + decodeSteps + 1)) {
       double floorMs = w.bytes() / copyGbps / 1e6;
       m.reserveDecode(kv.capacity);

@@ -68,7 +68,7 @@ public final class CudaRunner implements ModelRunner {
         weights = CudaWeights.load(ctx, ck, c);
       }
       int chunk = Math.max(spec.prefillChunk(), MIN_GPU_CHUNK);
-      CudaModel model = new CudaModel(c, ctx, new Kernels(module, stream), weights, chunk);
+      CudaModel model = new CudaModel(c, ctx, new Kernels(module, stream, Kernels.Gemv.forBatch(spec.maxBatch())), weights, chunk);
       return new CudaRunner(c, ctx, module, stream, weights, model, loaded.dir());
     } catch (RuntimeException | Error e) {
       if (weights != null) weights.close();

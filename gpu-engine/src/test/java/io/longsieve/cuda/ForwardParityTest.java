@@ -29,7 +29,7 @@ import java.util.Random;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
+import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * The whole CUDA forward pass against the CPU backend and the transformers goldens on the tiny
@@ -49,18 +49,19 @@ class ForwardParityTest {
    */
   static final double LOGIT_TOLERANCE = 0.1;
 
-  @ParameterizedTest
-  @ValueSource(strings = {"llama-gqa", "llama-tied", "qwen2-bias", "llama-bf16"})
-  void logitsAndGreedyTokensMatch(String name) throws Exception {
+  /** maxBatch 8 decodes through the tensor-core GEMV, maxBatch 1 through the CUDA-core one (Kernels.Gemv). */
+  @ParameterizedTest(name = "{0}, maxBatch {1}")
+  @CsvSource({"llama-gqa, 8", "llama-tied, 8", "qwen2-bias, 8", "llama-bf16, 8", "llama-gqa, 1", "qwen2-bias, 1"})
+  void logitsAndGreedyTokensMatch(String name, int maxBatch) throws Exception {
     Path dir = Goldens.MODELS.resolve(name);
     Goldens goldens = Goldens.read(dir);
     try (LoadedModel model = LoadedModel.load(dir);
          Checkpoint ck = Checkpoint.open(dir);
          CpuRunner cpu = new CpuRunner(model.config(), ck, 2, 16);
-         ModelRunner gpu = CudaRunner.open(EngineSpec.of(dir).withDevice("cuda"), model)) {
+         ModelRunner gpu = CudaRunner.open(EngineSpec.of(dir).withDevice("cuda").withMaxBatch(maxBatch), model)) {
       int vocab = model.config().vocabSize();
       for (Goldens.Case c : goldens.cases()) {
-        String where = name + "/" + c.id();
+        String where = name + "/" + c.id() + " (maxBatch " + maxBatch + ")";
         int[] ids = c.inputIds();
         int steps = c.greedyIds().length;
         float[] gl = new float[vocab], cl = new float[vocab];

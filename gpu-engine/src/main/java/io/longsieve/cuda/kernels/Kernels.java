@@ -35,13 +35,23 @@ public final class Kernels {
   private final int smCount;
   private final boolean hopper;        // the sm_90a kernels (hopper/*.cu): wgmma, TMA
   private final TensorMaps maps;       // null unless hopper: other GPUs never bind libcuda through JNA
+  private final Gemv gemv;              // the decode GEMV every call of this instance runs
 
+  /** Kernels for an engine that batches up to 8 sequences a step (the decode GEMV for that). */
   public Kernels(KernelModule module, CudaStream stream) {
-    this(module, stream, Hopper.usable(module));
+    this(module, stream, Gemv.forBatch(GEMV_MAX_ROWS));
+  }
+
+  public Kernels(KernelModule module, CudaStream stream, Gemv gemv) {
+    this(module, stream, Hopper.usable(module), gemv);
   }
 
   /** hopper false keeps the sm_80 kernels on any GPU (parity tests run both paths on an H200). */
   public Kernels(KernelModule module, CudaStream stream, boolean hopper) {
+    this(module, stream, hopper, Gemv.forBatch(GEMV_MAX_ROWS));
+  }
+
+  private Kernels(KernelModule module, CudaStream stream, boolean hopper, Gemv gemv) {
     if (hopper && !Hopper.supported(module)) {
       throw new IllegalArgumentException("the sm_90a kernels need " + Hopper.requirement() + "; "
           + module.context().describe() + " has compute capability " + module.context().computeCapability());
@@ -50,6 +60,7 @@ public final class Kernels {
     this.smCount = module.context().smCount();
     this.hopper = hopper;
     this.maps = hopper ? new TensorMaps(module.context()) : null;
+    this.gemv = gemv;
   }
 
   /** Whether prefill GEMMs and attention run the sm_90a (wgmma + TMA) kernels. */
@@ -175,21 +186,69 @@ public final class Kernels {
         n, k, mode, Hopper.gemmRowGroup(m));
   }
 
+  /**
+   * Which decode GEMV an engine runs, chosen once so that every call of the engine runs the same one:
+   * a row's result then never depends on the batch it came in (the batching engine's "a request gets
+   * the tokens it gets alone"). Measured on the H200 (bench "gemv kernel" rows): CUDA cores stream the
+   * weights fastest for one row, tensor cores keep nearly that speed up to 8 rows where CUDA cores lose
+   * half of it to re-reading the activations.
+   */
+  public enum Gemv {
+    /** gemv_bf16 (gemm/gemm.cu): for engines that decode one sequence a step. */
+    CUDA_CORES,
+    /** gemv_mma (gemm/gemm.cu): for engines that batch sequences in a step. */
+    TENSOR_CORES;
+
+    /** For an engine running up to maxBatch sequences a step; -Dlongsieve.gemv=simt|mma overrides it. */
+    public static Gemv forBatch(int maxBatch) {
+      String forced = System.getProperty("longsieve.gemv");
+      if ("simt".equals(forced)) return CUDA_CORES;
+      if ("mma".equals(forced)) return TENSOR_CORES;
+      if (forced != null) throw new IllegalArgumentException("longsieve.gemv is simt or mma, not " + forced);
+      return maxBatch > 1 ? TENSOR_CORES : CUDA_CORES;
+    }
+  }
+
+  /** Which decode GEMV {@link #gemv} runs. */
+  public Gemv gemvKernel() {
+    return gemv;
+  }
+
+  /** The decode GEMV, out (m, n) = a (m, k) . w (n, k)^T for 1 <= m <= 8, through this instance's {@link Gemv}. */
   public void gemv(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k) {
-    gemv(out, mode, a, w, bias, m, n, k, gemvColumns(m));
+    if (gemv == Gemv.CUDA_CORES) gemvSimt(out, mode, a, w, bias, m, n, k, gemvColumns(m));
+    else gemvMma(out, mode, a, w, bias, m, n, k, gemvWarps(n));
   }
 
   /**
-   * Output columns per group of 4 warps in the GEMV for m rows: more columns reuse each activation
+   * Warps per 16 output columns in gemv_mma for n columns: 16 below 1024 column tiles (each warp a
+   * shorter share of K, so the smaller grid keeps enough loads in flight), else 8. A function of n
+   * alone, so a row's bits do not depend on the batch.
+   */
+  public static int gemvWarps(int n) {
+    return (n + 15) / 16 >= 1024 ? 8 : 16;
+  }
+
+  /** gemv_mma_w{warps} (gemm/gemm.cu), warps 8 or 16 (which split K differently, so give other bits). */
+  public void gemvMma(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k,
+                      int warps) {
+    checkK(k);
+    if (m < 1 || m > GEMV_MAX_ROWS) throw new IllegalArgumentException("gemv takes 1.." + GEMV_MAX_ROWS + " rows, not " + m);
+    if (warps != 8 && warps != 16) throw new IllegalArgumentException("warps " + warps);
+    l.launch("gemv_mma_w" + warps, (n + 15) / 16, 1, 1, 32 * warps, 0, out, a, w, bias, m, n, k, mode);
+  }
+
+  /**
+   * Output columns per group of 4 warps in the CUDA-core GEMV for m rows: more columns reuse each activation
    * load (which the batch multiplies) for more weight rows. Measured on the H200 (bench "gemv" rows).
    */
   public static int gemvColumns(int m) {
     return m == 1 ? 1 : m == 2 ? 2 : 4;
   }
 
-  /** The GEMV with an explicit column count per warp group (1, 2 or 4; benchmarks compare them). Same bits for every count. */
-  public void gemv(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k,
-                   int columns) {
+  /** The CUDA-core GEMV with an explicit column count per warp group (1, 2 or 4). Same bits for every count. */
+  public void gemvSimt(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k,
+                       int columns) {
     checkK(k);
     if (m < 1 || m > GEMV_MAX_ROWS) throw new IllegalArgumentException("gemv takes 1.." + GEMV_MAX_ROWS + " rows, not " + m);
     if (columns != 1 && columns != 2 && columns != 4) throw new IllegalArgumentException("columns " + columns);

@@ -8,6 +8,7 @@ import io.longsieve.cpu.kernels.CpuOps;
 import io.longsieve.cuda.Gpu;
 import io.longsieve.cuda.GpuPoolTest;
 import io.longsieve.cuda.driver.DeviceBuffer;
+import java.util.Arrays;
 import java.util.Random;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -90,6 +91,49 @@ class MatmulParityTest extends GpuPoolTest {
     }
     CpuOps.swiglu(gate, up, m * hidden);
     assertClose(got, gate, 2 * BF16_TOLERANCE, "gate/up + swiglu " + m + "x" + hidden + "x" + k);
+  }
+
+  /**
+   * The decode GEMV gives each row the bits it gets alone, whatever else its call holds (the batching
+   * engine's "a request gets the tokens it gets alone" rests on it): the tensor-core kernel with 8 and
+   * 16 warps, the CUDA-core kernel with 1, 2 and 4 columns (which change no bits); both within f32
+   * accumulation of the CPU.
+   */
+  @ParameterizedTest(name = "gemv rows alone n={0} k={1}")
+  @CsvSource({"4096, 4096", "6144, 4096", "333, 1032", "100, 14336", "17, 8"})
+  void gemvRowsGetTheirBitsAlone(int n, int k) {
+    Random r = new Random(5L * n + k);
+    float[] a = Gpu.random(r, 8 * k, 1), w = Gpu.random(r, n * k, 1.0 / Math.sqrt(k));
+    DeviceBuffer da = gpu.bf16(a), dw = gpu.bf16(w);
+    DeviceBuffer bias = gpu.f32(Gpu.random(r, n, 0.5));
+    float[] ref = new float[8 * n];
+    CpuOps.matmul(pool, ref, a, 8, w, gpu.readF32(bias, n), n, k);
+    String[] variants = {"mma 8", "mma 16", "simt 1", "simt 2", "simt 4"};
+    float[][] together = new float[variants.length][];
+    for (int v = 0; v < variants.length; v++) {
+      together[v] = gemv(variants[v], da, dw, bias, 0, 8, n, k);
+      for (int m : new int[] {1, 2, 3, 5}) {
+        for (int row = 0; row < 8; row += m) {
+          int rows = Math.min(m, 8 - row);
+          float[] want = Arrays.copyOfRange(together[v], row * n, (row + rows) * n);
+          assertArrayEquals(want, gemv(variants[v], da, dw, bias, row, rows, n, k),
+              variants[v] + ", rows " + row + ".." + (row + rows - 1) + " of 8");
+        }
+      }
+      assertClose(together[v], ref, 1e-4, "gemv " + variants[v] + " " + n + "x" + k);
+    }
+    assertArrayEquals(together[2], together[3], "CUDA-core GEMV, 1 and 2 columns");
+    assertArrayEquals(together[2], together[4], "CUDA-core GEMV, 1 and 4 columns");
+  }
+
+  /** out (m, n) f32 for rows row.. of a (8, k), through "mma WARPS" or "simt COLUMNS". */
+  private float[] gemv(String variant, DeviceBuffer a, DeviceBuffer w, DeviceBuffer bias, int row, int m, int n, int k) {
+    DeviceBuffer out = gpu.poisoned((long) m * n * 4, false);
+    var rows = a.at((long) row * k * 2);
+    int p = Integer.parseInt(variant.substring(variant.indexOf(' ') + 1));
+    if (variant.startsWith("mma")) gpu.k.gemvMma(out.ptr(), Kernels.OUT_F32, rows, w.ptr(), bias.ptr(), m, n, k, p);
+    else gpu.k.gemvSimt(out.ptr(), Kernels.OUT_F32, rows, w.ptr(), bias.ptr(), m, n, k, p);
+    return gpu.readF32(out, m * n);
   }
 
   @ParameterizedTest(name = "forced gemm m={0}")
