@@ -94,7 +94,8 @@ public record RunOptions(
         "GPU share each generation task claims through stage-level scheduling (e.g. 0.25); 0 = use spark.task.resource.gpu.amount"),
     CHARS_PER_TOKEN("charsPerToken", "4.0", "characters per token for the driver's cost estimate"),
     SLICES("slices", "0", "commit slices of the generation stage (durable progress for --resume); 0 = one per wave of task slots"),
-    MAX_BATCH("maxBatch", "8", "documents an executor's engine runs at once, decode steps batched (continuous batching)"),
+    MAX_BATCH("maxBatch", "8", "documents an executor's engine runs at once, decode steps batched (continuous batching); "
+        + "1 runs one at a time on the decode kernels fastest for one sequence"),
     GPU_MEMORY_FRACTION("gpuMemoryFraction", "0.9",
         "share of the GPU memory free when the engine opens that it may take (weights, KV cache, work space); lower it when RAPIDS shares the GPU"),
     RESOURCE_WAIT("resourceWaitSeconds", "600",

@@ -17,6 +17,7 @@ import java.nio.file.Path;
  * @param memoryFraction  share of free GPU memory (cuMemGetInfo) the engine may take
  * @param defaultPolicy   attention policy used when a request names none; null means dense
  * @param maxBatch        most requests the engine runs at once (prefilling or decoding); decode steps batch them
+ *                        (the CUDA backend also picks its decode GEMV from it: one for 1, one for batches)
  * @param kvBudgetBytes   KV cache bytes the admitted requests may reserve together (prompt + maxNewTokens slots
  *                        each); 0 means the backend's default (CPU: half the heap; CUDA: no engine-side bound)
  */
