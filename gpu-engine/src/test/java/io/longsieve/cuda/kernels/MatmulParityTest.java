@@ -130,8 +130,9 @@ class MatmulParityTest extends GpuPoolTest {
   private float[] gemv(String variant, DeviceBuffer a, DeviceBuffer w, DeviceBuffer bias, int row, int m, int n, int k) {
     DeviceBuffer out = gpu.poisoned((long) m * n * 4, false);
     var rows = a.at((long) row * k * 2);
-    int p = Integer.parseInt(variant.substring(variant.indexOf(' ') + 1));
-    if (variant.startsWith("mma")) gpu.k.gemvMma(out.ptr(), Kernels.OUT_F32, rows, w.ptr(), bias.ptr(), m, n, k, p);
+    String[] f = variant.split(" ");
+    int p = Integer.parseInt(f[1]);
+    if (f[0].equals("mma")) gpu.k.gemvMma(out.ptr(), Kernels.OUT_F32, rows, w.ptr(), bias.ptr(), m, n, k, p);
     else gpu.k.gemvSimt(out.ptr(), Kernels.OUT_F32, rows, w.ptr(), bias.ptr(), m, n, k, p);
     return gpu.readF32(out, m * n);
   }
