@@ -67,7 +67,7 @@ public final class BatchBench {
             tps / base, Double.NaN));
       }
       graphs(b, c, m, kvs, promptTokens, steps, graphBatches, r, "");
-      // B = 1 as an engine that decodes one sequence a step runs it (maxBatch 1: the CUDA-core GEMV, Kernels.Gemv)
+      // B = 1 as an engine that decodes one sequence a step runs it (maxBatch 1: the CUDA-core GEMV, Gemv)
       try (CudaModel one = new CudaModel(c, ctx, b.kernelsForOneSequence(), w, Math.max(promptTokens, CudaRunner.MIN_GPU_CHUNK))) {
         one.reserveDecode(kvs[0].capacity);
         graphs(b, c, one, kvs, promptTokens, steps, new int[] {1}, r, ", one-sequence engine");

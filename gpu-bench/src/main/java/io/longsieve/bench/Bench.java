@@ -16,6 +16,7 @@ import io.longsieve.cuda.driver.CudaContext;
 import io.longsieve.cuda.driver.CudaStream;
 import io.longsieve.cuda.driver.DeviceBuffer;
 import io.longsieve.cuda.driver.KernelModule;
+import io.longsieve.cuda.kernels.Gemv;
 import io.longsieve.cuda.kernels.Kernels;
 import io.longsieve.cuda.kv.PagedKvCache;
 import io.longsieve.model.ModelConfig;
@@ -76,7 +77,7 @@ public final class Bench implements AutoCloseable {
   private final KernelModule module;
   private final CudaStream stream;
   private final Kernels k;      // as an engine that batches runs them (the tensor-core decode GEMV)
-  private final Kernels kOne;   // as an engine that decodes one sequence a step runs them (Kernels.Gemv)
+  private final Kernels kOne;   // as an engine that decodes one sequence a step runs them (Gemv)
   private final PrintStream log;
   private final List<Row> rows = new ArrayList<>();
   private final JsonNode peer;
@@ -87,8 +88,8 @@ public final class Bench implements AutoCloseable {
     this.ctx = new CudaContext(ordinal, 0.95);
     this.module = new KernelModule(ctx);
     this.stream = new CudaStream(ctx);
-    this.k = new Kernels(module, stream, Kernels.Gemv.forBatch(8));
-    this.kOne = new Kernels(module, stream, Kernels.Gemv.forBatch(1));
+    this.k = new Kernels(module, stream, Gemv.forBatch(8));
+    this.kOne = new Kernels(module, stream, Gemv.forBatch(1));
     this.log = log;
     this.peer = peerJson != null && Files.isRegularFile(peerJson) ? new ObjectMapper().readTree(peerJson.toFile()) : null;
     if (peer != null) matmulTflops = peer.path("ceilings").path("matmul_tflops").asDouble(Double.NaN);

@@ -3,6 +3,7 @@ package io.longsieve.cuda;
 import io.longsieve.cuda.driver.CudaContext;
 import io.longsieve.cuda.driver.CudaStream;
 import io.longsieve.cuda.driver.KernelModule;
+import io.longsieve.cuda.kernels.Gemv;
 import io.longsieve.cuda.kernels.Kernels;
 import io.longsieve.cuda.kv.PagedKvCache;
 import io.longsieve.cuda.policy.GpuEnv;
@@ -68,7 +69,7 @@ public final class CudaRunner implements ModelRunner {
         weights = CudaWeights.load(ctx, ck, c);
       }
       int chunk = Math.max(spec.prefillChunk(), MIN_GPU_CHUNK);
-      CudaModel model = new CudaModel(c, ctx, new Kernels(module, stream, Kernels.Gemv.forBatch(spec.maxBatch())), weights, chunk);
+      CudaModel model = new CudaModel(c, ctx, new Kernels(module, stream, Gemv.forBatch(spec.maxBatch())), weights, chunk);
       return new CudaRunner(c, ctx, module, stream, weights, model, loaded.dir());
     } catch (RuntimeException | Error e) {
       if (weights != null) weights.close();

@@ -49,7 +49,7 @@ class ForwardParityTest {
    */
   static final double LOGIT_TOLERANCE = 0.1;
 
-  /** maxBatch 8 decodes through the tensor-core GEMV, maxBatch 1 through the CUDA-core one (Kernels.Gemv). */
+  /** maxBatch 8 decodes through the tensor-core GEMV, maxBatch 1 through the CUDA-core one (Gemv). */
   @ParameterizedTest(name = "{0}, maxBatch {1}")
   @CsvSource({"llama-gqa, 8", "llama-tied, 8", "qwen2-bias, 8", "llama-bf16, 8", "llama-gqa, 1", "qwen2-bias, 1"})
   void logitsAndGreedyTokensMatch(String name, int maxBatch) throws Exception {

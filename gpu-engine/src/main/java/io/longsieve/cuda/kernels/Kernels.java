@@ -186,34 +186,6 @@ public final class Kernels {
         n, k, mode, Hopper.gemmRowGroup(m));
   }
 
-  /**
-   * Which decode GEMV an engine runs, chosen once so that every call of the engine runs the same one:
-   * a row's result then never depends on the batch it came in (the batching engine's "a request gets
-   * the tokens it gets alone"). Measured on the H200 (bench "gemv kernel" rows): CUDA cores stream the
-   * weights fastest for one row, tensor cores keep nearly that speed up to 8 rows where CUDA cores lose
-   * half of it to re-reading the activations.
-   */
-  public enum Gemv {
-    /** gemv_bf16 (gemm/gemm.cu): for engines that decode one sequence a step. */
-    CUDA_CORES,
-    /** gemv_mma (gemm/gemm.cu): for engines that batch sequences in a step. */
-    TENSOR_CORES;
-
-    /** For an engine running up to maxBatch sequences a step; -Dlongsieve.gemv=simt|mma overrides it. */
-    public static Gemv forBatch(int maxBatch) {
-      String forced = System.getProperty("longsieve.gemv");
-      if ("simt".equals(forced)) return CUDA_CORES;
-      if ("mma".equals(forced)) return TENSOR_CORES;
-      if (forced != null) throw new IllegalArgumentException("longsieve.gemv is simt or mma, not " + forced);
-      return maxBatch > 1 ? TENSOR_CORES : CUDA_CORES;
-    }
-  }
-
-  /** Which decode GEMV {@link #gemv} runs. */
-  public Gemv gemvKernel() {
-    return gemv;
-  }
-
   /** The decode GEMV, out (m, n) = a (m, k) . w (n, k)^T for 1 <= m <= 8, through this instance's {@link Gemv}. */
   public void gemv(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k) {
     if (gemv == Gemv.CUDA_CORES) gemvSimt(out, mode, a, w, bias, m, n, k, gemvColumns(m));

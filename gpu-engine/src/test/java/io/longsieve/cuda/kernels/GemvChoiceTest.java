@@ -3,7 +3,6 @@ package io.longsieve.cuda.kernels;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
-import io.longsieve.cuda.kernels.Kernels.Gemv;
 import org.junit.jupiter.api.Test;
 
 /**
