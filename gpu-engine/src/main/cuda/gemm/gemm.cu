@@ -261,7 +261,7 @@ GEMV_KERNEL(8, 1, 4)
 // Inside a slice each thread loads 32 contiguous bytes (two 16-byte vectors) of each of its two W rows
 // and of its x row, so the 4 threads of a row read one whole 128-byte line (16 bytes each measured
 // 3-17% slower at one row). The mma's logical k (2t, 2t+1, 2t+8, 2t+9 for lane 4g+t) maps to 4 of a
-// thread's bytes per mma, the same map for A and B, so the dot products are unchanged.
+// thread's 16 values per mma, the same map for A and B, so the dot products are unchanged.
 // Bits: a (column, row) value is the warps' partials summed in warp order, each accumulated slice by slice
 // in the tensor core; only x's row b enters column b and WARPS depends on the shape alone
 // (Kernels.gemvWarps), so a row's result does not depend on the batch it came in.
