@@ -135,10 +135,7 @@ public final class Kernels {
   public void gateUpSwiglu(CUdeviceptr out, CUdeviceptr gu, CUdeviceptr a, CUdeviceptr wgu, int m, int hidden, int k) {
     if (fusesSwiglu(m, hidden)) {
       checkK(k);
-      CUdeviceptr ma = maps.matrix(a, m, k, 2L * k, 128), mw = maps.matrix(wgu, 2L * hidden, k, 2L * k, 128);
-      long tiles = (long) ((m + 127) / 128) * (hidden / 128);
-      l.launch("gemm_sm90", (int) Math.min(tiles, smCount), 1, 1, Hopper.THREADS, Hopper.GEMM_SMEM, ma, mw, out, null,
-          m, 2 * hidden, k, OUT_SWIGLU, Hopper.gemmRowGroup(m));
+      gemmSm90(out, OUT_SWIGLU, a, wgu, null, m, 2 * hidden, k);
     } else {
       matmul(gu, OUT_BF16, a, wgu, null, m, 2 * hidden, k);
       swiglu(out, gu, m, hidden);
@@ -177,10 +174,13 @@ public final class Kernels {
 
   /**
    * gemm_sm90 (hopper/gemm_sm90.cu): a persistent grid of at most one block per multiprocessor over
-   * 128 x 256 tiles, A and W read by TMA through tensor maps (boxes of 128 and 256 rows by 64).
+   * tiles of 128 rows by 256 weight rows, A and W read by TMA through tensor maps (boxes of 128 and
+   * 256 rows by 64). With OUT_SWIGLU a tile's 256 weight rows are 128 gate rows and the 128 matching
+   * up rows, two boxes of 128, so the output has n / 2 columns.
    */
   private void gemmSm90(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, int m, int n, int k) {
-    CUdeviceptr ma = maps.matrix(a, m, k, 2L * k, 128), mw = maps.matrix(w, n, k, 2L * k, 256);
+    int wBox = mode == OUT_SWIGLU ? 128 : 256;
+    CUdeviceptr ma = maps.matrix(a, m, k, 2L * k, 128), mw = maps.matrix(w, n, k, 2L * k, wBox);
     long tiles = (long) ((m + 127) / 128) * ((n + 255) / 256);
     l.launch("gemm_sm90", (int) Math.min(tiles, smCount), 1, 1, Hopper.THREADS, Hopper.GEMM_SMEM, ma, mw, out, bias, m,
         n, k, mode, Hopper.gemmRowGroup(m));
