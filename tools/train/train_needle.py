@@ -34,6 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import chat_format as CF  # noqa: E402
 import suite as S  # noqa: E402
+import train_loop  # noqa: E402
 
 T0 = time.time()
 
@@ -238,12 +239,15 @@ def seq_len_for(step, total, max_len):
 
 
 class RowMaker:
-    """Token rows for training: prompt ids + answer ids + <|end|>, with a code per token."""
+    """Token rows for training: prompt ids + answer ids + <|end|>, with a code per token. batch_at(b)
+    depends on (seed, b) alone, so a resumed run (train_loop) sees the batches the uninterrupted one would."""
 
-    def __init__(self, st, tok_json, seed):
-        from tokenizers import Tokenizer
+    def __init__(self, st, tok_json, seed, tokenizer=None):
+        if tokenizer is None:
+            from tokenizers import Tokenizer
+            tokenizer = Tokenizer.from_str(tok_json)
         self.st = st
-        self.tok = Tokenizer.from_str(tok_json)
+        self.tok = tokenizer
         self.end = self.tok.token_to_id(CF.END)
         self.pad = self.tok.token_to_id(CF.PAD)
         self.gen = S.Generator(st, count_tokens=lambda t: len(self.tok.encode(t, add_special_tokens=False).ids) + 6,
@@ -278,8 +282,16 @@ class RowMaker:
         rows = [self.row(L) for _ in range(max(1, tokens_per_step // L))]
         return np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows])
 
+    def batch_at(self, b, L, tokens_per_step):
+        """Training batch b: its own random stream and document seeds, whatever came before."""
+        self.rng = random.Random(self.seed * 1_000_003 + b)
+        self.n = b * 100_000  # document seeds seed * 10^7 + n: no two batches share one
+        return self.batch(L, tokens_per_step)
 
-def make_loader(st, tok_json, seed, total_steps, max_len, tokens_per_step, workers):
+
+def make_loader(st, tok_json, seed, total_steps, max_len, tokens_per_step, workers, start=0, tokenizer=None):
+    """Batches start, start + 1, ...: worker w makes start + w, start + w + workers, ..., and the
+    DataLoader takes them from its workers in turn, so the order is the batch order."""
     import torch
     from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
@@ -287,15 +299,17 @@ def make_loader(st, tok_json, seed, total_steps, max_len, tokens_per_step, worke
         def __iter__(self):
             info = get_worker_info()
             wid, n = (info.id, info.num_workers) if info else (0, 1)
-            maker = RowMaker(st, tok_json, seed * 1000 + wid)
-            b = wid
+            maker = RowMaker(st, tok_json, seed, tokenizer)
+            b = start + wid
             while True:
-                ids, code = maker.batch(seq_len_for(b, total_steps, max_len), tokens_per_step)
+                ids, code = maker.batch_at(b, seq_len_for(b, total_steps, max_len), tokens_per_step)
                 yield torch.from_numpy(ids), torch.from_numpy(code)
                 b += n
 
-    return DataLoader(Batches(), batch_size=None, num_workers=workers, prefetch_factor=6 if workers else None,
-                      pin_memory=True, persistent_workers=False)
+    more = {"prefetch_factor": 6} if workers else {}
+    return DataLoader(Batches(), batch_size=None, num_workers=workers, pin_memory=torch.cuda.is_available(),
+                      persistent_workers=False,
+                      **more)
 
 
 def loss_fn(logits, ids, code, ctx_weight):
@@ -455,7 +469,7 @@ def verify_and_goldens(out_dir, Llama, mc, st, checks, n_new=32):
 def greedy_cached(model, ids, max_new, end_id, device):
     import torch
     cache = []
-    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+    with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16):
         logits = model(torch.tensor([ids], device=device), cache=cache, pos0=0)
         out, pos = [], len(ids)
         nxt = int(logits[0, -1].argmax())
@@ -508,6 +522,105 @@ def evaluate(model, tok, families, seq, device, per_cell, deadline, seed=777):
 
 
 # ---------------------------------------------------------------------------------------------
+# Run set-up: model shape, tokenizer, speed probe, resume
+# ---------------------------------------------------------------------------------------------
+
+MODEL_SHAPE = {"dim": 256, "hidden": 768, "layers": 6, "heads": 4, "kv_heads": 2, "head_dim": 64}
+# the envelope of the bundled model (issue 19): it travels to the GPU host with the repository
+MAX_MODEL_BYTES = 20_000_000
+# what fixes a run's model, data and schedule: a resumed run takes these from its checkpoint
+TRAINING_ARGS = ("text", "seed", "train_seconds", "steps", "seq", "tokens_per_step", "vocab", "lr", "ctx_weight",
+                 "tokenizer_items", "device", *MODEL_SHAPE)
+
+
+def param_count(mc):
+    d, q, kv = mc["dim"], mc["heads"] * mc["head_dim"], mc["kv_heads"] * mc["head_dim"]
+    layer = d * q + 2 * d * kv + q * d + 3 * d * mc["hidden"] + 2 * d
+    return 2 * mc["vocab"] * d + mc["layers"] * layer + d
+
+
+def model_config(args):
+    """The model's shape from the flags, held to the bundled model's envelope: GQA with at least 2 query heads
+    per KV head, head_dim 64 or 128, at least 6 layers, at most MAX_MODEL_BYTES in bf16."""
+    mc = {"vocab": args.vocab, **{k: getattr(args, k) for k in MODEL_SHAPE}, "eps": 1e-5, "theta": 10000.0,
+          "max_positions": 32768}
+    problems = []
+    if mc["heads"] % mc["kv_heads"] or mc["heads"] < 2 * mc["kv_heads"]:
+        problems.append(f"--heads {mc['heads']} must be a multiple of --kv-heads {mc['kv_heads']}, at least twice it")
+    if mc["head_dim"] not in (64, 128):
+        problems.append(f"--head-dim {mc['head_dim']} is not 64 or 128")
+    if mc["layers"] < 6:
+        problems.append(f"--layers {mc['layers']} is under 6")
+    if 2 * param_count(mc) > MAX_MODEL_BYTES:
+        problems.append(f"{param_count(mc) / 1e6:.2f}M parameters are {2 * param_count(mc) / 1e6:.1f} MB in bf16, "
+                        f"over {MAX_MODEL_BYTES / 1e6:.0f} MB")
+    if problems:
+        sys.exit("train_needle.py: " + "; ".join(problems))
+    return mc
+
+
+def tokenizer_for(st, args):
+    """A byte-level BPE trained on the training family's documents: (its JSON, the tokenizer)."""
+    corpus = tokenizer_corpus(st, args.seed, args.tokenizer_items)
+    log(f"tokenizer corpus: {len(corpus)} docs, {sum(map(len, corpus))} chars")
+    tok = train_tokenizer(corpus, args.vocab)
+    ids_sample = tok.encode(corpus[0], add_special_tokens=False).ids
+    log(f"tokenizer: {tok.get_vocab_size(with_added_tokens=True)} tokens; "
+        f"{len(corpus[0]) / len(ids_sample):.2f} chars/token")
+    return tok.to_str(), tok
+
+
+def probe_speed(Llama, mc, st, tok_json, args, device):
+    """Seconds per step of the GPU (a throw-away model at full length) and of the data workers, and the
+    step count that fits --train-seconds (or --steps): (gpu_s, data_s, total)."""
+    import numpy as np
+    import torch
+    probe = Llama(mc).to(device)
+    popt = torch.optim.AdamW(probe.parameters(), lr=1e-4, fused=device == "cuda")
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    B = args.tokens_per_step // args.seq
+    x = torch.randint(0, mc["vocab"], (B, args.seq), device=device)
+    c = torch.ones_like(x, dtype=torch.int8)
+    times = []
+    for _ in range(8):
+        sync()
+        t = time.time()
+        with torch.autocast(device, dtype=torch.bfloat16):
+            loss, _, _ = loss_fn(probe(x), x, c, args.ctx_weight)
+        loss.backward()
+        popt.step()
+        popt.zero_grad(set_to_none=True)
+        sync()
+        times.append(time.time() - t)
+    gpu_step = float(np.median(times[3:]))
+    del probe, popt, x, c
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    # data speed: one process making a full-length batch
+    rm = RowMaker(st, tok_json, 999)
+    t = time.time()
+    rm.batch(args.seq, args.tokens_per_step // 4)
+    data_step = (time.time() - t) * 4 / max(1, args.workers) * 1.15
+    total = args.steps or int(args.train_seconds / (max(gpu_step, data_step) * 1.04))
+    log(f"probe: gpu {gpu_step * 1000:.1f} ms/step, data {data_step * 1000:.1f} ms/step with {args.workers} workers "
+        f"-> {total} steps")
+    return gpu_step, data_step, total
+
+
+def resume_args(ap, args):
+    """Loads --resume's checkpoint and takes its training settings into args. A setting given on the command line
+    that differs from the checkpoint's is refused: the run would no longer be the one that was started."""
+    ck = train_loop.load_checkpoint(args.resume)
+    saved = ck["extra"]["args"]
+    for k in TRAINING_ARGS:
+        given = getattr(args, k)
+        if given != ap.get_default(k) and given != saved[k]:
+            ap.error(f"--{k.replace('_', '-')} {given} differs from the checkpoint's {saved[k]}")
+        setattr(args, k, saved[k])
+    return ck
+
+
+# ---------------------------------------------------------------------------------------------
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -526,62 +639,47 @@ def main():
     ap.add_argument("--eval-per-cell", type=int, default=6)
     ap.add_argument("--deadline-seconds", type=float, default=500, help="stop evaluating after this much wall time")
     ap.add_argument("--tokenizer-items", type=int, default=1500)
+    for flag, default in MODEL_SHAPE.items():
+        ap.add_argument("--" + flag.replace("_", "-"), type=int, default=default, help="model shape")
+    ap.add_argument("--checkpoint", default=None,
+                    help="with --stop-after-seconds: where to leave the checkpoint (default OUT/checkpoint.pt)")
+    ap.add_argument("--stop-after-seconds", type=float, default=0,
+                    help="stop training once this process has run this long, write the checkpoint and exit "
+                         f"{train_loop.EXIT_CHECKPOINTED}; 0: train to the end")
+    ap.add_argument("--resume", default=None, help="continue the run of this checkpoint (its settings win)")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
+                    help="cpu: a smoke run of the whole pipeline with a few --steps (no model worth keeping)")
     args = ap.parse_args()
+    ck = resume_args(ap, args) if args.resume else None
 
     import numpy as np
     import torch
     torch.manual_seed(args.seed)
     random.seed(args.seed)
     np.random.seed(args.seed)
-    device = "cuda"
+    device = args.device
     torch.backends.cuda.matmul.allow_tf32 = True
     out_dir = os.path.join(args.out, args.name)
     os.makedirs(out_dir, exist_ok=True)
     st = S.SuiteText(args.text)
-    log("torch", torch.__version__, torch.cuda.get_device_name(0))
+    device_name = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
+    log("torch", torch.__version__, device_name)
 
-    corpus = tokenizer_corpus(st, args.seed, args.tokenizer_items)
-    log(f"tokenizer corpus: {len(corpus)} docs, {sum(map(len, corpus))} chars")
-    tok = train_tokenizer(corpus, args.vocab)
-    tok_json = tok.to_str()
-    n_tok = tok.get_vocab_size(with_added_tokens=True)
-    ids_sample = tok.encode(corpus[0], add_special_tokens=False).ids
-    log(f"tokenizer: {n_tok} tokens; {len(corpus[0]) / len(ids_sample):.2f} chars/token")
-
-    mc = {"vocab": args.vocab, "dim": 256, "hidden": 768, "layers": 6, "heads": 4, "kv_heads": 2, "head_dim": 64,
-          "eps": 1e-5, "theta": 10000.0, "max_positions": 32768}
-    assert n_tok <= mc["vocab"]
+    mc = model_config(args)
     Llama = build_model_classes()
-
-    # speed probe on a throw-away model: seconds per step at full length
-    probe = Llama(mc).to(device)
-    popt = torch.optim.AdamW(probe.parameters(), lr=1e-4, fused=True)
-    B = args.tokens_per_step // args.seq
-    x = torch.randint(0, n_tok, (B, args.seq), device=device)
-    c = torch.ones_like(x, dtype=torch.int8)
-    times = []
-    for i in range(8):
-        torch.cuda.synchronize()
-        t = time.time()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss, _, _ = loss_fn(probe(x), x, c, args.ctx_weight)
-        loss.backward()
-        popt.step()
-        popt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        times.append(time.time() - t)
-    gpu_step = float(np.median(times[3:]))
-    del probe, popt, x, c
-    torch.cuda.empty_cache()
-    # data speed: one process making a full-length batch
-    rm = RowMaker(st, tok_json, 999)
-    t = time.time()
-    rm.batch(args.seq, args.tokens_per_step // 4)
-    data_step = (time.time() - t) * 4 / max(1, args.workers) * 1.15
-    step_time = max(gpu_step, data_step)
-    total = args.steps or int(args.train_seconds / (step_time * 1.04))
-    log(f"probe: gpu {gpu_step * 1000:.1f} ms/step, data {data_step * 1000:.1f} ms/step with {args.workers} workers "
-        f"-> {total} steps")
+    if ck is not None:
+        from tokenizers import Tokenizer
+        tok_json = ck["extra"]["tok_json"]
+        tok = Tokenizer.from_str(tok_json)
+        gpu_step, data_step = ck["extra"]["probe_s"]
+        state = ck["state"]
+        log(f"resuming {args.resume} at step {state.step} of {state.total} ({state.elapsed:.1f}s trained)")
+    else:
+        tok_json, tok = tokenizer_for(st, args)
+        gpu_step, data_step, total = probe_speed(Llama, mc, st, tok_json, args, device)
+        state = train_loop.TrainState(total, args.lr)
+    assert tok.get_vocab_size(with_added_tokens=True) <= mc["vocab"]
+    state.commands.append(" ".join(sys.argv))
 
     torch.manual_seed(args.seed)
     model = Llama(mc).to(device)
@@ -591,56 +689,40 @@ def main():
     decay = [p for n, p in model.named_parameters() if p.ndim == 2]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=True)
-    warm = min(200, max(20, total // 20))
+                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=device == "cuda")
+    if ck is not None:
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        del ck
 
-    def lr_at(s):
-        if s < warm:
-            return args.lr * (s + 1) / warm
-        p = (s - warm) / max(1, total - warm)
-        return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, p))))
+    def loss_step(m, ids, code):
+        with torch.autocast(device, dtype=torch.bfloat16):
+            return loss_fn(m(ids), ids, code, args.ctx_weight)
 
-    loader = make_loader(st, tok_json, args.seed, total, args.seq, args.tokens_per_step, args.workers)
-    t_train = time.time()
-    hist, step, wait = [], 0, 0.0
-    ema = None
-    it = iter(loader)
-    while step < total:
-        tw = time.time()
-        ids, code = next(it)
-        ids = ids.to(device, non_blocking=True)
-        code = code.to(device, non_blocking=True)
-        wait += time.time() - tw
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss, la, lc = loss_fn(model(ids), ids, code, args.ctx_weight)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        step += 1
-        if step % 25 == 0 or step == total:
-            la_v, lc_v = float(la.detach()), float(lc.detach())
-            ema = la_v if ema is None else 0.9 * ema + 0.1 * la_v
-            hist.append({"step": step, "seq": ids.shape[1], "answer_loss": la_v, "context_loss": lc_v,
-                         "lr": lr_at(step - 1), "elapsed": time.time() - t_train})
-            if step % 100 == 0 or step == total:
-                log(f"step {step}/{total} L={ids.shape[1]} answer {la_v:.4f} (ema {ema:.4f}) context {lc_v:.4f} "
-                    f"lr {lr_at(step - 1):.2e} data-wait {wait:.1f}s")
-        if time.time() - t_train > args.train_seconds * 1.15:
-            log(f"wall-clock stop at step {step} of {total}")
-            break
-    train_time = time.time() - t_train
-    del it, loader
-    log(f"trained {step} steps in {train_time:.1f}s (data wait {wait:.1f}s)")
+    loader = make_loader(st, tok_json, args.seed, state.total, args.seq, args.tokens_per_step, args.workers,
+                         start=state.step)
+    deadline = T0 + args.stop_after_seconds if args.stop_after_seconds > 0 else None
+    reason = train_loop.train(model, opt, iter(loader), state, loss_step, device, deadline=deadline,
+                              hard_stop_seconds=args.train_seconds * 1.15, log=log)
+    del loader
+    if reason == "deadline":
+        path = args.checkpoint or os.path.join(args.out, "checkpoint.pt")
+        extra = {"tok_json": tok_json, "mc": mc, "args": {k: getattr(args, k) for k in TRAINING_ARGS},
+                 "probe_s": [gpu_step, data_step]}
+        train_loop.save_checkpoint(path, model, opt, state, extra)
+        log(f"checkpoint {path} ({os.path.getsize(path) / 1e6:.1f} MB): resume with --resume {path}")
+        sys.exit(train_loop.EXIT_CHECKPOINTED)
+    step, wait, ema, hist, train_time = state.step, state.wait, state.ema, state.hist, state.elapsed
+    log(f"trained {step} steps in {train_time:.1f}s (data wait {wait:.1f}s, {state.processes} process(es))")
 
-    meta = {"seed": args.seed, "steps": step, "planned_steps": total, "train_seconds": train_time,
+    meta = {"seed": args.seed, "steps": step, "planned_steps": state.total, "train_seconds": train_time,
+            "training_processes": state.processes,
             "data_wait_seconds": wait, "final_answer_loss": hist[-1]["answer_loss"] if hist else None,
             "final_answer_loss_ema": ema, "final_context_loss": hist[-1]["context_loss"] if hist else None,
             "params": n_params, "model": mc, "args": vars(args), "tokens_per_step": args.tokens_per_step,
             "probe_ms": {"gpu": gpu_step * 1000, "data": data_step * 1000}, "torch": torch.__version__,
-            "device": torch.cuda.get_device_name(0), "history": hist, "command": " ".join(sys.argv),
+            "device": device_name, "history": hist, "command": state.commands[0],
+            "resume_commands": state.commands[1:],
             "repeat": REPEAT, "procedural": PROCEDURAL, "procedural_parts": S.procedural_parts(),
             "haystack_kinds": {k: len(h["templates"]) for k, h in st.haystack.items()},
             "procedural_haystack_kinds": {k: len(h["templates"]) for k, h in S.PROC_HAY.items()},

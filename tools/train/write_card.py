@@ -59,6 +59,20 @@ def hay_line(m):
             f"line-wrapping widths.")
 
 
+def job_line(m):
+    """How the run was split into processes (device calls of at most 10 minutes; train_loop.py)."""
+    n = m.get("training_processes", 1)
+    if n <= 1:
+        return "the whole run (tokenizer, training, export, checks, eval) fit in one job"
+    return (f"training ran in {n} processes, each resuming the previous one's checkpoint (same data, schedule and "
+            f"optimizer state)")
+
+
+def resumed_line(m):
+    cmds = m.get("resume_commands") or []
+    return "".join(f"\n- resumed with: `{c}`" for c in cmds)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model_dir")
@@ -113,9 +127,9 @@ trained on; the second table below is measured on it.
 - seed {a['seed']}; {m['steps']} steps (planned {m['planned_steps']}) of {a['tokens_per_step']} tokens; AdamW
   (betas 0.9/0.95, weight decay 0.1), peak lr {a['lr']}, warm-up then cosine to 10%; bf16 autocast; grad clip 1.0
 - training time {m['train_seconds']:.0f} s on one {m['device']} (torch {m['torch']}), of which {m['data_wait_seconds']:.0f} s
-  waiting for data; the whole run (tokenizer, training, export, checks, eval) fit in one ~8-minute job
+  waiting for data; {job_line(m)}
 - final answer loss {m['final_answer_loss']:.4f} (EMA {m['final_answer_loss_ema']:.4f}), prompt loss {m['final_context_loss']:.4f}
-- command: `{m['command']}`
+- command: `{m['command']}`{resumed_line(m)}
 
 ## Checks
 {chr(10).join(f'- {k}: {v}' for k, v in checks.items())}
