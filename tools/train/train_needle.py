@@ -306,10 +306,9 @@ def make_loader(st, tok_json, seed, total_steps, max_len, tokens_per_step, worke
                 yield torch.from_numpy(ids), torch.from_numpy(code)
                 b += n
 
-    more = {"prefetch_factor": 6} if workers else {}
+    more = {"prefetch_factor": 6} if workers else {}  # torch before 2.0 refuses the option without workers
     return DataLoader(Batches(), batch_size=None, num_workers=workers, pin_memory=torch.cuda.is_available(),
-                      persistent_workers=False,
-                      **more)
+                      persistent_workers=False, **more)
 
 
 def loss_fn(logits, ids, code, ctx_weight):
