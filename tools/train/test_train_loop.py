@@ -10,7 +10,6 @@ suite's self-check, so a broken resume never costs a device call.
 
 import json
 import os
-import random
 import struct
 import sys
 import tempfile
@@ -219,5 +218,4 @@ class ModelShapeTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    random.seed(0)
     unittest.main(verbosity=2)

@@ -40,7 +40,6 @@ class TrainState:
     def __init__(self, total, base_lr):
         self.total = total            # planned optimizer steps (fixes the schedule)
         self.base_lr = base_lr
-        self.warm = warmup_steps(total)
         self.step = 0                 # optimizer steps taken
         self.elapsed = 0.0            # training seconds, summed over the processes of the run
         self.wait = 0.0               # of which waiting for data
@@ -95,7 +94,7 @@ def train(model, opt, batches, state, loss_step, device, deadline=None, hard_sto
         ids = ids.to(device, non_blocking=True)
         code = code.to(device, non_blocking=True)
         state.wait += time.time() - tw
-        lr = lr_at(state.step, state.base_lr, state.warm, state.total)
+        lr = lr_at(state.step, state.base_lr, warmup_steps(state.total), state.total)
         for g in opt.param_groups:
             g["lr"] = lr
         loss, la, lc = loss_step(model, ids, code)

@@ -706,7 +706,7 @@ def main():
     del loader
     if reason == "deadline":
         path = args.checkpoint or os.path.join(args.out, "checkpoint.pt")
-        extra = {"tok_json": tok_json, "mc": mc, "args": {k: getattr(args, k) for k in TRAINING_ARGS},
+        extra = {"tok_json": tok_json, "args": {k: getattr(args, k) for k in TRAINING_ARGS},
                  "probe_s": [gpu_step, data_step]}
         train_loop.save_checkpoint(path, model, opt, state, extra)
         log(f"checkpoint {path} ({os.path.getsize(path) / 1e6:.1f} MB): resume with --resume {path}")
