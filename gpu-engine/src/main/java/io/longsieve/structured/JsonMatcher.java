@@ -31,7 +31,7 @@ final class JsonMatcher {
   /** Objects and arrays nested at most this deep; a $ref cycle is cut here. */
   static final int MAX_DEPTH = 16;
   /** Whitespace bytes allowed between two tokens: JSON allows any, a model could loop on it. */
-  static final int MAX_WHITESPACE = 12;
+  static final int MAX_WHITESPACE = 8;
   /** The end of the text, stepped to ask whether a state holds a complete document. */
   static final int END = -1;
 

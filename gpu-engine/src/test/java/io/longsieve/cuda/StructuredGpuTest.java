@@ -35,7 +35,7 @@ class StructuredGpuTest {
       + "\"additionalProperties\":false}";
 
   @ParameterizedTest
-  @ValueSource(strings = {"dense", "tokenselect:k=16,sinks=2,recent=4", "selkv:ratio=0.5"})
+  @ValueSource(strings = {"dense", "tokenselect:k=16,sinks=2,window=4", "selkv:ratio=0.5"})
   void schemaRowsValidateBesideFreeRows(String policy) {
     SchemaOracle oracle = new SchemaOracle(SCHEMA);
     OutputSchema schema = OutputSchema.parse(SCHEMA);

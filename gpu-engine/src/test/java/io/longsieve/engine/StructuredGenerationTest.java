@@ -74,7 +74,7 @@ class StructuredGenerationTest {
   void otherModelsValidate(String model) {
     SchemaOracle oracle = new SchemaOracle(NESTED);
     try (Engine e = open(model)) {
-      for (GenerationResult r : e.generate(rows(model.contains("needle") ? 8 : 16, OutputSchema.parse(NESTED), 400))) {
+      for (GenerationResult r : e.generate(rows(8, OutputSchema.parse(NESTED), 600))) {
         assertValid(oracle, r, model + " " + r.id());
       }
     }
@@ -85,7 +85,7 @@ class StructuredGenerationTest {
     SchemaOracle oracle = new SchemaOracle(NESTED);
     OutputSchema schema = OutputSchema.parse(NESTED);
     try (Engine e = open("src/test/resources/models/llama-gqa")) {
-      for (String p : new String[] {"tokenselect:k=8,sinks=2,recent=4", "tsa", "selkv:ratio=0.5", "snapkv", "h2o",
+      for (String p : new String[] {"tokenselect:k=8,sinks=2,window=4", "tsa", "selkv:ratio=0.5", "snapkv", "h2o",
           "streaming", "quest", "tsa + selkv:ratio=0.5 + tokenselect"}) {
         List<GenerationRequest> rs = new ArrayList<>();
         for (GenerationRequest r : rows(4, schema, 400)) rs.add(r.withPolicy(PolicySpec.parse(p)));

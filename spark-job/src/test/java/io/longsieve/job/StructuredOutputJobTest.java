@@ -80,7 +80,7 @@ class StructuredOutputJobTest extends SparkSessionTest {
       }
     }
     String report = Files.readString(out.resolve("report").resolve("rest.html"));
-    assertTrue(report.contains("Structured output") && report.contains("100%"), "the report's structured section");
+    assertTrue(report.contains("Structured output") && report.contains("100.0%"), "the report's structured section");
   }
 
   @Test
