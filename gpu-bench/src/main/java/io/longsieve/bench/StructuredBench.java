@@ -145,16 +145,49 @@ public final class StructuredBench {
       msPerToken(e.generate(constrained)); // fills the mask cache: the same seeds walk the same states again
       msPerToken(e.generate(real));
       double[] c = new double[repeats], f = new double[repeats], n = new double[repeats];
+      List<GenerationResult> last = null;
       for (int i = 0; i < repeats; i++) {
         f[i] = msPerToken(e.generate(free));
-        c[i] = msPerToken(e.generate(constrained));
+        last = e.generate(constrained);
+        c[i] = msPerToken(last);
         n[i] = msPerToken(e.generate(real));
       }
       System.out.printf(Locale.ROOT, "decode batch 8, %d steps: free %.3f ms/token, schema (warm) %.3f ms/token, overhead %+.1f%% "
-          + "(medians of %d); nested schema, rows ending as their documents close: %.3f ms/token; runs f=%s c=%s%n",
+          + "(medians of %d, alternated); nested schema, rows ending as their documents close: %.3f ms/token; runs f=%s c=%s%n",
           steps, median(f), median(c), 100 * (median(c) / median(f) - 1), repeats, median(n), Arrays.toString(round(f)),
           Arrays.toString(round(c)));
+      extraWork(e, last, longSchema, median(f));
     }
+  }
+
+  /**
+   * The work a schema adds to each token on the CPU, timed alone (robust on a loaded machine): the
+   * constrained rows' tokens replayed through a warm cursor (mask look-up, advance, completion check)
+   * plus the mask applied to a logits row, per token, against the free rows' decode ms/token.
+   */
+  static void extraWork(Engine e, List<GenerationResult> rows, OutputSchema schema, double freeMsPerToken) {
+    int vocab = e.model().config().vocabSize();
+    StructuredOutput so = new StructuredOutput(TokenVocabulary.load(e.model().dir(), vocab, e.model().eosIds()));
+    float[] logits = new float[vocab];
+    double[] perToken = new double[7];
+    for (int rep = 0; rep < perToken.length + 2; rep++) { // the first two warm the cache and the JIT
+      long t = System.nanoTime();
+      int tokens = 0;
+      for (GenerationResult r : rows) {
+        JsonCursor cur = so.start(schema);
+        for (int id : r.tokenIds()) {
+          Arrays.fill(logits, 0.5f);
+          io.longsieve.engine.spi.Sampler.mask(logits, vocab, cur.allowed());
+          cur.accept(id);
+          if (cur.complete()) break;
+          tokens++;
+        }
+      }
+      if (rep >= 2) perToken[rep - 2] = (System.nanoTime() - t) / 1e3 / tokens;
+    }
+    System.out.printf(Locale.ROOT, "decode extra work per token (warm cursor + mask on the logits): %.2f us (median of %d), "
+        + "%.2f%% of the free rows' %.3f ms/token%n", median(perToken), perToken.length,
+        100 * median(perToken) / 1e3 / freeMsPerToken, freeMsPerToken);
   }
 
   /** Mean over the rows of decode ms per generated token after the first. */

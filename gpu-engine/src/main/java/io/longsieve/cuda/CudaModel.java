@@ -468,7 +468,8 @@ public final class CudaModel implements AutoCloseable {
       } else if (temperature[i] == 0) {
         k.argmaxMasked(slot, row, c.vocabSize(), mask);
       } else {
-        k.sampleTopPMasked(slot, probs.ptr(), row, c.vocabSize(), (float) temperature[i], (float) topP[i], (float) u[i], mask);
+        k.sampleTopPMasked(slot, probs.ptr(), row, c.vocabSize(), (float) temperature[i], (float) topP[i], (float) u[i],
+            mask);
       }
     }
     k.stream().copyToHost(Pointer.to(batchHost), tokens, 0, n * 4L);

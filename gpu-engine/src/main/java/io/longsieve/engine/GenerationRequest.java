@@ -81,28 +81,34 @@ public record GenerationRequest(
   }
 
   public GenerationRequest withPolicy(PolicySpec p) {
-    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, p, promptIds, minNewTokens, jsonSchema);
+    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, p, promptIds,
+        minNewTokens, jsonSchema);
   }
 
   public GenerationRequest withSampling(SamplingParams s) {
-    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, s, stopStrings, policy, promptIds, minNewTokens, jsonSchema);
+    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, s, stopStrings, policy, promptIds,
+        minNewTokens, jsonSchema);
   }
 
   public GenerationRequest withStopStrings(List<String> s) {
-    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, s, policy, promptIds, minNewTokens, jsonSchema);
+    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, s, policy, promptIds,
+        minNewTokens, jsonSchema);
   }
 
   public GenerationRequest withSystem(String s) {
-    return new GenerationRequest(id, prompt, s, raw, maxNewTokens, sampling, stopStrings, policy, promptIds, minNewTokens, jsonSchema);
+    return new GenerationRequest(id, prompt, s, raw, maxNewTokens, sampling, stopStrings, policy, promptIds,
+        minNewTokens, jsonSchema);
   }
 
   public GenerationRequest withMaxNewTokens(int n) {
-    return new GenerationRequest(id, prompt, system, raw, n, sampling, stopStrings, policy, promptIds, minNewTokens, jsonSchema);
+    return new GenerationRequest(id, prompt, system, raw, n, sampling, stopStrings, policy, promptIds,
+        minNewTokens, jsonSchema);
   }
 
   /** The same request on these token ids as the prompt (see {@link #promptIds}). */
   public GenerationRequest withPromptIds(int[] ids) {
-    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, policy, ids, minNewTokens, jsonSchema);
+    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, policy, ids,
+        minNewTokens, jsonSchema);
   }
 
   /** The same request with its output held to a JSON schema (null: free text). */
@@ -113,6 +119,7 @@ public record GenerationRequest(
 
   /** The same request with EOS ignored before n tokens (see {@link #minNewTokens}). */
   public GenerationRequest withMinNewTokens(int n) {
-    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, policy, promptIds, n, jsonSchema);
+    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, policy, promptIds,
+        n, jsonSchema);
   }
 }
