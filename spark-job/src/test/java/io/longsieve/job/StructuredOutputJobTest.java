@@ -126,6 +126,49 @@ class StructuredOutputJobTest extends SparkSessionTest {
     assertTrue(e.getMessage().contains("--json-schema"), e.getMessage());
   }
 
+  @Test
+  void theDataFrameApiAndTheSqlFunctionTakeASchema() {
+    String small = "{\"type\":\"object\",\"required\":[\"n\"],\"properties\":{\"n\":{\"type\":\"integer\","
+        + "\"minimum\":0,\"maximum\":50},\"tag\":{\"enum\":[\"a\",\"b\"]}}}";
+    SchemaJudge judge = new SchemaJudge(small);
+    org.apache.spark.sql.types.StructType cols = new org.apache.spark.sql.types.StructType()
+        .add("doc_id", org.apache.spark.sql.types.DataTypes.StringType).add("text", org.apache.spark.sql.types.DataTypes.StringType)
+        .add("task", org.apache.spark.sql.types.DataTypes.StringType);
+    Dataset<Row> docs = spark.createDataFrame(List.of(org.apache.spark.sql.RowFactory.create("a", "Alpha.", "summary"),
+        org.apache.spark.sql.RowFactory.create("b", "Beta.", "summary")), cols);
+    Dataset<Row> out = LongSieve.generate(docs, LongSieveOptions.builder().model(JobTestSupport.MODEL.toString()).device("cpu")
+        .threads(1).maxNewTokens(120).jsonSchema(small).typedOutput(true).build());
+    for (Row r : out.select("status", "output", "answer").collectAsList()) {
+      assertEquals("ok", r.getString(0), r.getString(1));
+      assertTrue(judge.valid(r.getString(1)), r.getString(1));
+      assertEquals(jsonN(r.getString(1)), (long) r.getStruct(2).<Long>getAs("n"));
+    }
+    LongSieveSqlTest.configure(spark);
+    spark.conf().set("spark.longsieve.maxNewTokens", "120");
+    try {
+      LongSieveSql.register(spark);
+      docs.createOrReplaceTempView("schema_docs");
+      Row ok = spark.sql("SELECT longsieve_result(text, map('json_schema', '" + small + "')) FROM schema_docs WHERE doc_id = 'a'")
+          .first().getStruct(0);
+      assertEquals("ok", ok.getAs("status"), (String) ok.getAs("error"));
+      assertTrue(judge.valid(ok.getAs("output")), (String) ok.getAs("output"));
+      Row bad = spark.sql("SELECT longsieve_result(text, map('json_schema', '{\"type\":\"string\",\"format\":\"email\"}')) "
+          + "FROM schema_docs WHERE doc_id = 'a'").first().getStruct(0);
+      assertEquals("bad_input", bad.getAs("status"));
+      assertTrue(((String) bad.getAs("error")).contains("'format'"), (String) bad.getAs("error"));
+    } finally {
+      spark.conf().unset("spark.longsieve.maxNewTokens");
+    }
+  }
+
+  private static long jsonN(String text) {
+    try {
+      return JSON.readTree(text).get("n").asLong();
+    } catch (IOException e) {
+      throw new AssertionError(e);
+    }
+  }
+
   private static Map<String, String> merge(Map<String, String> a, Map<String, String> b) {
     Map<String, String> m = new java.util.LinkedHashMap<>(a);
     m.putAll(b);
