@@ -88,7 +88,7 @@ class StructuredOutputJobTest extends SparkSessionTest {
     Path in = JobTestSupport.jsonl(dir, "mixed.jsonl",
         "{\"doc_id\":\"s1\",\"task\":\"summary\",\"text\":\"One.\",\"json_schema\":\"" + small + "\"}",
         "{\"doc_id\":\"s2\",\"task\":\"summary\",\"text\":\"Two.\",\"json_schema\":\"" + small + "\",\"temperature\":1.0}",
-        "{\"doc_id\":\"free\",\"task\":\"summary\",\"text\":\"Three.\"}",
+        "{\"doc_id\":\"free\",\"task\":\"summary\",\"text\":\"Three.\",\"max_new_tokens\":8}",
         "{\"doc_id\":\"bad\",\"task\":\"summary\",\"text\":\"Four.\",\"json_schema\":\"{\\\"type\\\":\\\"string\\\",\\\"format\\\":\\\"date\\\"}\"}",
         "{\"doc_id\":\"cut\",\"task\":\"summary\",\"text\":\"Five.\",\"max_new_tokens\":2,\"json_schema\":\"" + small + "\"}");
     Path out = dir.resolve("out-mixed");
