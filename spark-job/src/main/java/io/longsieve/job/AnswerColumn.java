@@ -35,13 +35,12 @@ import org.apache.spark.sql.types.StructType;
  * and a {@code $ref} back into a schema being mapped (recursion) → string holding the JSON text.
  *
  * <p>The column is null where the status is not ok (a cut document, an error) and where the text does
- * not parse or a value does not fit its type; {@link #PARSED_METRIC}: with a schema the run wrote, every
- * ok row parses.
+ * not parse or a value does not fit its type; with a schema the run wrote, every ok row parses (the report
+ * shows the share).
  */
 final class AnswerColumn implements Serializable {
 
   static final String COLUMN = "answer";
-  static final String PARSED_METRIC = "answers parsed";
   private static final ObjectMapper JSON = new ObjectMapper();
 
   private AnswerColumn() {}
