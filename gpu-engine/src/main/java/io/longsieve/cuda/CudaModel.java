@@ -57,6 +57,7 @@ public final class CudaModel implements AutoCloseable {
   private final DeviceBuffer batchPos;    // (MAX_DECODE_BATCH) int positions of a batched decode step's rows
   private final DeviceBuffer batchProbs;  // (MAX_DECODE_BATCH, vocab) f32 sampling scratch of a dense step's rows
   private final DecodeStep step;          // the dense decode step's plan on the device, and its CUDA graphs
+  private final DeviceBuffer maskRows;    // (MAX_DECODE_BATCH, maskWords) u32 token masks of the eager picks' rows
   private boolean decodeGraphs = !"false".equals(System.getProperty("longsieve.decodeGraphs"));
   private final int[] batchHost = new int[MAX_DECODE_BATCH];
   private final int[] batchPosHost = new int[MAX_DECODE_BATCH];
@@ -88,7 +89,8 @@ public final class CudaModel implements AutoCloseable {
       batchPos = act(MAX_DECODE_BATCH * 4L, "batch positions");
       batchProbs = act((long) MAX_DECODE_BATCH * c.vocabSize() * 4, "batch probs");
       invFreq.upload(new Rope(c).inverseFrequencies());
-      step = new DecodeStep(ctx);
+      step = new DecodeStep(ctx, c.vocabSize());
+      maskRows = act((long) MAX_DECODE_BATCH * Kernels.maskWords(c.vocabSize()) * 4, "token masks");
     } catch (RuntimeException e) {
       close();
       throw e;
@@ -117,7 +119,8 @@ public final class CudaModel implements AutoCloseable {
   public static long activationBytes(ModelConfig c, int chunk) {
     long n = chunk, dim = c.hiddenSize(), h = c.intermediateSize();
     return n * dim * 6 + n * (c.qDim() + 2L * c.kvDim()) * 4 + n * c.qDim() * 4 + n * h * 6 + 8L * c.vocabSize()
-        + n * 4 + dim * 2 + 4L * MAX_DECODE_BATCH * (2L * c.vocabSize() + 1) + 1024;
+        + n * 4 + dim * 2 + 4L * MAX_DECODE_BATCH * (2L * c.vocabSize() + 1) + 1024
+        + 2L * MAX_DECODE_BATCH * Kernels.maskWords(c.vocabSize()) * 4; // token masks: the eager picks' and the step's
   }
 
   /** Starts timing GEMMs and attention with events (benchmarks); null stops. */
@@ -189,6 +192,16 @@ public final class CudaModel implements AutoCloseable {
    */
   public void decodeStep(int[] ids, int[] positions, PagedKvCache[] kvs, GpuPolicy[] policies, float[] invTemp,
                          float[] topP, float[] u, int n, int[] next) {
+    decodeStep(ids, positions, kvs, policies, invTemp, topP, u, null, n, next);
+  }
+
+  /**
+   * As above, row b's pick held to masks[b] where it is non-null (a JSON-schema request's allowed tokens,
+   * {@link io.longsieve.engine.spi.Sampler#allowed}): the masks go to the device with the step's plan and
+   * the sampling kernel applies them where the logits are. masks null: no row masked.
+   */
+  public void decodeStep(int[] ids, int[] positions, PagedKvCache[] kvs, GpuPolicy[] policies, float[] invTemp,
+                         float[] topP, float[] u, long[][] masks, int n, int[] next) {
     if (n < 1 || n > MAX_DECODE_BATCH) throw new IllegalArgumentException("batch of " + n + " outside [1, 8]");
     try {
       int heads = c.numHeads(), nKv = c.numKvHeads(), d = c.headDim(), maxKeys = 0;
@@ -206,6 +219,7 @@ public final class CudaModel implements AutoCloseable {
         int slot = kv.length(0);
         maxKeys = Math.max(maxKeys, slot + 1);
         step.row(b, ids[b], positions[b], kv, slot, k.rowChunk(slot + 1, heads, nKv, d), invTemp[b], topP[b], u[b]);
+        step.mask(b, masks == null ? null : masks[b]);
       }
       int splits = k.rowSplits(maxKeys, heads, nKv, d);
       step.keyStart(n, splits);
@@ -275,7 +289,8 @@ public final class CudaModel implements AutoCloseable {
     }
     k.rmsNorm(xb.ptr(), x.ptr(), w.finalNorm.ptr(), n, dim, c.rmsNormEps());             // (n, dim)
     k.matmul(batchLogits.ptr(), Kernels.OUT_F32, xb.ptr(), w.lmHead.ptr(), null, n, c.vocabSize(), dim); // (n, vocab)
-    k.sampleRows(step.tokens(), batchProbs.ptr(), batchLogits.ptr(), step.sampling(), n, c.vocabSize());
+    k.sampleRows(step.tokens(), batchProbs.ptr(), batchLogits.ptr(), step.sampling(), n, c.vocabSize(), step.masks(),
+        step.masked(), step.maskWords());
   }
 
   /** Layer l's attention in a step with policy rows: selecting rows on branches of their own (StepBranches). */
@@ -438,11 +453,24 @@ public final class CudaModel implements AutoCloseable {
    * where temperature[i] is 0, else top-p at uniform u[i]; then waits and returns them in next.
    */
   public void pickBatch(int n, double[] temperature, double[] topP, double[] u, int[] next) {
+    pickBatch(n, temperature, topP, u, null, next);
+  }
+
+  /** As above, row i held to masks[i] where it is non-null (see {@link #decodeStep}); masks null: none. */
+  public void pickBatch(int n, double[] temperature, double[] topP, double[] u, long[][] masks, int[] next) {
     long vocab = c.vocabSize();
     for (int i = 0; i < n; i++) {
       CUdeviceptr row = batchLogits.at(i * vocab * 4), slot = tokens.at(i * 4L);
-      if (temperature[i] == 0) k.argmax(slot, row, c.vocabSize());
-      else k.sampleTopP(slot, probs.ptr(), row, c.vocabSize(), (float) temperature[i], (float) topP[i], (float) u[i]);
+      CUdeviceptr mask = masks == null ? null : uploadMask(i, masks[i]);
+      if (mask == null) {
+        if (temperature[i] == 0) k.argmax(slot, row, c.vocabSize());
+        else k.sampleTopP(slot, probs.ptr(), row, c.vocabSize(), (float) temperature[i], (float) topP[i], (float) u[i]);
+      } else if (temperature[i] == 0) {
+        k.argmaxMasked(slot, row, c.vocabSize(), mask);
+      } else {
+        k.sampleTopPMasked(slot, probs.ptr(), row, c.vocabSize(), (float) temperature[i], (float) topP[i], (float) u[i],
+            mask);
+      }
     }
     k.stream().copyToHost(Pointer.to(batchHost), tokens, 0, n * 4L);
     k.stream().synchronize();
@@ -470,6 +498,31 @@ public final class CudaModel implements AutoCloseable {
   /** Top-p pick at uniform u into the device token slot (no synchronisation). */
   public void sampleTopP(float temperature, float topP, float u) {
     k.sampleTopP(tokens.ptr(), probs.ptr(), logits.ptr(), c.vocabSize(), temperature, topP, u);
+  }
+
+  /**
+   * {@link #sampleGreedy} or {@link #sampleTopP} (temperature 0: greedy) held to a token mask (bit i of word
+   * i / 64: token i allowed; null: none), copied to the device and applied there: the logits stay on the device.
+   */
+  public void sample(float temperature, float topP, float u, long[] mask) {
+    CUdeviceptr m = mask == null ? null : uploadMask(0, mask);
+    if (m == null) {
+      if (temperature == 0) sampleGreedy();
+      else sampleTopP(temperature, topP, u);
+    } else if (temperature == 0) {
+      k.argmaxMasked(tokens.ptr(), logits.ptr(), c.vocabSize(), m);
+    } else {
+      k.sampleTopPMasked(tokens.ptr(), probs.ptr(), logits.ptr(), c.vocabSize(), temperature, topP, u, m);
+    }
+  }
+
+  /** Queues the copy of a mask to row {@code row} of the mask buffer; null for no mask. */
+  private CUdeviceptr uploadMask(int row, long[] mask) {
+    if (mask == null) return null;
+    int words = Kernels.maskWords(c.vocabSize());
+    long at = (long) row * words * 4;
+    k.stream().copyToDevice(maskRows, at, Pointer.to(mask), Math.min((long) mask.length * 8, words * 4L));
+    return maskRows.at(at);
   }
 
   /** Waits for the queued work and returns the picked token: the one synchronisation of a step. */

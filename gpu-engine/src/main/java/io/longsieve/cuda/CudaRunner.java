@@ -21,7 +21,9 @@ import io.longsieve.policy.PolicyStats;
 
 /**
  * The CUDA backend: one context on the GPU the spec names, the checkpoint's weights in bf16 on it,
- * {@link CudaModel} for the math and a paged KV cache per sequence. Picks tokens on the device.
+ * {@link CudaModel} for the math and a paged KV cache per sequence. Picks tokens on the device, a
+ * JSON-schema request's under its token mask ({@link Sampler#allowed}), which goes to the device with the
+ * step: the logits never come back to the host.
  *
  * <p>Failure semantics: opening fails with IllegalStateException when the weights, activations and
  * a minimal cache do not fit the memory budget (memoryFraction of free memory); a sequence whose
@@ -161,7 +163,14 @@ public final class CudaRunner implements ModelRunner {
         topP[i] = sp.topP();
         u[i] = sp.greedy() ? 0 : samplers[s + i].uniform();
       }
-      model.pickBatch(m, temp, topP, u, picked);
+      long[][] masks = null;
+      for (int i = 0; i < m; i++) {
+        long[] allowed = samplers[s + i].allowed();
+        if (allowed == null) continue;
+        if (masks == null) masks = new long[m][];
+        masks[i] = allowed;
+      }
+      model.pickBatch(m, temp, topP, u, masks, picked);
       for (int i = 0; i < m; i++) {
         CudaSequence cs = (CudaSequence) seqs[s + i];
         cs.lastOnDevice = false;
@@ -196,6 +205,7 @@ public final class CudaRunner implements ModelRunner {
   private final PagedKvCache[] denseKvs = new PagedKvCache[CudaModel.MAX_DECODE_BATCH];
   private final GpuPolicy[] stepPolicies = new GpuPolicy[CudaModel.MAX_DECODE_BATCH];
   private final int[] denseBefore = new int[CudaModel.MAX_DECODE_BATCH];
+  private final long[][] stepMasks = new long[CudaModel.MAX_DECODE_BATCH][];  // the rows' token masks (null: none)
   // a lone sequence's step through the same call, without arrays made per step
   private final Sequence[] oneSeq = new Sequence[1];
   private final Sampler[] oneSampler = new Sampler[1];
@@ -217,10 +227,15 @@ public final class CudaRunner implements ModelRunner {
       densePos[i] = positions[s + i];
       denseKvs[i] = cs.kv;
       stepPolicies[i] = cs.policy;
+      stepMasks[i] = samplers[s + i].allowed();
     }
     for (int i = 0; i < m; i++) denseBefore[i] = denseKvs[i].length(0);
     tokenOwner = null;  // the step's tokens travel in its plan, not the device token slot
-    model.decodeStep(denseIds, densePos, denseKvs, stepPolicies, invTemp, topP, uniform, m, densePicks);
+    try {
+      model.decodeStep(denseIds, densePos, denseKvs, stepPolicies, invTemp, topP, uniform, stepMasks, m, densePicks);
+    } finally {
+      java.util.Arrays.fill(stepMasks, null);
+    }
     for (int i = 0; i < m; i++) {
       CudaSequence cs = (CudaSequence) seqs[s + i];
       if (cs.policy.decodesDense()) cs.policy.countDenseDecode(denseBefore[i], densePos[i]);
@@ -317,8 +332,8 @@ public final class CudaRunner implements ModelRunner {
 
     private int pick(Sampler sampler) {
       SamplingParams sp = sampler.params();
-      if (sp.greedy()) model.sampleGreedy();
-      else model.sampleTopP((float) sp.temperature(), (float) sp.topP(), (float) sampler.uniform());
+      if (sp.greedy()) model.sample(0, 1, 0, sampler.allowed());
+      else model.sample((float) sp.temperature(), (float) sp.topP(), (float) sampler.uniform(), sampler.allowed());
       lastPicked = model.readToken();
       lastOnDevice = true;
       tokenOwner = this;

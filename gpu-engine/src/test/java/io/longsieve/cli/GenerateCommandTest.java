@@ -128,6 +128,30 @@ class GenerateCommandTest {
   }
 
   @Test
+  void commandTakesAJsonSchemaAndRefusesOneOutsideTheSubset(@TempDir Path tmp) throws Exception {
+    Path good = tmp.resolve("good.json"), bad = tmp.resolve("bad.json");
+    Files.writeString(good, "{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":9},\"maxItems\":3}");
+    Files.writeString(bad, "{\"type\":\"string\",\"format\":\"uri\"}");
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream(), err = new java.io.ByteArrayOutputStream();
+    java.io.PrintStream stdout = System.out, stderr = System.err;
+    try {
+      System.setOut(new java.io.PrintStream(out, true, java.nio.charset.StandardCharsets.UTF_8));
+      System.setErr(new java.io.PrintStream(err, true, java.nio.charset.StandardCharsets.UTF_8));
+      assertEquals(0, EngineCli.commandLine().execute("generate", "--model", MODEL.toString(), "--prompt", "Digits:",
+          "--json-schema", good.toString(), "--max-new-tokens", "80", "--device", "cpu"));
+      assertEquals(2, EngineCli.commandLine().execute("generate", "--model", MODEL.toString(), "--prompt", "x",
+          "--json-schema", bad.toString(), "--device", "cpu"));
+    } finally {
+      System.setOut(stdout);
+      System.setErr(stderr);
+    }
+    String text = out.toString(java.nio.charset.StandardCharsets.UTF_8).strip();
+    assertTrue(new io.longsieve.structured.SchemaOracle(Files.readString(good)).valid(text), text);
+    String message = err.toString(java.nio.charset.StandardCharsets.UTF_8);
+    assertTrue(message.lines().anyMatch(l -> l.startsWith("generate: --json-schema " + bad) && l.contains("'format'")), message);
+  }
+
+  @Test
   void commandRefusesBadInput(@TempDir Path tmp) throws Exception {
     Path bad = tmp.resolve("bad.ids");
     Files.writeString(bad, "1 2 three 4");

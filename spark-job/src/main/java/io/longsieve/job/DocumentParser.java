@@ -168,7 +168,7 @@ final class DocumentParser {
           own == null ? null : own.source(), settings.system(), settings.raw(), settings.maxNewTokens(),
           settings.temperature(), settings.topP(), settings.seed(),
           settings.stop() == null ? null : JobSchemas.seq(settings.stop()), JobSchemas.map(fields),
-          messages == null ? null : JobSchemas.seq(messages));
+          messages == null ? null : JobSchemas.seq(messages), jsonSchema(root));
     } catch (BadInput e) {
       return bad(docId, filePath, line, source, generated, e.getMessage());
     }
@@ -226,7 +226,7 @@ final class DocumentParser {
 
   private static Row bad(String docId, String filePath, long line, String source, boolean generated, String error) {
     return row(docId, generated, source, filePath, line, null, null, null, null, null,
-        JobSchemas.BAD_INPUT, error, 0L, null, null, null, null, null, null, null, null, null, null);
+        JobSchemas.BAD_INPUT, error, 0L, null, null, null, null, null, null, null, null, null, null, null);
   }
 
   /** The row's own {@code prompt}, parsed; null when it has none. */
@@ -273,7 +273,22 @@ final class DocumentParser {
 
   /** Columns of their own in PARSED (text can be 32 MB: not copied twice) and the template itself. */
   private static final java.util.Set<String> NOT_FIELDS = java.util.Set.of("text", "documents", "question", "prompt",
-      "messages");
+      "messages", "json_schema");
+
+  /**
+   * The row's {@code json_schema} (a string holding a JSON schema, docs/structured-output.md), checked and
+   * compacted; null when absent. A schema outside the supported subset is this row's bad_input, naming the keyword.
+   */
+  private static String jsonSchema(JsonNode root) throws BadInput {
+    JsonNode n = root.get("json_schema");
+    if (n == null || n.isNull()) return null;
+    if (!n.isTextual()) throw new BadInput("field 'json_schema' must be a string holding a JSON schema, not " + kind(n));
+    try {
+      return io.longsieve.structured.OutputSchema.parse(n.asText()).canonical();
+    } catch (io.longsieve.structured.SchemaException e) {
+      throw new BadInput("field 'json_schema': " + e.getMessage());
+    }
+  }
 
   /** A row that knows its schema, so readers (and tests) can get fields by name. */
   private static Row row(Object... values) {

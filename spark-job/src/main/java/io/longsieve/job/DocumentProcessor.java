@@ -12,6 +12,7 @@ import io.longsieve.job.PromptBuilder.Document;
 import io.longsieve.job.PromptBuilder.Prompt;
 import io.longsieve.model.ChatTemplate;
 import io.longsieve.policy.PolicySpec;
+import io.longsieve.structured.OutputSchema;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
@@ -218,7 +219,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     String text = template.render(turns);
     int[] ids = engine.model().tokenizer().encode(text, !template.hasTemplate()); // a real template writes BOS itself
     GenerationRequest r = GenerationRequest.raw(in.getAs("doc_id"), text, set.maxNewTokens).withPromptIds(ids)
-        .withSampling(set.sampling).withStopStrings(set.stop).withPolicy(policy);
+        .withSampling(set.sampling).withStopStrings(set.stop).withPolicy(policy).withJsonSchema(set.jsonSchema);
     try {
       r = engine.prepare(r);
     } catch (PromptTooLongException e) {
@@ -233,7 +234,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
    * {@code template} is null for a row of {@code messages}.
    */
   record Settings(PromptTemplate template, String promptSource, String system, boolean raw, int maxNewTokens,
-      SamplingParams sampling, List<String> stop) {}
+      SamplingParams sampling, List<String> stop, OutputSchema jsonSchema) {}
 
   Settings settings(Row in) {
     String own = in.getAs("prompt");
@@ -261,18 +262,20 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     Double topP = in.getAs("top_p");
     Long seed = in.getAs("seed");
     List<String> stop = in.isNullAt(in.fieldIndex("stop")) ? generation.stop() : in.getList(in.fieldIndex("stop"));
+    String ownSchema = in.getAs("json_schema");
+    OutputSchema schema = ownSchema != null ? OutputSchema.parse(ownSchema) : generation.jsonSchema(); // the parser checked it
     return new Settings(template, source, system != null ? system : generation.system(),
         raw != null ? raw : generation.raw(), maxNew != null ? maxNew : maxNewTokens,
         new SamplingParams(temperature != null ? temperature : generation.temperature(),
             topP != null ? topP : generation.topP(), seed != null ? seed : generation.seed()),
-        List.copyOf(stop));
+        List.copyOf(stop), schema);
   }
 
   private GenerationRequest request(String id, Prompt prompt, Settings set) {
     GenerationRequest r = set.raw ? GenerationRequest.raw(id, prompt.text(), set.maxNewTokens)
         : GenerationRequest.chat(id, prompt.text(), set.maxNewTokens);
     if (set.system != null) r = r.withSystem(set.system);
-    return r.withSampling(set.sampling).withStopStrings(set.stop).withPolicy(policy);
+    return r.withSampling(set.sampling).withStopStrings(set.stop).withPolicy(policy).withJsonSchema(set.jsonSchema);
   }
 
   private static Map<String, String> fields(Row in) {
@@ -330,6 +333,12 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     void ok(GenerationResult r) {
       output = r.text();
       finishReason = r.finishReason().label();
+      boolean cut = r.finishReason() == io.longsieve.engine.FinishReason.LENGTH
+          || r.finishReason() == io.longsieve.engine.FinishReason.CONTEXT_FULL;
+      if (settings != null && settings.jsonSchema() != null && cut) {
+        error(JobSchemas.JSON_INCOMPLETE, "the JSON document was cut (" + finishReason + ") before it closed; the output "
+            + "holds what was written; raise max_new_tokens");
+      }
       stats = r.stats();
       inputTokens = stats.inputTokens();
       backend = stats.backend();

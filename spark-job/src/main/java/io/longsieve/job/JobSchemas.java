@@ -30,8 +30,10 @@ public final class JobSchemas {
   public static final String OOM = DocumentAttempts.OOM;         // out of memory after retries with smaller chunks
   public static final String TIMEOUT = DocumentAttempts.TIMEOUT; // past spark.longsieve.docTimeoutSeconds
   public static final String BUDGET_EXCEEDED = "budget_exceeded"; // past --max-docs / --max-total-tokens (RunBudget)
+  /** A JSON-schema row whose output was cut (max_new_tokens or the context) before the document closed. */
+  public static final String JSON_INCOMPLETE = "json_incomplete";
   public static final List<String> STATUSES = List.of(OK, BAD_INPUT, DUPLICATE_ID, TOO_LONG, OOM, TIMEOUT, ENGINE_ERROR,
-      BUDGET_EXCEEDED);
+      BUDGET_EXCEEDED, JSON_INCOMPLETE);
 
   public static final List<String> TASKS = List.of("summary", "qa", "multi_doc_qa");
 
@@ -78,7 +80,8 @@ public final class JobSchemas {
       .add("seed", LongType, true)
       .add("stop", DataTypes.createArrayType(StringType, false), true)
       .add("fields", DataTypes.createMapType(StringType, StringType, false), true) // other scalar fields, for placeholders
-      .add("messages", DataTypes.createArrayType(MESSAGE, false), true); // the row's chat conversation, instead of a prompt
+      .add("messages", DataTypes.createArrayType(MESSAGE, false), true) // the row's chat conversation, instead of a prompt
+      .add("json_schema", StringType, true);   // the row's own JSON schema (checked, compact); null: the run's, if any
 
   /** Everything computed for one row, once: both output tables are projections of it. */
   public static final StructType RESULT = new StructType()
@@ -91,7 +94,7 @@ public final class JobSchemas {
       .add("output", StringType, true)
       .add("input_tokens", IntegerType, true)
       .add("output_tokens", IntegerType, true)
-      .add("finish_reason", StringType, true)     // eos, stop, length, context_full
+      .add("finish_reason", StringType, true)     // eos, stop, length, context_full, json_complete
       .add("reference", StringType, true)
       .add("source", StringType, false)           // <file name>:<line or row>
       .add("backend", StringType, true)

@@ -25,7 +25,8 @@ import org.apache.spark.sql.types.StructType;
  * The input's columns are those of {@code longsieve run}'s rows (README, "Input"): {@code doc_id},
  * {@code task} or {@code prompt}, {@code text} or {@code documents}, {@code question}, {@code system},
  * the sampling columns, and any other column a template names. The result has one row per input row,
- * {@link JobSchemas#RESULT}: the outputs table's columns and the stats table's together.
+ * {@link JobSchemas#RESULT}: the outputs table's columns and the stats table's together, and with
+ * {@code typedOutput} the {@code answer} column typed from the run's JSON schema ({@link AnswerColumn}).
  *
  * <p>Failure semantics, as in {@code longsieve run} (it is this code): a bad row (a missing field, a
  * template placeholder the row has no value for) is a {@code bad_input} row, a repeated doc_id a
@@ -66,7 +67,8 @@ public final class LongSieve {
     ModelCheck.check(o);
     Dataset<Row> parsed = InputReader.parse(lines(docs), template);
     GenerationStage.Stage stage = stage(spark, parsed, o, JobMetrics.register(spark.sparkContext()));
-    return spark.createDataFrame(stage.results(), JobSchemas.RESULT);
+    Dataset<Row> results = spark.createDataFrame(stage.results(), JobSchemas.RESULT);
+    return o.generation().typedOutput() ? AnswerColumn.add(results, o.generation().jsonSchema()) : results;
   }
 
   /** The same with options from a map of strings, for callers without the builder (py4j, SQL-minded Scala). */

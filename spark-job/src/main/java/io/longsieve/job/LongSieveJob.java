@@ -140,8 +140,9 @@ public final class LongSieveJob {
         Dataset<Row> slice = spark.read().schema(JobSchemas.RESULT).parquet(dir.toString());
         slice.select(columns(JobSchemas.STATS_COLUMNS)).write().mode(SaveMode.Append).partitionBy("run_id")
             .parquet(new Path(o.output(), "stats").toString());
-        slice.select(columns(JobSchemas.OUTPUT_COLUMNS)).write().mode(SaveMode.Append).partitionBy("run_id")
-            .parquet(new Path(o.output(), "outputs").toString());
+        Dataset<Row> outputs = slice.select(columns(JobSchemas.OUTPUT_COLUMNS));
+        if (o.generation().typedOutput()) outputs = AnswerColumn.add(outputs, o.generation().jsonSchema());
+        outputs.write().mode(SaveMode.Append).partitionBy("run_id").parquet(new Path(o.output(), "outputs").toString());
       }
     }
 

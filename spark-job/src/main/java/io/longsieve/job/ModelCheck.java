@@ -18,6 +18,7 @@ import static io.longsieve.model.WeightNames.W_UP;
 import static io.longsieve.model.WeightNames.layer;
 
 import io.longsieve.engine.spi.LoadedModel;
+import io.longsieve.structured.TokenVocabulary;
 import io.longsieve.model.Checkpoint;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.policy.LayerList;
@@ -64,6 +65,8 @@ final class ModelCheck {
     try (LoadedModel m = LoadedModel.load(dir); Checkpoint ck = Checkpoint.open(dir)) {
       config = m.config();
       checkShapes(ck, config);
+      // a run-level JSON schema needs a tokenizer whose tokens' bytes structured output can read
+      if (o.generation().jsonSchema() != null) TokenVocabulary.load(dir, config.vocabSize(), m.eosIds());
     } catch (RuntimeException e) {
       throw new IllegalArgumentException("model " + dir + ": " + firstLine(e), e);
     }

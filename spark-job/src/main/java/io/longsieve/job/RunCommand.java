@@ -57,6 +57,12 @@ public final class RunCommand implements Callable<Integer> {
   @Option(names = "--prompt-template", paramLabel = "FILE", description = "Prompt template for rows without their own prompt: {text}, {documents}, {question}, {any_column}; {{ and }} for braces (default: the task's preset).")
   Path promptTemplate;
 
+  @Option(names = "--json-schema", paramLabel = "FILE", description = "A JSON Schema every output follows (constrained decoding; docs/structured-output.md says which keywords); a row's json_schema wins.")
+  String jsonSchema;
+
+  @Option(names = "--typed-output", description = "With --json-schema: outputs get an 'answer' column whose Spark type comes from the schema.")
+  Boolean typedOutput;
+
   @Option(names = "--system", paramLabel = "TEXT", description = "System message for the chat template (a row's system wins).")
   String system;
 
@@ -197,6 +203,8 @@ public final class RunCommand implements Callable<Integer> {
     put(m, RunOptions.Key.RUN_ID, runId);
     put(m, RunOptions.Key.MAX_NEW_TOKENS, maxNewTokens);
     put(m, RunOptions.Key.PROMPT_TEMPLATE_FILE, promptTemplate);
+    put(m, RunOptions.Key.JSON_SCHEMA_FILE, jsonSchema);
+    put(m, RunOptions.Key.TYPED_OUTPUT, typedOutput);
     put(m, RunOptions.Key.SYSTEM, system);
     put(m, RunOptions.Key.RAW, raw);
     put(m, RunOptions.Key.TEMPERATURE, temperature);

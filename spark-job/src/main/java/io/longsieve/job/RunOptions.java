@@ -77,6 +77,10 @@ public record RunOptions(
     TOP_P("topP", "1", "nucleus sampling mass in (0, 1] (a row's top_p wins)"),
     SEED("seed", "0", "sampling seed: the same document and seed give the same output (a row's seed wins)"),
     STOP("stop", null, "stop strings: one string, or a JSON array of strings (a row's stop wins)"),
+    JSON_SCHEMA("jsonSchema", null,
+        "JSON Schema every output follows (constrained decoding, docs/structured-output.md); a row's json_schema wins"),
+    JSON_SCHEMA_FILE("jsonSchemaFile", null, "a file holding the JSON schema (instead of jsonSchema)"),
+    TYPED_OUTPUT("typedOutput", "false", "with a run-level JSON schema: outputs get an answer column typed from the schema"),
     POLICY("policy", null, "attention policy, e.g. dense (default: dense)"),
     PREFILL("prefill", null, "prefill attention policy slot (instead of policy)"),
     KV("kv", null, "KV compression policy slot (instead of policy)"),
@@ -282,6 +286,8 @@ public record RunOptions(
     m.put(Key.TOP_P.conf(), Double.toString(generation.topP()));
     m.put(Key.SEED.conf(), Long.toString(generation.seed()));
     if (!generation.stop().isEmpty()) m.put(Key.STOP.conf(), GenerationOptions.formatStop(generation.stop()));
+    if (generation.jsonSchema() != null) m.put(Key.JSON_SCHEMA.conf(), generation.jsonSchema().canonical());
+    m.put(Key.TYPED_OUTPUT.conf(), Boolean.toString(generation.typedOutput()));
     if (production.injectOomDocId() != null) m.put(Key.TEST_INJECT_OOM.conf(), production.injectOomDocId());
     if (production.injectStickyCudaError() != null) {
       m.put(Key.TEST_INJECT_STICKY.conf(), production.injectStickyCudaError());

@@ -38,12 +38,19 @@ final class ReportPage {
 
   /** The page, with the overview ({@link RunOverview}: what ran, budget, audit, tasks and answers) first. */
   static String render(RunAggregates a, ManifestFields manifest, Instant generatedAt, RunOverview.Data overview) {
+    return render(a, manifest, generatedAt, overview, StructuredOutputs.Data.EMPTY);
+  }
+
+  /** The page with the structured-output section ({@link StructuredOutputs}) after the overview, for runs that have one. */
+  static String render(RunAggregates a, ManifestFields manifest, Instant generatedAt, RunOverview.Data overview,
+      StructuredOutputs.Data structured) {
     ReportPage p = new ReportPage(a, manifest);
     p.head(generatedAt);
     p.h.append(RunOverview.header(manifest)).append(RunOverview.budget(manifest));
     p.summary();
     p.h.append(RunOverview.audit(manifest));
     if (!overview.tasks().isEmpty()) p.h.append(RunOverview.tasks(overview));
+    p.h.append(StructuredOutputs.html(structured));
     p.latency();
     p.throughput();
     p.layers();

@@ -82,7 +82,7 @@ public final class RunReport {
     try {
       RunAggregates aggregates = new RunAggregator(stats, outputs).aggregate(runId, EvalResults.read(spark, out, runId));
       String html = ReportPage.render(aggregates, ManifestFields.read(conf, out, runId), Instant.now(),
-          RunOverview.read(spark, out, runId));
+          RunOverview.read(spark, out, runId), StructuredOutputs.read(spark, out, runId));
       Path file = new Path(new Path(out, "report"), runId + ".html");
       FileSystem fs = file.getFileSystem(conf);
       // on a local disk, write without Hadoop's .crc side file: the report is a file for people, not for Spark
