@@ -88,7 +88,8 @@ public final class PolicyCatalog {
     add("dense", EnumSet.of(Slot.PREFILL, Slot.DECODE), ALL);
     add("none", EnumSet.of(Slot.KV), ALL);
     // TokenSelect (pzs19/TokenSelect config/*.yaml and patch()): n_init 128, top_k 2048, n_local 512,
-    // 512-token prefill sub-chunks, no 1/sqrt(d) in the vote, compact list-index positions.
+    // 512-token prefill sub-chunks, no 1/sqrt(d) in the vote, compact list-index positions, and the
+    // Selection Cache off (QUERY_CACHE = False in the official release, token_retrieval.py:918).
     add("tokenselect", EnumSet.of(Slot.PREFILL, Slot.DECODE), ALL,
         i("sinks", "128", 0),
         i("k", "2048", 1),                              // tokens selected per step: at least one
@@ -100,7 +101,7 @@ public final class PolicyCatalog {
         i("pool", "0", 0),                              // max-pool kernel over votes; 0 = off
         c("positions", "compact", "compact|original"),  // RoPE by list index (official) or original position
         c("scale", "none", "none|sqrt"),                // vote logits unscaled (official) or / sqrt(d)
-        c("cache", "on", "on|off"),                     // Selection Cache
+        c("cache", "off", "on|off"),                    // Selection Cache (the method's; off as officially released)
         // Selection Cache cosine threshold: above 1 never hits, -1 and below always hit (bench's quirk)
         n("threshold", "0.9", ParamRange.any()),
         c("index", "full", "full|int4"),                // score with the keys, or a symmetric int4 copy (issue 5 §3)

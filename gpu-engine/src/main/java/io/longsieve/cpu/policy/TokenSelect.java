@@ -25,7 +25,8 @@ import java.util.Arrays;
  *   <li>top-k (ties to the lower slot), ascending; attend to sinks ++ top-k ++ local where local is
  *       the last max(window, call length) slots; RoPE by list index ({@code positions=compact},
  *       official) or by original position;</li>
- *   <li>Selection Cache ({@code cache=on}): per layer, when the cosine of this fingerprint with the
+ *   <li>Selection Cache ({@code cache=on}; off by default, as the official release runs it): per
+ *       layer, when the cosine of this fingerprint with the
  *       last scored one is ≥ threshold and the top-k budget is unchanged, reuse the last top-k
  *       (sinks and window recomputed; {@link SelectionCache}).</li>
  * </ol>

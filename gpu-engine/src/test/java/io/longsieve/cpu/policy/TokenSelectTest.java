@@ -262,7 +262,7 @@ class TokenSelectTest {
       for (double threshold : new double[] {1.01, -1.01, 0.9}) {
         KvCache kv = f.cache(200, 150);
         SelectionStats stats = new SelectionStats(2);
-        TokenSelect ts = policy(f, "sinks=4,k=8,window=8,threshold=" + threshold, stats);
+        TokenSelect ts = policy(f, "sinks=4,k=8,window=8,cache=on,threshold=" + threshold, stats);
         float[] out = new float[f.c.qDim()];
         int steps = 6;
         for (int s = 0; s < steps; s++) {
@@ -282,7 +282,7 @@ class TokenSelectTest {
     try (Fixture f = new Fixture(19)) {
       KvCache kv = f.cache(200, 150);
       String p = "sinks=4,k=8,window=8";
-      TokenSelect cached = policy(f, p + ",threshold=-2", new SelectionStats(2));
+      TokenSelect cached = policy(f, p + ",cache=on,threshold=-2", new SelectionStats(2));
       float[] q1 = f.rand(f.c.qDim()), q2 = f.rand(f.c.qDim()), out = new float[f.c.qDim()];
       cached.decode(0, q1, 149, kv, out, f.ctx);
       f.append(kv, 1, 150);
