@@ -309,11 +309,11 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
         int oo = ((row0 + i) * heads + h) * d;
         if (params.compact()) {
           table.rotate(qr, 0, visible - 1);
-          ListAttention.attend(layer, g, qr, 0, list, lo, visible, keyBuf, g * listLen * d, kv, out, oo, scale);
+          ListAttention.attend(layer, h, qr, 0, list, lo, visible, keyBuf, g * listLen * d, kv, out, oo, scale);
         } else {
           ctx.rope().angles(pos0 + i, cos, sin);
           ctx.rope().apply(qr, 0, 1, cos, sin);
-          ListAttention.attend(layer, g, qr, 0, list, lo, visible, null, 0, kv, out, oo, scale);
+          ListAttention.attend(layer, h, qr, 0, list, lo, visible, null, 0, kv, out, oo, scale);
         }
       }
     });

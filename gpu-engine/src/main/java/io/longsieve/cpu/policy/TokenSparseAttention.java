@@ -204,7 +204,7 @@ final class TokenSparseAttention implements ComposedPolicy.Prefill {
           System.arraycopy(q, (i * heads + h) * d, qr, 0, d);
           ctx.rope().angles(pos0 + i, cos, sin);
           ctx.rope().apply(qr, 0, 1, cos, sin);
-          ListAttention.attend(layer, h / group, qr, 0, lists, lo, e + 1, null, 0, kv, out, (i * heads + h) * d, scale);
+          ListAttention.attend(layer, h, qr, 0, lists, lo, e + 1, null, 0, kv, out, (i * heads + h) * d, scale);
         }
       }
     });

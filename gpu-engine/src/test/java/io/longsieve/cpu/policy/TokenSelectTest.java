@@ -76,7 +76,7 @@ class TokenSelectTest {
         int[] keyPos = compact && !dense ? Fixture.range(0, visible) : slots.clone();
         if (!compact || dense) for (int e = 0; e < visible; e++) keyPos[e] = kv.positions[layer][slots[e]];
         int qpos = compact && !dense ? visible - 1 : pos0 + i;
-        double[] o = f.reference(kv, layer, q, ((row0 + i) * heads + h) * d, qpos, g, slots, keyPos);
+        double[] o = f.reference(kv, layer, q, ((row0 + i) * heads + h) * d, qpos, h, slots, keyPos);
         for (int e = 0; e < d; e++) out[(i * heads + h) * d + e] = (float) o[e];
       }
     }
@@ -175,7 +175,7 @@ class TokenSelectTest {
         ListAttention.gatherCompact(0, g, all, 0, 50, kv, table, buf, 0);
         float[] qr = java.util.Arrays.copyOfRange(q, h * d, (h + 1) * d);
         table.rotate(qr, 0, 49);
-        ListAttention.attend(0, g, qr, 0, all, 0, 50, buf, 0, kv, out, h * d, f.ctx.scale());
+        ListAttention.attend(0, h, qr, 0, all, 0, 50, buf, 0, kv, out, h * d, f.ctx.scale());
       }
       new DenseAttention().decode(0, q, 49, kv, dense, f.ctx);
       assertTrue(Fixture.relErr(out, dense) <= 1e-5, "" + Fixture.relErr(out, dense));
@@ -318,7 +318,7 @@ class TokenSelectTest {
     for (int i = 0; i < 8; i++) list[12 + i] = 151 - 8 + i;
     float[] out = new float[f.c.qDim()];
     for (int h = 0; h < heads; h++) {
-      double[] o = f.reference(kv, 0, q2, h * d, list.length - 1, h / f.c.group(), list, Fixture.range(0, list.length));
+      double[] o = f.reference(kv, 0, q2, h * d, list.length - 1, h, list, Fixture.range(0, list.length));
       for (int e = 0; e < d; e++) out[h * d + e] = (float) o[e];
     }
     return out;
