@@ -121,7 +121,13 @@ public final class PolicyCatalog {
         i("pool", "7", 0),                              // 0 and 1: no pooling
         new Param("layers", "auto", Param.Kind.LAYERS, "auto|all|none|<a-b/c/...>", null),
         // BENCHMARK KNOB: > 0 keeps ceil(keep x prefix) (>= min) per sparse layer instead of tau's cut-off
-        n("keep", "0.0", ParamRange.closed(0, 1)));
+        n("keep", "0.0", ParamRange.closed(0, 1)),
+        // selection scope: one selection per this many prompt tokens, both backends prefilling a TSA request
+        // in chunks of exactly this size (PolicySpec.prefillChunk); 0 = the whole prompt in one selection, as
+        // the official code runs it (bounded by each backend's activation limit). 4096 covers the bundled
+        // model's 1x and 2x prompts whole (2048 / 4096 tokens with the answer budget) and keeps the GPU's
+        // 128K prefill in 4096-token chunks, as its figures were measured.
+        i("chunk", "4096", 0));
     // SelKV (method write-up, seed 004; research/algorithms.md §3.2; no public code): keep 25 % by
     // attention × |v|₁ plus a recent window; route each dropped token to the most attended kept token of
     // its position bucket, merge it there with the value-cosine gate max(cos(v_i, v_t), 0) into an
