@@ -93,7 +93,8 @@ public final class GenerateCommand implements Callable<Integer> {
   String device;
 
   @Option(names = "--prefill-chunk", defaultValue = "512",
-      description = "Prefill chunk in tokens (default: ${DEFAULT-VALUE}; the CUDA backend takes at least 2048).")
+      description = "Prefill chunk in tokens (default: ${DEFAULT-VALUE}; the CUDA backend takes at least 4096; a TSA "
+          + "prefill runs in its own tsa:chunk).")
   int prefillChunk;
 
   @Option(names = "--warmup-tokens", defaultValue = "0", description = "Before the timed prompts, one untimed request "

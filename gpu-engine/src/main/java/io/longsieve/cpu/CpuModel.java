@@ -23,16 +23,18 @@ public final class CpuModel implements AutoCloseable {
   private final ThreadPool pool;
   private final AttentionContext actx;
   private final int maxChunk;
+  private int rows;              // rows the activations below hold: maxChunk, or a longer chunk a request fixed
 
-  private final float[] x;       // (chunk, dim) residual stream
-  private final float[] xb;      // (chunk, dim) normed input of a sub-block
-  private final float[] q;       // (chunk, nHeads * headDim) queries before RoPE
-  private final float[] k;       // (chunk, kvDim) keys before RoPE
-  private final float[] v;       // (chunk, kvDim)
-  private final float[] att;     // (chunk, nHeads * headDim) attention output
-  private final float[] proj;    // (chunk, dim) output of wo / wDown
-  private final float[] gate;    // (chunk, hidden)
-  private final float[] up;      // (chunk, hidden)
+  // activations, (rows, ...); grown (never shrunk) when a request's policy fixes a longer chunk (TSA)
+  private float[] x;             // (chunk, dim) residual stream
+  private float[] xb;            // (chunk, dim) normed input of a sub-block
+  private float[] q;             // (chunk, nHeads * headDim) queries before RoPE
+  private float[] k;             // (chunk, kvDim) keys before RoPE
+  private float[] v;             // (chunk, kvDim)
+  private float[] att;           // (chunk, nHeads * headDim) attention output
+  private float[] proj;          // (chunk, dim) output of wo / wDown
+  private float[] gate;          // (chunk, hidden)
+  private float[] up;            // (chunk, hidden)
   private final float[] last;    // (dim) final-normed last position
   private final float[] qRow;    // (qDim) one batched decode row's query, for its own policy
   private final float[] attRow;  // (qDim) its attention output
@@ -55,23 +57,40 @@ public final class CpuModel implements AutoCloseable {
     this.actx = new AttentionContext(c, rope, pool);
     this.maxChunk = maxChunk;
     int dim = c.hiddenSize();
-    x = new float[maxChunk * dim];
-    xb = new float[maxChunk * dim];
-    q = new float[maxChunk * c.qDim()];
-    k = new float[maxChunk * c.kvDim()];
-    v = new float[maxChunk * c.kvDim()];
-    att = new float[maxChunk * c.qDim()];
-    proj = new float[maxChunk * dim];
-    gate = new float[maxChunk * c.intermediateSize()];
-    up = new float[maxChunk * c.intermediateSize()];
+    allocate(maxChunk);
     last = new float[dim];
     qRow = new float[c.qDim()];
     attRow = new float[c.qDim()];
   }
 
-  /** Most rows one forward chunk (or one batched decode group) takes. */
+  /** The engine's prefill chunk: most rows one forward chunk takes unless a request fixes its own (and one batched decode group). */
   public int maxChunk() {
     return maxChunk;
+  }
+
+  /**
+   * Heap bytes of the activations for chunks of {@code rows} rows (f32: residual, normed input,
+   * queries, keys, values, attention output, projection, gate and up), what a chunk longer than
+   * the engine's grows them to.
+   */
+  public static long activationBytes(ModelConfig c, int rows) {
+    long perRow = 3L * c.hiddenSize() + 2L * c.qDim() + 2L * c.kvDim() + 2L * c.intermediateSize();
+    return perRow * rows * Float.BYTES;
+  }
+
+  private void allocate(int n) {
+    int dim = c.hiddenSize();
+    rows = n;
+    x = new float[n * dim];
+    xb = new float[n * dim];
+    q = new float[n * c.qDim()];
+    k = new float[n * c.kvDim()];
+    v = new float[n * c.kvDim()];
+    att = new float[n * c.qDim()];
+    proj = new float[n * dim];
+    gate = new float[n * c.intermediateSize()];
+    up = new float[n * c.intermediateSize()];
+    if (hIn != null) hIn = new float[n * dim];
   }
 
   public ModelConfig config() {
@@ -89,7 +108,7 @@ public final class CpuModel implements AutoCloseable {
   /** Installs (or with null removes) a layer observer; the forward pass is otherwise unchanged. */
   public synchronized void setLayerObserver(LayerObserver o) {
     observer = o;
-    hIn = o == null ? null : new float[maxChunk * c.hiddenSize()];
+    hIn = o == null ? null : new float[rows * c.hiddenSize()];
   }
 
   public KvCache newCache(int capacity) {
@@ -103,7 +122,20 @@ public final class CpuModel implements AutoCloseable {
    */
   public synchronized void forward(int[] tokens, int from, int to, int pos0, KvCache kv, AttentionPolicy policy,
                                    boolean decode, float[] logits) {
-    int step = io.longsieve.engine.spi.RequestLimits.prefillChunk(maxChunk); // a caller may ask for smaller chunks
+    // a caller may ask for smaller chunks (RequestLimits)
+    forward(tokens, from, to, pos0, kv, policy, decode, logits, io.longsieve.engine.spi.RequestLimits.prefillChunk(maxChunk));
+  }
+
+  /**
+   * As {@link #forward(int[], int, int, int, KvCache, AttentionPolicy, boolean, float[])} in chunks
+   * of exactly {@code step} tokens (the last one shorter): a chunk the request's policy fixes (TSA
+   * selects once per chunk, PolicySpec.prefillChunk). A step longer than the activations grows
+   * them (kept for later requests); the caller bounds it ({@link #activationBytes}).
+   */
+  public synchronized void forward(int[] tokens, int from, int to, int pos0, KvCache kv, AttentionPolicy policy,
+                                   boolean decode, float[] logits, int step) {
+    if (step < 1) throw new IllegalArgumentException("chunk of " + step + " tokens");
+    if (step > rows && to - from > rows) allocate(Math.min(step, to - from));
     for (int s = from; s < to; s += step) {
       io.longsieve.engine.spi.RequestLimits.checkDeadline();
       int n = Math.min(step, to - s);

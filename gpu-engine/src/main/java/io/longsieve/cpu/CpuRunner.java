@@ -55,7 +55,26 @@ public final class CpuRunner implements ModelRunner {
 
   @Override
   public Sequence open(int capacity, PolicySpec policy) {
-    return new CpuSequence(model.newCache(capacity), ComposedPolicy.of(policy, modelDir));
+    int fixed = policy.prefillChunk();
+    if (fixed > 0) checkActivations(fixed, "tsa:chunk=" + fixed);
+    return new CpuSequence(model.newCache(capacity), ComposedPolicy.of(policy, modelDir), fixed);
+  }
+
+  /**
+   * The CPU's bound on a chunk a policy fixes (TSA's {@code chunk}; 0 = the whole prompt): its
+   * activations ({@link CpuModel#activationBytes}) may take at most a quarter of the heap the JVM
+   * may grow to (-Xmx), next to the weights and the caches.
+   *
+   * @throws IllegalArgumentException beyond it, before any work
+   */
+  void checkActivations(int rows, String what) {
+    if (rows <= model.maxChunk()) return;
+    long need = CpuModel.activationBytes(config, rows), limit = Runtime.getRuntime().maxMemory() / 4;
+    if (need > limit) {
+      throw new IllegalArgumentException(what + " needs " + need / (1 << 20) + " MiB of activations on the CPU, over "
+          + "its limit of " + limit / (1 << 20) + " MiB (a quarter of the heap, -Xmx): use a smaller tsa:chunk (e.g. "
+          + "the default 4096) or a larger heap");
+    }
   }
 
   /** Keys before RoPE, keys after RoPE and values in fp32, plus the slot's position, per layer. */
@@ -101,17 +120,31 @@ public final class CpuRunner implements ModelRunner {
     private final KvCache kv;
     private final AttentionPolicy policy;
     private final TimedPolicy timed;
+    private final int fixedChunk;         // the chunk the policy fixes (PolicySpec.prefillChunk): -1 none, 0 the prompt
     private final int[] one = new int[1]; // the decode step's token
 
-    CpuSequence(KvCache kv, AttentionPolicy policy) {
+    CpuSequence(KvCache kv, AttentionPolicy policy, int fixedChunk) {
       this.kv = kv;
       this.policy = policy;
       this.timed = new TimedPolicy(policy);
+      this.fixedChunk = fixedChunk;
+    }
+
+    /**
+     * Prompt tokens per forward chunk: the policy's own chunk where it fixes one (TSA selects once
+     * per chunk: neither the engine's chunk nor a request's smaller one (RequestLimits) changes
+     * it), else the engine's.
+     */
+    private int step(int promptTokens) {
+      if (fixedChunk < 0) return RequestLimits.prefillChunk(model.maxChunk());
+      int step = fixedChunk == 0 ? Math.max(1, promptTokens) : fixedChunk;
+      if (fixedChunk == 0) checkActivations(step, "tsa:chunk=0 (the whole " + promptTokens + "-token prompt in one chunk)");
+      return step;
     }
 
     @Override
     public void prefill(int[] tokens, float[] logits) {
-      model.forward(tokens, 0, tokens.length, 0, kv, timed, false, logits);
+      model.forward(tokens, 0, tokens.length, 0, kv, timed, false, logits, step(tokens.length));
       afterPrefill();
     }
 
@@ -123,13 +156,13 @@ public final class CpuRunner implements ModelRunner {
     /** One forward chunk: the parts then cut the prompt exactly where one {@link #prefill} call does. */
     @Override
     public int prefillPartTokens() {
-      return RequestLimits.prefillChunk(model.maxChunk());
+      return fixedChunk == 0 ? Integer.MAX_VALUE : fixedChunk > 0 ? fixedChunk : RequestLimits.prefillChunk(model.maxChunk());
     }
 
     @Override
     public int prefillPart(int[] tokens, int from, int to, float[] logits, Sampler sampler) {
       boolean last = to == tokens.length;
-      model.forward(tokens, from, to, from, kv, timed, false, last ? logits : null);
+      model.forward(tokens, from, to, from, kv, timed, false, last ? logits : null, step(tokens.length));
       if (!last) return -1;
       afterPrefill();
       return sampler.next(logits, logits.length);

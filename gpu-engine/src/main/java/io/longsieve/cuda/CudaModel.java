@@ -338,18 +338,29 @@ public final class CudaModel implements AutoCloseable {
    * most maxChunk; leaves the logits of the last token on the device.
    */
   public void prefill(int[] ids, int pos0, PagedKvCache kv, GpuPolicy policy) {
-    for (int s = 0; s < ids.length; s += maxChunk) {
-      int n = Math.min(maxChunk, ids.length - s);
+    prefill(ids, pos0, kv, policy, maxChunk);
+  }
+
+  /**
+   * As {@link #prefill(int[], int, PagedKvCache, GpuPolicy)} in chunks of exactly {@code chunk}
+   * tokens (the last one shorter): a chunk the request's policy fixes (TSA selects once per chunk,
+   * PolicySpec.prefillChunk). The activations hold maxChunk rows, sized at start.
+   *
+   * @throws IllegalArgumentException for a chunk outside [1, maxChunk], before any work
+   */
+  public void prefill(int[] ids, int pos0, PagedKvCache kv, GpuPolicy policy, int chunk) {
+    if (chunk < 1 || chunk > maxChunk) {
+      throw new IllegalArgumentException("a prefill chunk of " + chunk + " tokens; this engine's activations hold "
+          + maxChunk + " (--prefill-chunk)");
+    }
+    for (int s = 0; s < ids.length; s += chunk) {
+      int n = Math.min(chunk, ids.length - s);
       k.stream().copyToDevice(tokens, 0, Pointer.to(ids).withByteOffset(s * 4L), n * 4L);
       layers(n, pos0 + s, kv, policy, false);
       // the copy above reads host memory asynchronously: wait before the next chunk reuses it
       k.stream().synchronize();
     }
-    head(n(ids.length));
-  }
-
-  private int n(int total) {
-    return (total - 1) % maxChunk + 1;
+    head((ids.length - 1) % chunk + 1);
   }
 
   /** One token at position pos whose id is already on the device (the last sampled one) or given. */

@@ -34,8 +34,12 @@ import io.longsieve.policy.PolicyStats;
  */
 public final class CudaRunner implements ModelRunner {
 
-  /** Prefill chunks are at least this long on the GPU: shorter ones leave the tensor cores idle. */
-  public static final int MIN_GPU_CHUNK = 2048;
+  /**
+   * Prefill chunks are at least this long on the GPU: shorter ones leave the tensor cores idle; and
+   * TSA's default selection chunk (PolicyCatalog, {@code tsa:chunk=4096}) fits the activations, so
+   * a default TSA request runs at any --prefill-chunk.
+   */
+  public static final int MIN_GPU_CHUNK = 4096;
 
   private final ModelConfig config;
   private final CudaContext ctx;
@@ -112,11 +116,13 @@ public final class CudaRunner implements ModelRunner {
       throw new IllegalArgumentException("the CUDA backend does not run " + why + "; use --device cpu (or make it the"
           + " engine's default policy, which device auto then runs on cpu)");
     }
+    int fixed = p.prefillChunk();
+    if (fixed > model.maxChunk()) throw tooLong("tsa:chunk=" + fixed, fixed);
     ctx.makeCurrent();
     PagedKvCache kv = new PagedKvCache(ctx, config, capacity);
     try {
       model.reserveDecode(kv.capacity);
-      return new CudaSequence(kv, GpuPolicy.open(p, env));
+      return new CudaSequence(kv, GpuPolicy.open(p, env), fixed);
     } catch (RuntimeException | Error e) {
       kv.close();
       throw e;
@@ -258,16 +264,36 @@ public final class CudaRunner implements ModelRunner {
     }
   }
 
+  /**
+   * A chunk a policy fixes (TSA's) beyond the activations, which the engine sizes at start for
+   * max(--prefill-chunk, {@link #MIN_GPU_CHUNK}) rows: the GPU's bound on it.
+   */
+  private IllegalArgumentException tooLong(String what, int rows) {
+    return new IllegalArgumentException(what + " exceeds the CUDA engine's prefill chunk of " + model.maxChunk()
+        + " tokens (its activations are sized at start): start it with --prefill-chunk " + rows
+        + " or more, or use a smaller tsa:chunk (e.g. the default 4096)");
+  }
+
   private final class CudaSequence extends KvSizedSequence {
     private final PagedKvCache kv;
     private final GpuPolicy policy;
+    private final int fixedChunk;         // the chunk the policy fixes (PolicySpec.prefillChunk): -1 none, 0 the prompt
     private double prefillAttentionMs;  // attention kernels of the prefill, timed with events
     private boolean lastOnDevice;  // this sequence's last pick went to the device token slot
     private int lastPicked = -1;
 
-    CudaSequence(PagedKvCache kv, GpuPolicy policy) {
+    CudaSequence(PagedKvCache kv, GpuPolicy policy, int fixedChunk) {
       this.kv = kv;
       this.policy = policy;
+      this.fixedChunk = fixedChunk;
+    }
+
+    /** The prompt's chunk: the policy's where it fixes one (0: the whole prompt, which must fit), else the engine's. */
+    private int chunk(int promptTokens) {
+      if (fixedChunk < 0) return model.maxChunk();
+      int c = fixedChunk == 0 ? Math.max(1, promptTokens) : fixedChunk;
+      if (c > model.maxChunk()) throw tooLong("tsa:chunk=0 (the whole " + promptTokens + "-token prompt in one chunk)", c);
+      return c;
     }
 
     @Override
@@ -276,7 +302,7 @@ public final class CudaRunner implements ModelRunner {
       try (CudaModel.Profile p = new CudaModel.Profile()) {
         model.profile(p);
         tokenOwner = null;  // the prefill overwrote the device token slot
-        model.prefill(tokens, 0, kv, policy);
+        model.prefill(tokens, 0, kv, policy, chunk(tokens.length));
         model.profile(null);
         compressMeasured(() -> policy.afterPrefill(kv));
         model.readLogits(logits);
@@ -302,7 +328,7 @@ public final class CudaRunner implements ModelRunner {
       try (CudaModel.Profile p = new CudaModel.Profile()) {
         model.profile(p);
         tokenOwner = null;
-        model.prefill(tokens, 0, kv, policy);
+        model.prefill(tokens, 0, kv, policy, chunk(tokens.length));
         model.profile(null);
         compressMeasured(() -> policy.afterPrefill(kv));
         int next = pick(sampler);  // synchronises: the events below are complete

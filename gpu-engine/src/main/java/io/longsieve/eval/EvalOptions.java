@@ -78,8 +78,9 @@ public final class EvalOptions {
   public int threads;
 
   @Option(names = "--prefill-chunk", defaultValue = "512", description = "Prefill chunk in tokens (default: "
-      + "${DEFAULT-VALUE}; the GPU engine uses at least 2048). Chunk-wise policies (TSA, TokenSelect's prefill) "
-      + "select per chunk, so this is part of what a run measures.")
+      + "${DEFAULT-VALUE}; the GPU engine uses at least 4096). TSA ignores it: its own chunk parameter (tsa:chunk, "
+      + "default 4096) fixes its selection scope on both backends. TokenSelect's prefill selects per sub-chunk "
+      + "(tokenselect:chunk) and sees every cached token, whatever this is.")
   public int prefillChunk;
 
   @Option(names = "--write-suite-only", description = "Write <output>/eval/suite.jsonl and stop (the suite is also job input).")

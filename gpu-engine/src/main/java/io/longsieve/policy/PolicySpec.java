@@ -182,6 +182,16 @@ public record PolicySpec(PolicyTerm prefill, PolicyTerm kv, PolicyTerm decode) i
   }
 
   /**
+   * The prefill chunk this policy fixes, or -1 where the engine chooses. TSA selects once per
+   * prefill chunk, so its {@code chunk} parameter is part of the algorithm: both backends prefill a
+   * TSA request in chunks of exactly that many tokens (the last one shorter), whatever their own
+   * chunk setting; 0 means the whole prompt in one chunk.
+   */
+  public int prefillChunk() {
+    return prefill.name().equals("tsa") ? prefill.intParam("chunk") : -1;
+  }
+
+  /**
    * True when prefill and decode are TokenSelect with the same parameters: the backends then use
    * one object for both, so the Selection Cache spans the request.
    */

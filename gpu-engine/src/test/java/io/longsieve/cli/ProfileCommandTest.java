@@ -51,7 +51,7 @@ class ProfileCommandTest {
       assertTrue(r.stats().policyResolved().contains("layers=auto(" + expected + ")"), r.stats().policyResolved());
       assertEquals(PolicySpec.parse("tsa").canonical(), r.stats().policy()); // canonical: as asked
     }
-    assertEquals("tsa:tau=0.005,min=1024,window=128,pool=7,layers=auto,keep=0.0 + none + dense",
+    assertEquals("tsa:tau=0.005,min=1024,window=128,pool=7,layers=auto,keep=0.0,chunk=4096 + none + dense",
         PolicySpec.parse("tsa").canonical());
   }
 }

@@ -29,7 +29,7 @@ class PolicySpecTest {
     assertEquals("tokenselect", s.decode().name());
     assertEquals("2048", s.decode().text("k"));
     assertTrue(s.canonical().startsWith("tokenselect:sinks=128,k=2048,k_frac=0.0,window=512,chunk=512,heads=layer,"
-        + "gqa=div,pool=0,positions=compact,scale=none,cache=on,threshold=0.9,index=full,score=neutral + none + tokenselect:"), s.canonical());
+        + "gqa=div,pool=0,positions=compact,scale=none,cache=off,threshold=0.9,index=full,score=neutral + none + tokenselect:"), s.canonical());
   }
 
   @Test

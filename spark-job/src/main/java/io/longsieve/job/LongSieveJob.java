@@ -61,6 +61,7 @@ public final class LongSieveJob {
    */
   static Checked check(RunOptions o, Configuration conf) {
     checkDevice(o.device(), KernelModule.isBuilt());
+    checkTsaChunk(o.device(), o.policy(), o.prefillChunk());
     ModelCheck.check(o);
     InputFiles.Listing input = InputFiles.list(conf, o.input());
     PromptTemplate template = o.generation().promptTemplate();
@@ -82,6 +83,21 @@ public final class LongSieveJob {
   static void checkDevice(String device, boolean kernelsBuilt) {
     if (device.equals("cuda") && !kernelsBuilt) {
       throw new IllegalArgumentException("--device cuda: " + CudaAvailability.NO_KERNELS);
+    }
+  }
+
+  /**
+   * {@code --device cuda} with a TSA chunk the CUDA engine's activations cannot hold (they are sized
+   * at start for max(prefillChunk, CudaRunner.MIN_GPU_CHUNK) rows; tsa:chunk=0 needs the whole
+   * prompt) would fail every document: refused here in one line. On auto the executors may run on the
+   * CPU, whose bound is its heap: the engine says so per document.
+   */
+  static void checkTsaChunk(String device, io.longsieve.policy.PolicySpec policy, int prefillChunk) {
+    int tsa = policy.prefillChunk(), gpuRows = Math.max(prefillChunk, io.longsieve.cuda.CudaRunner.MIN_GPU_CHUNK);
+    if (device.equals("cuda") && (tsa > gpuRows || tsa == 0)) {
+      throw new IllegalArgumentException("--device cuda: " + (tsa == 0 ? "tsa:chunk=0 (the whole prompt in one chunk)"
+          : "tsa:chunk=" + tsa) + " needs spark.longsieve.prefillChunk of at least " + (tsa == 0 ? "the longest prompt" : tsa)
+          + " (the CUDA engine holds " + gpuRows + " rows of activations); or use the default tsa:chunk=4096");
     }
   }
 

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.longsieve.cuda.CudaAvailability;
+import io.longsieve.policy.PolicySpec;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.ByteBuffer;
@@ -104,6 +105,18 @@ class RunChecksTest {
     LongSieveJob.checkDevice("cpu", false);
     LongSieveJob.checkDevice("cuda", true); // whether the executors have a GPU is theirs to say
   }
+  @Test
+  void aTsaChunkTheCudaEngineCannotHoldIsRefusedBeforeSparkStarts() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> LongSieveJob.checkTsaChunk("cuda", PolicySpec.parse("tsa:chunk=8192"), 512));
+    assertTrue(e.getMessage().contains("tsa:chunk=8192") && e.getMessage().contains("8192"), e.getMessage());
+    assertThrows(IllegalArgumentException.class, () -> LongSieveJob.checkTsaChunk("cuda", PolicySpec.parse("tsa:chunk=0"), 512));
+    LongSieveJob.checkTsaChunk("cuda", PolicySpec.parse("tsa:chunk=8192"), 8192);  // the engine's chunk holds it
+    LongSieveJob.checkTsaChunk("cuda", PolicySpec.parse("tsa"), 512);              // the default fits any setting
+    LongSieveJob.checkTsaChunk("auto", PolicySpec.parse("tsa:chunk=0"), 512);      // the CPU may run it
+    LongSieveJob.checkTsaChunk("cuda", PolicySpec.parse("tokenselect"), 16);       // no TSA
+  }
+
 
   @Test
   void debugPrintsTheStackTraceAfterTheLine() {

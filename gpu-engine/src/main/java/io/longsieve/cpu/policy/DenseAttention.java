@@ -6,7 +6,7 @@ import io.longsieve.model.ModelConfig;
 
 /**
  * Exact causal attention over every cached slot, at original positions: softmax(q·kᵀ/√d + bias)·V
- * per query head, query head h reading KV head h / group. Honours a per-slot logit bias when a
+ * per query head, query head h reading KV head h / group. Honours a per-slot, per-query-head logit bias when a
  * compression policy set one, and the sliding window of models that have one.
  */
 public final class DenseAttention implements AttentionPolicy {
@@ -70,7 +70,7 @@ public final class DenseAttention implements AttentionPolicy {
     float[] bias = kv.logitBias[layer];
     for (int s = start; s < end; s++) {
       float v = CpuOps.dot(qr, 0, keys, s * kv.kvDim + kvh * d, d) * scale;
-      if (bias != null) v += bias[s * kv.nKvHeads() + kvh];
+      if (bias != null) v += bias[s * kv.nHeads() + h];
       scores[s - start] = v;
     }
     CpuOps.softmax(scores, 0, n);

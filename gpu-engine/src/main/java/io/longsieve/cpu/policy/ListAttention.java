@@ -10,7 +10,7 @@ import java.util.Arrays;
  * {@code softmax(q·Kᵀ·scale + bias)·V} restricted to the list. Keys come either from the cache's
  * keys rotated at their original positions, or from a caller-filled buffer of keys rotated at
  * their index in the list (compact positions, TokenSelect's and StreamingLLM's re-positioning).
- * Values and the per-slot logit bias always come from the cache.
+ * Values and the per-slot, per-query-head logit bias always come from the cache.
  */
 final class ListAttention {
   private ListAttention() {}
@@ -18,24 +18,24 @@ final class ListAttention {
   /**
    * One head's output over list entries [0, count).
    *
+   * @param h       the query head: it reads KV head h / group and the bias of (slot, h)
    * @param qr      rotated query, headDim values from qo
    * @param slots   cache slots of the list, from so
    * @param keyBuf  null: keys are {@code kv.ropedKeys} at each slot; else (count, headDim) rows from kbo,
    *                entry i already rotated at its list position
    */
-  static void attend(int layer, int kvh, float[] qr, int qo, int[] slots, int so, int count, float[] keyBuf, int kbo,
+  static void attend(int layer, int h, float[] qr, int qo, int[] slots, int so, int count, float[] keyBuf, int kbo,
                      KvCache kv, float[] out, int oo, float scale) {
-    int d = kv.kvDim / kv.nKvHeads();
+    int d = kv.kvDim / kv.nKvHeads(), heads = kv.nHeads(), kvh = h / (heads / kv.nKvHeads());
     float[] scores = DenseAttention.scratch(count);
     float[] keys = kv.ropedKeys[layer];
     float[] bias = kv.logitBias[layer];
-    int nKv = kv.nKvHeads();
     for (int i = 0; i < count; i++) {
       int slot = slots[so + i];
       float v = keyBuf == null ? CpuOps.dot(qr, qo, keys, slot * kv.kvDim + kvh * d, d)
           : CpuOps.dot(qr, qo, keyBuf, kbo + i * d, d);
       v *= scale;
-      if (bias != null) v += bias[slot * nKv + kvh];
+      if (bias != null) v += bias[slot * heads + h];
       scores[i] = v;
     }
     CpuOps.softmax(scores, 0, count);

@@ -98,11 +98,11 @@ final class StreamingLlm {
           System.arraycopy(q, h * d, qr, 0, d);
           if (compact) {
             table.rotate(qr, 0, len - 1);
-            ListAttention.attend(layer, g, qr, 0, list, 0, len, keyBuf, g * len * d, kv, out, h * d, scale);
+            ListAttention.attend(layer, h, qr, 0, list, 0, len, keyBuf, g * len * d, kv, out, h * d, scale);
           } else {
             ctx.rope().angles(pos, cos, sin);
             ctx.rope().apply(qr, 0, 1, cos, sin);
-            ListAttention.attend(layer, g, qr, 0, list, 0, len, null, 0, kv, out, h * d, scale);
+            ListAttention.attend(layer, h, qr, 0, list, 0, len, null, 0, kv, out, h * d, scale);
           }
         }
       });

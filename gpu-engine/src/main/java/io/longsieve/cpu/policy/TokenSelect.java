@@ -25,7 +25,8 @@ import java.util.Arrays;
  *   <li>top-k (ties to the lower slot), ascending; attend to sinks ++ top-k ++ local where local is
  *       the last max(window, call length) slots; RoPE by list index ({@code positions=compact},
  *       official) or by original position;</li>
- *   <li>Selection Cache ({@code cache=on}): per layer, when the cosine of this fingerprint with the
+ *   <li>Selection Cache ({@code cache=on}; off by default, as the official release runs it): per
+ *       layer, when the cosine of this fingerprint with the
  *       last scored one is ≥ threshold and the top-k budget is unchanged, reuse the last top-k
  *       (sinks and window recomputed; {@link SelectionCache}).</li>
  * </ol>
@@ -308,11 +309,11 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
         int oo = ((row0 + i) * heads + h) * d;
         if (params.compact()) {
           table.rotate(qr, 0, visible - 1);
-          ListAttention.attend(layer, g, qr, 0, list, lo, visible, keyBuf, g * listLen * d, kv, out, oo, scale);
+          ListAttention.attend(layer, h, qr, 0, list, lo, visible, keyBuf, g * listLen * d, kv, out, oo, scale);
         } else {
           ctx.rope().angles(pos0 + i, cos, sin);
           ctx.rope().apply(qr, 0, 1, cos, sin);
-          ListAttention.attend(layer, g, qr, 0, list, lo, visible, null, 0, kv, out, oo, scale);
+          ListAttention.attend(layer, h, qr, 0, list, lo, visible, null, 0, kv, out, oo, scale);
         }
       }
     });

@@ -463,8 +463,9 @@ public final class Kernels {
 
   /**
    * One layer's view of the paged cache: kPre, kRope and v each (pages, nKv, pageSize, headDim)
-   * bf16, pageTable (pages) int mapping logical to physical pages, bias (slots, nKv) f32 additive
-   * logit bias per slot and KV head (KV compression's merges), null while no policy set one.
+   * bf16, pageTable (pages) int mapping logical to physical pages, bias (slots, nHeads) f32 additive
+   * logit bias per slot and QUERY head (SelKV's compensation), null while no policy set one; the
+   * kernels index it with their own nHeads argument.
    */
   public record KvView(CUdeviceptr kPre, CUdeviceptr kRope, CUdeviceptr v, CUdeviceptr pageTable, int nKv, int headDim,
                        int pageSize, CUdeviceptr bias) {
