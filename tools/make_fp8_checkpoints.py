@@ -203,9 +203,20 @@ def main():
 
     # the 256 e4m3 values as PyTorch widens them, bit for bit (NaN's sign and payload included)
     bits = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).to(torch.float32).view(torch.int32)
+    # and the other way: fp32 values (random magnitudes, every midpoint between neighbouring e4m3 values,
+    # out of range) clamped to +-448 and cast, as the quantizers do
+    g = torch.Generator().manual_seed(7)
+    finite = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).to(torch.float32)
+    finite = torch.unique(finite[torch.isfinite(finite)])
+    mids = (finite[1:] + finite[:-1]) / 2
+    rnd = torch.randn(1500, generator=g) * torch.exp2(torch.randint(-14, 10, (1500,), generator=g).float())
+    xs = torch.cat([mids, -mids, rnd, torch.tensor([1000.0, -1000.0, 448.0, 464.0, 0.0, -0.0, 1e-30])])
+    enc = torch.clamp(xs, -FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
     with open(os.path.join(out, "e4m3.json"), "w") as f:
         json.dump({"generated_by": "tools/make_fp8_checkpoints.py", "torch": torch.__version__,
-                   "f32_bits_by_byte": [int(b) & 0xffffffff for b in bits.tolist()]}, f)
+                   "f32_bits_by_byte": [int(b) & 0xffffffff for b in bits.tolist()],
+                   "encode_f32_bits": [int(b) & 0xffffffff for b in xs.view(torch.int32).tolist()],
+                   "encode_byte": [int(b) for b in enc.tolist()]}, f)
         f.write("\n")
 
     corpus = C.make_corpus(CORPUS_SEED)

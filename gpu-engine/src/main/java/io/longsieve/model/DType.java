@@ -53,6 +53,26 @@ public enum DType {
   }
 
   /**
+   * fp32 to float8_e4m3fn, round to nearest even and saturated at +-448 (the quantizers clamp before
+   * they cast; CUDA's __nv_cvt_float_to_fp8 with __NV_SATFINITE does the same): the CPU twin of the
+   * GPU's activation quantization. NaN gives 0x7f.
+   */
+  public static byte floatToE4m3(float f) {
+    if (Float.isNaN(f)) return 0x7f;
+    int sign = f < 0 || (f == 0 && Float.floatToRawIntBits(f) < 0) ? 0x80 : 0;
+    float a = Math.min(Math.abs(f), 448f);
+    int code;
+    if (a < 0x1p-6f) {
+      code = (int) Math.rint(a * 0x1p9f);  // subnormals in steps of 2^-9, exact scaling; 8 is the smallest normal
+    } else {
+      int e = Math.getExponent(a);                          // 2^e <= a < 2^(e+1), -6 <= e <= 8
+      int m = (int) Math.rint(Math.scalb(a, -e) * 8 - 8);  // 3 mantissa bits, ties to even (rint)
+      code = ((e + 7) << 3) + m;                            // m == 8 carries into the exponent, as it should
+    }
+    return (byte) (sign | code);
+  }
+
+  /**
    * Round-to-nearest-even to IEEE half, subnormals, overflow to infinity and NaN included, as
    * PyTorch casts fp32 to float16 (Java 17 has no built-in; Float.floatToFloat16 came in 20).
    */

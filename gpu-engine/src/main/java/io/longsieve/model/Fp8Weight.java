@@ -130,6 +130,11 @@ public record Fp8Weight(TensorInfo weight, TensorInfo scale, Scheme scheme, DTyp
     }
   }
 
+  /** One element of {@link #dequantize}: the decoded e4m3 value q at (row, col), for streaming loaders. */
+  public float dequantize(float q, long row, long col, float[] scales) {
+    return round(q * scales[(int) ((row / rowsPerScale()) * scaleCols() + col / colsPerScale())]);
+  }
+
   private float round(float v) {
     switch (product) {
       case BF16: return DType.bf16ToFloat(DType.floatToBf16(v));

@@ -41,6 +41,21 @@ class Fp8CheckpointTest {
   }
 
   @Test
+  void e4m3EncodesAsPyTorchCastsClampedValues() throws Exception {
+    JsonNode root = JSON.readTree(MODELS.resolve("fp8-e4m3.json").toFile());
+    JsonNode xs = root.path("encode_f32_bits"), bytes = root.path("encode_byte");
+    assertTrue(xs.size() > 1700, "cases: " + xs.size());
+    for (int i = 0; i < xs.size(); i++) {
+      float x = Float.intBitsToFloat((int) xs.get(i).asLong());
+      assertEquals(bytes.get(i).asInt(), DType.floatToE4m3(x) & 0xff, "fp32 " + x + " (case " + i + ")");
+    }
+    for (int b = 0; b < 256; b++) {
+      float v = DType.e4m3ToFloat((byte) b);
+      if (!Float.isNaN(v)) assertEquals(b, DType.floatToE4m3(v) & 0xff, "round trip of byte " + b);
+    }
+  }
+
+  @Test
   void floatToF16RoundsToNearestEven() {
     for (int h = 0; h < 0x10000; h++) {
       float f = DType.f16ToFloat((short) h);
