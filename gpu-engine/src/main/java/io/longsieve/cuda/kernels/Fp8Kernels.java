@@ -120,6 +120,7 @@ public final class Fp8Kernels implements AutoCloseable {
    */
   public void quantize(CUdeviceptr qa, CUdeviceptr aScales, CUdeviceptr a, int m, int kDim, Fp8Matrix w) {
     check(m, kDim);
+    if (kDim % 16 != 0) throw new IllegalArgumentException("FP8 activations need K a multiple of 16, got " + kDim);
     CUdeviceptr fixed = null;
     if (w.activations() == Activations.STATIC_TENSOR) {
       fixed = w.inputScale().ptr();
@@ -164,10 +165,15 @@ public final class Fp8Kernels implements AutoCloseable {
 
   /** out (m, n) = a (m, k) bf16 . dequant(w)^T (+ bias) for 1 <= m <= 8 (decode): gemv_fp8, 2 columns a block. */
   public void gemv(CUdeviceptr out, int mode, CUdeviceptr a, Fp8Matrix w, CUdeviceptr bias, int m, int n, int kDim) {
+    gemv(out, mode, a, w.values().ptr(), w.scales().ptr(), w.block(), bias, m, n, kDim);
+  }
+
+  /** {@link #gemv} on weights (n, k) e4m3 and scales given by address (benchmarks rotate copies of the weights). */
+  public void gemv(CUdeviceptr out, int mode, CUdeviceptr a, CUdeviceptr values, CUdeviceptr wScales, boolean block,
+                   CUdeviceptr bias, int m, int n, int kDim) {
     if (m < 1 || m > Kernels.GEMV_MAX_ROWS) throw new IllegalArgumentException("gemv_fp8 takes 1-8 rows, got " + m);
     if (kDim % 16 != 0) throw new IllegalArgumentException("gemv_fp8 needs K a multiple of 16, got " + kDim);
-    l.launch("gemv_fp8", (n + 1) / 2, 1, 1, 256, 0, out, a, w.values().ptr(), w.scales().ptr(), w.block() ? 1 : 0, bias,
-        m, n, kDim, mode);
+    l.launch("gemv_fp8", (n + 1) / 2, 1, 1, 256, 0, out, a, values, wScales, block ? 1 : 0, bias, m, n, kDim, mode);
   }
 
   private void check(int m, int kDim) {

@@ -21,8 +21,11 @@ import org.junit.jupiter.params.provider.CsvSource;
  * <ul>
  *   <li>activation quantization: bytes and scales equal (the same fp32 division and the same
  *       round-to-nearest-even saturating cast);
- *   <li>FP8 GEMM against the CPU product of the same dequantized operands: 1e-4 relative (only the f32
- *       summation order differs), 1e-2 for bf16 outputs;
+ *   <li>FP8 GEMM against the CPU product of the same dequantized operands: 1e-3 relative for the block
+ *       kernel (it promotes each 128-product partial sum to f32), 5e-3 for the per-row kernel, which keeps
+ *       the whole K in the tensor cores' FP8 accumulators (about 14 significant bits on Hopper, DeepSeek-V3
+ *       §3.3.2; what vLLM's CUTLASS FP8 kernels and torch._scaled_mm with use_fast_accum do); 1e-2 for bf16
+ *       outputs;
  *   <li>FP8 GEMM against the product with the activations not quantized (what the CPU reference model
  *       computes): 0.06 relative. e4m3 keeps 4 significant bits, a relative rounding error of at most
  *       2^-4 and about 0.036 r.m.s. per element; summed over K it stays near that, so 0.06 catches a
@@ -115,7 +118,7 @@ class Fp8ParityTest extends GpuPoolTest {
       f.matmul(out.ptr(), mode, gpu.bf16(a).ptr(), w, gpu.f32(bias).ptr(), m, n, k);
       float[] got = mode == Kernels.OUT_BF16 ? gpu.readBf16(out, m * n) : gpu.readF32(out, m * n);
       String what = (block ? "gemm_fp8_block_sm90 " : "gemm_fp8_sm90 ") + m + "x" + n + "x" + k + " mode " + mode;
-      assertClose(got, ref, mode == Kernels.OUT_BF16 ? 1e-2 : 1e-4, what + " vs the dequantized operands");
+      assertClose(got, ref, mode == Kernels.OUT_BF16 ? 1e-2 : block ? 1e-3 : 5e-3, what + " vs the dequantized operands");
       assertClose(got, loose, 0.06, what + " vs unquantized activations");
     }
   }
