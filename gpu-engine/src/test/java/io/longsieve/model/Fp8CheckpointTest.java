@@ -85,6 +85,7 @@ class Fp8CheckpointTest {
         Map.Entry<String, JsonNode> e = it.next();
         TensorInfo t = ck.info(e.getKey());
         assertEquals(DType.F8_E4M3, t.dtype(), e.getKey());
+        assertEquals(t.numel(), t.end() - t.start(), "one stored byte per FP8 weight (what inspect counts)");
         float[] w = ck.loadF32(e.getKey(), t.shape());
         double sum = 0;
         for (float v : w) sum += v;
