@@ -10,7 +10,8 @@
 #            checkpoint (make_fp8_checkpoint.py --from, bench_e2e.py --engine-ckpt), then the bf16 engine on
 #            the bf16 checkpoint, and the greedy agreement of the two engines (fp8_agreement.py)
 #   e2e70b   a random 70B-shaped FP8 checkpoint (FP8_70B, default /dev/shm/llama70b-fp8, ~72 GB: needs the
-#            disk or memory for it) through `generate` at 32K and 128K, 64 tokens
+#            disk or memory for it) through `generate` at 32K and 128K, 64 tokens, against its FP8 floors
+#            (fp8_floors.py, from the ceilings the bench step left in OUT/peer.json)
 #   tools/gpu_host/fp8_run.sh OUT suite bench e2e8b e2e70b
 set -uo pipefail
 OUT="$(realpath -m "${1:?OUT}")"; shift
@@ -49,7 +50,9 @@ PY
       timeout 540 $B/longsieve-gpu generate --model "$CK70" --device cuda --ignore-eos --max-new-tokens 64 \
         --prefill-chunk 4096 --warmup-tokens 4096 --prompt-ids "$OUT/doc70-32k.ids" --prompt-ids "$OUT/doc70-128k.ids" \
         --stats-json "$OUT/e2e70b.jsonl" >"$OUT/e2e70b.log" 2>&1; echo "generate rc=$?"
-      cat "$OUT/e2e70b.jsonl" ;;
+      cat "$OUT/e2e70b.jsonl"
+      [[ -f "$OUT/peer.json" ]] && python3 tools/gpu_host/fp8_floors.py --shape 70b --stats "$OUT/e2e70b.jsonl" \
+        --peer "$OUT/peer.json" | tee "$OUT/e2e70b-floors.txt" ;;
     *) echo "unknown step $step" ;;
   esac
   echo "== $step done in $(( $(date +%s) - t )) s"

@@ -156,6 +156,8 @@ extern "C" __global__ void __launch_bounds__(256) gemv_fp8(void* __restrict__ ou
   float acc[GF8_NB];
 #pragma unroll
   for (int b = 0; b < GF8_NB; b++) acc[b] = 0.f;
+  // two slices in flight per lane (the order of the sums stays the lane's k order)
+#pragma unroll 2
   for (int k0 = (j * 32 + lane) * 16; k0 < K; k0 += GF8_WPR * 512) {
     const int kc = k0;  // K is a multiple of 16 (Fp8Kernels checks): a 16-byte load never runs past a row
     const uint4 wv = fp8_ld16(w + kc);
