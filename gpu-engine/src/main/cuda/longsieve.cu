@@ -13,6 +13,7 @@
 //   tsa/          Token Sparse Attention (TsaKernels)
 //   kv/           KV compression: scoring, selection, merging, compaction (KvCompressKernels)
 //   select/       TokenSelect: scoring, votes, top-k (SelectKernels)
+//   fp8/          FP8 checkpoints: activation quantization, the FP8-weight decode GEMV (Fp8Kernels)
 #include "elementwise/elementwise.cu"
 #include "gemm/gemm.cu"
 #include "prefill/prefill_attention.cu"
@@ -34,3 +35,4 @@
 #include "select/ts_score.cu"
 #include "select/ts_score_int4.cu"
 #include "select/ts_votes.cu"
+#include "fp8/fp8.cu"

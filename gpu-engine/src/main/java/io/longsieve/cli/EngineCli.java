@@ -1,5 +1,6 @@
 package io.longsieve.cli;
 
+import io.longsieve.model.CheckpointException;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import picocli.CommandLine;
@@ -26,14 +27,17 @@ public final class EngineCli {
   /**
    * The launcher's name in usage lines: bin/longsieve passes -Dlongsieve.program=longsieve. What a
    * user can fix (a bad argument, a missing file, a device this build or machine cannot use: an
-   * IllegalArgumentException or IllegalStateException) is one line on stderr and exit code 2, as
-   * {@code run} does; its stack trace goes to the log at FINE. Anything else keeps picocli's trace.
+   * IllegalArgumentException or IllegalStateException; a checkpoint the engine cannot read, such as a
+   * GPTQ one: a CheckpointException) is one line on stderr and exit code 2, as {@code run} does; its stack trace goes to the log at FINE. Anything else keeps picocli's trace.
    */
   public static CommandLine commandLine() {
     CommandLine cl = new CommandLine(new EngineCli()).setCommandName(System.getProperty("longsieve.program",
         "longsieve-engine"));
     cl.setExecutionExceptionHandler((e, cmd, parsed) -> {
-      if (!(e instanceof IllegalArgumentException || e instanceof IllegalStateException)) throw e;
+      if (!(e instanceof IllegalArgumentException || e instanceof IllegalStateException
+          || e instanceof CheckpointException)) {
+        throw e;
+      }
       String message = String.valueOf(e.getMessage()).lines().findFirst().orElse("");
       cmd.getErr().println(cmd.getCommandSpec().qualifiedName() + ": " + message);
       LOG.log(Level.FINE, "the trace of: " + message, e);

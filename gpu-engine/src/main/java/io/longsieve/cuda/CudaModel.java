@@ -3,7 +3,9 @@ package io.longsieve.cuda;
 import io.longsieve.cuda.driver.CudaContext;
 import io.longsieve.cuda.driver.CudaStream;
 import io.longsieve.cuda.driver.DeviceBuffer;
+import io.longsieve.cuda.kernels.Fp8Kernels;
 import io.longsieve.cuda.kernels.Kernels;
+import io.longsieve.cuda.kernels.WeightMatrix;
 import io.longsieve.cuda.kv.PagedKvCache;
 import io.longsieve.cuda.policy.GpuEnv;
 import io.longsieve.cuda.policy.GpuPolicy;
@@ -48,6 +50,7 @@ public final class CudaModel implements AutoCloseable {
   private final DeviceBuffer att;     // (chunk, nHeads, headDim) bf16 attention output
   private final DeviceBuffer gu;      // (chunk, 2 hidden) bf16 [gate | up]; 8 rows where the GEMM fuses SwiGLU
   private final DeviceBuffer hb;      // (chunk, hidden) bf16 silu(gate) * up
+  private final Fp8Kernels fp8;       // FP8 weights' products and activation scratch; null without FP8 weights
   private final DeviceBuffer last;    // (dim) bf16 final-normed last row
   private final DeviceBuffer logits;  // (vocab) f32
   private final DeviceBuffer probs;   // (vocab) f32 sampling scratch
@@ -71,6 +74,7 @@ public final class CudaModel implements AutoCloseable {
     this.maxChunk = maxChunk;
     this.scale = (float) (1.0 / Math.sqrt(c.headDim()));
     this.ws = new Kernels.Workspace(ctx);
+    Fp8Kernels f8 = null;
     try {
       long n = maxChunk, dim = c.hiddenSize(), h = c.intermediateSize();
       x = act(n * dim * 4, "residual");
@@ -78,7 +82,7 @@ public final class CudaModel implements AutoCloseable {
       qkv = act(n * (c.qDim() + 2L * c.kvDim()) * 4, "qkv");
       q = act(n * c.qDim() * 2, "queries");
       att = act(n * c.qDim() * 2, "attention out");
-      gu = act(k.swigluScratchRows(n, (int) h) * 2 * h * 2, "gate/up");
+      gu = act((w.gateUpUnfused() ? n : k.swigluScratchRows(n, (int) h)) * 2 * h * 2, "gate/up");
       hb = act(n * h * 2, "swiglu");
       last = act(dim * 2, "last row");
       logits = act(c.vocabSize() * 4L, "logits");
@@ -91,10 +95,25 @@ public final class CudaModel implements AutoCloseable {
       invFreq.upload(new Rope(c).inverseFrequencies());
       step = new DecodeStep(ctx, c.vocabSize());
       maskRows = act((long) MAX_DECODE_BATCH * Kernels.maskWords(c.vocabSize()) * 4, "token masks");
+      if (w.hasFp8()) f8 = new Fp8Kernels(k, ctx, n, w.maxFp8Inputs(c));  // FP8 weights' activation scratch
     } catch (RuntimeException e) {
       close();
       throw e;
     }
+    this.fp8 = f8;
+  }
+
+  /** out (m, n) (mode) = a (m, kk) bf16 . wm (n, kk)^T (+ bias): bf16 weights through Kernels, FP8 ones through Fp8Kernels. */
+  private void linear(CUdeviceptr out, int mode, CUdeviceptr a, WeightMatrix wm, CUdeviceptr bias, int m, int n, int kk) {
+    if (wm.fp8() == null) k.matmul(out, mode, a, wm.bf16().ptr(), bias, m, n, kk);
+    else fp8.matmul(out, mode, a, wm.fp8(), bias, m, n, kk);
+  }
+
+  /** hb (m, hidden) bf16 = silu(gate) * up of xb (m, dim) . wgu^T, through gu where it does not fuse. */
+  private void gateUpSwiglu(WeightMatrix wgu, int m) {
+    int hidden = c.intermediateSize(), dim = c.hiddenSize();
+    if (wgu.fp8() == null) k.gateUpSwiglu(hb.ptr(), gu.ptr(), xb.ptr(), wgu.bf16().ptr(), m, hidden, dim);
+    else fp8.gateUpSwiglu(hb.ptr(), gu.ptr(), xb.ptr(), wgu.fp8(), m, hidden, dim);
   }
 
   private DeviceBuffer act(long bytes, String what) {
@@ -271,7 +290,7 @@ public final class CudaModel implements AutoCloseable {
     for (int l = 0; l < c.numLayers(); l++) {
       CudaWeights.Layer lw = w.layers[l];
       k.rmsNorm(xb.ptr(), x.ptr(), lw.attnNorm().ptr(), n, dim, c.rmsNormEps());
-      k.matmul(qkv.ptr(), Kernels.OUT_F32, xb.ptr(), lw.wqkv().ptr(), lw.bqkv() == null ? null : lw.bqkv().ptr(), n,
+      linear(qkv.ptr(), Kernels.OUT_F32, xb.ptr(), lw.wqkv(), lw.bqkv() == null ? null : lw.bqkv().ptr(), n,
           stride, dim);                                                          // (n, qDim + 2 kvDim)
       k.rope(q.ptr(), qkv.ptr(), stride, n, c.numHeads(), c.headDim(), invFreq.ptr(), step.positions(), 0);
       k.kvAppendRows(step.rows(), n, l, qkv.ptr(), stride, qDim, qDim + kvDim, c.numKvHeads(), c.headDim(),
@@ -282,13 +301,13 @@ public final class CudaModel implements AutoCloseable {
       } else {
         mixedAttention(n, l, splits, stride);
       }
-      k.matmul(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo().ptr(), null, n, dim, qDim);   // x += att · woᵀ
+      linear(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo(), null, n, dim, qDim);   // x += att · woᵀ
       k.rmsNorm(xb.ptr(), x.ptr(), lw.ffnNorm().ptr(), n, dim, c.rmsNormEps());
-      k.gateUpSwiglu(hb.ptr(), gu.ptr(), xb.ptr(), lw.wgu().ptr(), n, hidden, dim);         // (n, hidden)
-      k.matmul(x.ptr(), Kernels.OUT_F32_ADD, hb.ptr(), lw.wDown().ptr(), null, n, dim, hidden); // x += h · w_downᵀ
+      gateUpSwiglu(lw.wgu(), n);                                                    // (n, hidden)
+      linear(x.ptr(), Kernels.OUT_F32_ADD, hb.ptr(), lw.wDown(), null, n, dim, hidden); // x += h · w_downᵀ
     }
     k.rmsNorm(xb.ptr(), x.ptr(), w.finalNorm.ptr(), n, dim, c.rmsNormEps());             // (n, dim)
-    k.matmul(batchLogits.ptr(), Kernels.OUT_F32, xb.ptr(), w.lmHead.ptr(), null, n, c.vocabSize(), dim); // (n, vocab)
+    linear(batchLogits.ptr(), Kernels.OUT_F32, xb.ptr(), w.lmHead, null, n, c.vocabSize(), dim); // (n, vocab)
     k.sampleRows(step.tokens(), batchProbs.ptr(), batchLogits.ptr(), step.sampling(), n, c.vocabSize(), step.masks(),
         step.masked(), step.maskWords());
   }
@@ -402,7 +421,7 @@ public final class CudaModel implements AutoCloseable {
       // attention block
       k.rmsNorm(xb.ptr(), x.ptr(), lw.attnNorm().ptr(), total, dim, c.rmsNormEps());
       mark(Profile.GEMM);
-      k.matmul(qkv.ptr(), Kernels.OUT_F32, xb.ptr(), lw.wqkv().ptr(), lw.bqkv() == null ? null : lw.bqkv().ptr(), total,
+      linear(qkv.ptr(), Kernels.OUT_F32, xb.ptr(), lw.wqkv(), lw.bqkv() == null ? null : lw.bqkv().ptr(), total,
           stride, dim);                                                         // (total, qDim + 2 kvDim)
       mark(Profile.OTHER);
       if (rowPositions != null) {
@@ -427,13 +446,13 @@ public final class CudaModel implements AutoCloseable {
         mark(Profile.OTHER);
       }
       mark(Profile.GEMM);
-      k.matmul(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo().ptr(), null, total, dim, qDim);  // x += att · woᵀ
+      linear(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo(), null, total, dim, qDim);  // x += att · woᵀ
       mark(Profile.OTHER);
       // feed-forward block
       k.rmsNorm(xb.ptr(), x.ptr(), lw.ffnNorm().ptr(), total, dim, c.rmsNormEps());
       mark(Profile.GEMM);
-      k.gateUpSwiglu(hb.ptr(), gu.ptr(), xb.ptr(), lw.wgu().ptr(), total, hidden, dim); // (total, hidden)
-      k.matmul(x.ptr(), Kernels.OUT_F32_ADD, hb.ptr(), lw.wDown().ptr(), null, total, dim, hidden); // x += h · w_downᵀ
+      gateUpSwiglu(lw.wgu(), total);                                                 // (total, hidden)
+      linear(x.ptr(), Kernels.OUT_F32_ADD, hb.ptr(), lw.wDown(), null, total, dim, hidden); // x += h · w_downᵀ
       mark(Profile.OTHER);
     }
   }
@@ -456,7 +475,7 @@ public final class CudaModel implements AutoCloseable {
     layers(runs, n, true, batchPos.ptr());
     int dim = c.hiddenSize();
     k.rmsNorm(xb.ptr(), x.ptr(), w.finalNorm.ptr(), n, dim, c.rmsNormEps());           // (n, dim) final-normed rows
-    k.matmul(batchLogits.ptr(), Kernels.OUT_F32, xb.ptr(), w.lmHead.ptr(), null, n, c.vocabSize(), dim); // (n, vocab)
+    linear(batchLogits.ptr(), Kernels.OUT_F32, xb.ptr(), w.lmHead, null, n, c.vocabSize(), dim); // (n, vocab)
   }
 
   /**
@@ -493,7 +512,7 @@ public final class CudaModel implements AutoCloseable {
     int dim = c.hiddenSize();
     k.rmsNorm(last.ptr(), x.at((long) (n - 1) * dim * 4), w.finalNorm.ptr(), 1, dim, c.rmsNormEps());
     mark(Profile.GEMM);
-    k.matmul(logits.ptr(), Kernels.OUT_F32, last.ptr(), w.lmHead.ptr(), null, 1, c.vocabSize(), dim);
+    linear(logits.ptr(), Kernels.OUT_F32, last.ptr(), w.lmHead, null, 1, c.vocabSize(), dim);
     mark(Profile.OTHER);
   }
 
@@ -554,6 +573,7 @@ public final class CudaModel implements AutoCloseable {
     if (step != null) step.close();
     if (branches != null) branches.close();
     ws.close();
+    if (fp8 != null) fp8.close();
     acts.forEach(DeviceBuffer::close);
   }
 

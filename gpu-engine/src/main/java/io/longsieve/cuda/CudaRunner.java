@@ -3,6 +3,7 @@ package io.longsieve.cuda;
 import io.longsieve.cuda.driver.CudaContext;
 import io.longsieve.cuda.driver.CudaStream;
 import io.longsieve.cuda.driver.KernelModule;
+import io.longsieve.cuda.kernels.Fp8Kernels;
 import io.longsieve.cuda.kernels.Gemv;
 import io.longsieve.cuda.kernels.Kernels;
 import io.longsieve.cuda.kv.PagedKvCache;
@@ -71,11 +72,13 @@ public final class CudaRunner implements ModelRunner {
     try {
       module = new KernelModule(ctx);
       stream = new CudaStream(ctx);
+      Kernels kernels = new Kernels(module, stream, Gemv.forBatch(spec.maxBatch()));
       try (Checkpoint ck = Checkpoint.open(loaded.dir())) {
-        weights = CudaWeights.load(ctx, ck, c);
+        // FP8 weights stay FP8 where the FP8 kernels run (sm_90a), else they are dequantized to bf16 on load
+        weights = CudaWeights.load(ctx, ck, c, Fp8Kernels.supported(kernels));
       }
       int chunk = Math.max(spec.prefillChunk(), MIN_GPU_CHUNK);
-      CudaModel model = new CudaModel(c, ctx, new Kernels(module, stream, Gemv.forBatch(spec.maxBatch())), weights, chunk);
+      CudaModel model = new CudaModel(c, ctx, kernels, weights, chunk);
       return new CudaRunner(c, ctx, module, stream, weights, model, loaded.dir());
     } catch (RuntimeException | Error e) {
       if (weights != null) weights.close();

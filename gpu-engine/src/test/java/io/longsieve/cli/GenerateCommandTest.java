@@ -166,4 +166,22 @@ class GenerateCommandTest {
     Path good = idsFile(tmp, "good.ids", new int[] {5, 6, 7});
     assertArrayEquals(new int[] {5, 6, 7}, GenerateCommand.readIds(good));
   }
+
+  @Test
+  void aQuantizationMethodTheEngineDoesNotReadIsRefusedInOneLine(@TempDir Path tmp) throws Exception {
+    Path model = Files.createDirectories(tmp.resolve("gptq"));
+    try (var files = Files.list(MODEL)) {
+      for (Path f : files.toList()) Files.copy(f, model.resolve(f.getFileName()));
+    }
+    ObjectMapper json = new ObjectMapper();
+    var config = (com.fasterxml.jackson.databind.node.ObjectNode) json.readTree(model.resolve("config.json").toFile());
+    config.putObject("quantization_config").put("quant_method", "gptq").put("bits", 4);
+    json.writeValue(model.resolve("config.json").toFile(), config);
+    java.io.StringWriter err = new java.io.StringWriter();
+    picocli.CommandLine cl = EngineCli.commandLine();
+    cl.setErr(new java.io.PrintWriter(err, true));
+    assertEquals(2, cl.execute("generate", "--model", model.toString(), "--prompt", "x", "--device", "cpu"));
+    assertEquals(1, err.toString().strip().lines().count(), err.toString());
+    assertTrue(err.toString().contains("quantization_config: quant_method 'gptq' is not supported"), err.toString());
+  }
 }

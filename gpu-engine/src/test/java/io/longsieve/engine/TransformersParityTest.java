@@ -17,7 +17,10 @@ import org.junit.jupiter.params.provider.ValueSource;
 /**
  * The CPU engine against Hugging Face transformers on real tiny checkpoints: the same token ids
  * from the tokenizer (and the chat template), logits within 1e-4 relative, and the same greedy
- * tokens for 40 steps wherever transformers' own top-1/top-2 margin is not a near tie.
+ * tokens for 40 steps wherever transformers' own top-1/top-2 margin is not a near tie. The FP8
+ * checkpoints (fp8-*, ct-*: tools/make_fp8_checkpoints.py) are held to the same tolerance: the CPU
+ * dequantizes them to fp32 exactly as their goldens' reference did (see that script for which are
+ * transformers' own output and which the dequantized model through transformers).
  */
 class TransformersParityTest {
 
@@ -25,7 +28,8 @@ class TransformersParityTest {
   static final float TIE_MARGIN = 1e-3f;
 
   @ParameterizedTest
-  @ValueSource(strings = {"llama-gqa", "llama-tied", "qwen2-bias", "llama-bf16"})
+  @ValueSource(strings = {"llama-gqa", "llama-tied", "qwen2-bias", "llama-bf16",
+      "fp8-block128", "fp8-tensor", "ct-channel", "ct-tensor", "ct-block128"})
   void matchesTransformers(String name) throws Exception {
     Path dir = Goldens.MODELS.resolve(name);
     Goldens goldens = Goldens.read(dir);

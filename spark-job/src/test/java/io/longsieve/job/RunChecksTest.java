@@ -77,6 +77,22 @@ class RunChecksTest {
   }
 
   @Test
+  void aQuantizationMethodTheEngineDoesNotReadIsRefusedOnTheDriver() throws Exception {
+    Path model = Files.createDirectories(dir.resolve("awq"));
+    try (var files = Files.list(JobTestSupport.MODEL)) {
+      for (Path f : files.toList()) Files.copy(f, model.resolve(f.getFileName()));
+    }
+    Path config = model.resolve("config.json");
+    Files.writeString(config, Files.readString(config).replaceFirst("\\{",
+        "{\"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4},"));
+    Path out = dir.resolve("out");
+    String[] r = cli("--model", model.toString(), "--input", input().toString(), "--output", out.toString());
+    assertOneLineRefusal(r, "model " + model + ": ");
+    assertTrue(r[2].contains("quant_method 'awq' is not supported"), r[2]);
+    assertFalse(Files.exists(out), "nothing written under the output");
+  }
+
+  @Test
   void aPolicyLayerBeyondTheModelIsRefusedBeforeSparkStarts() {
     Path out = dir.resolve("out");
     String[] r = cli("--input", input().toString(), "--output", out.toString(), "--policy", "tsa:layers=99");

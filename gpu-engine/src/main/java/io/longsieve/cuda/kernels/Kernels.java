@@ -22,7 +22,7 @@ public final class Kernels {
   static final int OUT_SWIGLU = 3;
 
   /** Most rows the GEMV takes: matmul streams the weights once up to here, the tensor-core GEMM runs above. */
-  private static final int GEMV_MAX_ROWS = 8;
+  static final int GEMV_MAX_ROWS = 8;
 
   /** Page size of the KV cache; the tensor-core attention kernel takes one page per key tile. */
   public static final int PAGE_SIZE = 64;
@@ -84,6 +84,11 @@ public final class Kernels {
   /** The launcher, shared by the other kernel families' wrappers (ListKernels, ...). */
   Launcher launcher() {
     return l;
+  }
+
+  /** The tensor maps of the sm_90a kernels (Fp8Kernels' GEMM); null unless {@link #hopper}. */
+  TensorMaps maps() {
+    return maps;
   }
 
   public int smCount() {
