@@ -60,6 +60,11 @@ public final class CudaWeights implements AutoCloseable {
 
   /** Uploads a checkpoint, checking every shape against config.json. */
   public static CudaWeights load(CudaContext ctx, Checkpoint ck, ModelConfig c) {
+    if (!c.traits().equals(io.longsieve.model.FamilyTraits.llama(c.headDim())) || c.rotaryDim() != c.headDim()
+        || c.layerKinds().stream().anyMatch(k -> !k.ropeScaling().type().equals("default") && !k.ropeScaling().isLlama3())) {
+      throw new IllegalStateException("the CUDA backend does not run " + c.modelType() + " with " + c.ropeScaling().describe()
+          + " RoPE yet; use --device cpu");
+    }
     List<DeviceBuffer> owned = new ArrayList<>();
     try (Uploader up = new Uploader(ctx, owned)) {
       long dim = c.hiddenSize(), q = c.qDim(), kv = c.kvDim(), hidden = c.intermediateSize(), vocab = c.vocabSize();

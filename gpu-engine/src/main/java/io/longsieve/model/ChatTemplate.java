@@ -35,6 +35,12 @@ import java.util.concurrent.ConcurrentHashMap;
 public final class ChatTemplate {
 
   private static final ObjectMapper JSON = new ObjectMapper();
+  private static final jinjava.javax.el.CompositeELResolver RESOLVER = new jinjava.javax.el.CompositeELResolver();
+
+  static {
+    RESOLVER.add(new PythonStringMethods());
+    RESOLVER.add(com.hubspot.jinjava.el.JinjavaInterpreterResolver.DEFAULT_RESOLVER_READ_ONLY);
+  }
 
   // The probe conversation load() renders: short, with a system turn (tried without it when the
   // template rejects system turns, as Mistral's and Gemma's do).
@@ -68,6 +74,7 @@ public final class ChatTemplate {
           .withMaxMapSize(limits.maxRange())
           .withMaxRenderDepth(limits.maxRenderDepth())
           .withNodePreProcessor((node, interpreter) -> TemplateRun.step())
+          .withElResolver(RESOLVER)  // Python's str methods first (PythonStringMethods), then Jinjava's own
           .build());
       j.getGlobalContext().registerFunction(new ELFunctionDefinition("", "raise_exception",
           TemplateRun.class, "raiseException", String.class));
@@ -111,7 +118,7 @@ public final class ChatTemplate {
         }
       }
     }
-    if (template != null) template = applyWhitespaceControl(template);
+    if (template != null) template = JinjaCompat.rewrite(applyWhitespaceControl(template));
     if (template != null && template.endsWith("\n")) template = template.substring(0, template.length() - 1);
     ChatTemplate loaded = new ChatTemplate(template, tokenText(root.path("bos_token")), tokenText(root.path("eos_token")), limits);
     if (template != null) loaded.probe(source);
