@@ -196,6 +196,32 @@ public final class ChatTemplate {
     return template != null;
   }
 
+  /**
+   * The roles a conversation may use, as the template treats them: user always; system when a
+   * system turn renders and its text reaches the prompt (Gemma 3 folds it into the first user turn,
+   * Mistral-Nemo into the last; a template may also refuse it); assistant when a user, assistant,
+   * user conversation renders with the assistant's text in it. For {@code inspect}.
+   */
+  public java.util.List<String> roles() {
+    java.util.List<String> roles = new ArrayList<>();
+    String sys = "probe-system-text", said = "probe-assistant-text";
+    if (accepts(List.of(new Message("system", sys), new Message("user", PROBE_USER)), sys)) roles.add("system");
+    roles.add("user");
+    if (accepts(List.of(new Message("user", PROBE_USER), new Message("assistant", said), new Message("user", PROBE_USER)),
+        said)) {
+      roles.add("assistant");
+    }
+    return roles;
+  }
+
+  private boolean accepts(List<Message> conversation, String text) {
+    try {
+      return render(conversation).contains(text);
+    } catch (IllegalArgumentException e) {
+      return false;
+    }
+  }
+
   /** The eos_token named in tokenizer_config.json ("" if none). */
   public String eosToken() {
     return eosToken;

@@ -126,7 +126,8 @@ public record ModelConfig(
     return parse(root, file.toString());
   }
 
-  static ModelConfig parse(JsonNode root, String where) {
+  /** A config.json already read as JSON; {@code where} names it in refusals. */
+  public static ModelConfig parse(JsonNode root, String where) {
     if (root == null || !root.isObject()) throw new CheckpointException(where + ": is not a JSON object");
     return new ConfigReader(root, where).read();
   }

@@ -102,6 +102,7 @@ public record RopeScaling(String type, double factor, double lowFreqFactor, doub
   }
 
   private static String num(double v) {
-    return v == Math.rint(v) && Math.abs(v) < 1e9 ? Long.toString((long) v) : String.format("%.4g", v);
+    if (v == Math.rint(v) && Math.abs(v) < 1e9) return Long.toString((long) v);
+    return new java.math.BigDecimal(v).round(new java.math.MathContext(4)).stripTrailingZeros().toPlainString();
   }
 }
