@@ -31,7 +31,7 @@ import picocli.CommandLine.Spec;
  * memory, the chat template's roles, and whether every tensor the engine loads is there. A folder
  * the engine cannot run is refused in one line (exit 2), as {@code run} refuses it before Spark
  * starts (spark-job ModelCheck: the same LoadedModel, Checkpoint and TensorPlan checks).
- * Reads headers only: a 16 GB checkpoint is inspected in about a second.
+ * Reads headers only, no weights (a 16 GB checkpoint: 1.9 s of CPU on the 2-core dev VM).
  */
 @Command(name = "inspect", mixinStandardHelpOptions = true,
     description = "What the engine reads from a checkpoint and whether it fits a GPU (no weights read, no GPU needed).")

@@ -92,10 +92,8 @@ public record CpuWeights(
     return new CpuWeights(embed, layers, norm, head);
   }
 
-  /** An RMSNorm weight as the forward pass multiplies by it: 1 + w for Gemma's offsets from 1. */
+  /** An RMSNorm weight as the forward pass multiplies by it ({@link TensorPlan#normWeight}: 1 + w for Gemma). */
   static float[] norm(Checkpoint ck, ModelConfig c, String name, long n) {
-    float[] w = ck.loadF32(name, n);
-    if (c.traits().unitOffsetNorms()) for (int i = 0; i < w.length; i++) w[i] = 1.0f + w[i];
-    return w;
+    return TensorPlan.normWeight(ck, c, name, n);
   }
 }

@@ -8,8 +8,11 @@ import io.longsieve.cuda.kernels.Kernels;
 import io.longsieve.model.Checkpoint;
 import io.longsieve.model.CheckpointException;
 import io.longsieve.model.DType;
+import io.longsieve.model.FamilyTraits;
 import io.longsieve.model.ModelConfig;
+import io.longsieve.model.Rope;
 import io.longsieve.model.TensorInfo;
+import io.longsieve.model.TensorPlan;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -22,9 +25,17 @@ import jcuda.Pointer;
 import jcuda.driver.JCudaDriver;
 
 /**
- * A Llama-family decoder's weights on the GPU: matrices bf16 (converted on the host tensor by
- * tensor, in windows, so a checkpoint never sits whole on the heap), norms and biases f32. q/k/v
- * are concatenated into one matrix and gate/up into another, so each is one GEMM. All freed on close.
+ * A decoder's weights on the GPU: matrices bf16 (converted on the host tensor by tensor, in
+ * windows, so a checkpoint never sits whole on the heap), norms and biases f32. q/k/v are
+ * concatenated into one matrix and gate/up into another, so each is one GEMM (Phi-3 stores them
+ * so already). Gemma's norm weights get their 1 added ({@link TensorPlan#normWeight}).
+ *
+ * <p>q and k are laid out for the kernels' RoPE ({@link QkLayout}): a partial rotary head's
+ * elements reordered ({@link Rope#deviceDimOrder}) and YaRN's or LongRoPE's attention factor
+ * multiplied into the rotary elements of the q and k rows (their biases, or the q/k norm weights
+ * where a per-head norm follows the projection), so that the one rope kernel of every family
+ * rotates with a plain table ({@link Rope#deviceInverseFrequencies}). Attention logits and outputs
+ * are transformers' own; only the cached keys are stored in that layout. All freed on close.
  */
 public final class CudaWeights implements AutoCloseable {
 
@@ -34,15 +45,26 @@ public final class CudaWeights implements AutoCloseable {
   public final DeviceBuffer lmHead;     // (vocab, dim) bf16; the same buffer as embed when tied
   private final List<DeviceBuffer> owned;
 
-  /** One decoder layer. */
+  /** One decoder layer; the families' extra tensors are null where the family has none. */
   public record Layer(
-      DeviceBuffer attnNorm,  // (dim) f32
-      DeviceBuffer wqkv,      // (qDim + 2 * kvDim, dim) bf16: rows of wq, then wk, then wv
-      DeviceBuffer bqkv,      // (qDim + 2 * kvDim) f32, or null without q/k/v bias
-      DeviceBuffer wo,        // (dim, qDim) bf16
-      DeviceBuffer ffnNorm,   // (dim) f32
-      DeviceBuffer wgu,       // (2 * hidden, dim) bf16: rows of w_gate, then w_up
-      DeviceBuffer wDown) {}  // (dim, hidden) bf16
+      DeviceBuffer attnNorm,      // (dim) f32
+      DeviceBuffer wqkv,          // (qDim + 2 * kvDim, dim) bf16: rows of wq, then wk, then wv (q, k in QkLayout)
+      DeviceBuffer bqkv,          // (qDim + 2 * kvDim) f32, or null without q/k/v bias
+      DeviceBuffer qNorm,         // (headDim) f32 per-head RMSNorm of q (Qwen3, Gemma 3), or null
+      DeviceBuffer kNorm,         // (headDim) f32 ... of k, or null
+      DeviceBuffer wo,            // (dim, qDim) bf16
+      DeviceBuffer postAttnNorm,  // (dim) f32 norm of the attention output (Gemma 3), or null
+      DeviceBuffer ffnNorm,       // (dim) f32
+      DeviceBuffer wgu,           // (2 * hidden, dim) bf16: rows of w_gate, then w_up
+      DeviceBuffer wDown,         // (dim, hidden) bf16
+      DeviceBuffer postFfnNorm) { // (dim) f32 norm of the MLP output (Gemma 3), or null
+
+    /** A Llama-family layer. */
+    public Layer(DeviceBuffer attnNorm, DeviceBuffer wqkv, DeviceBuffer bqkv, DeviceBuffer wo, DeviceBuffer ffnNorm,
+                 DeviceBuffer wgu, DeviceBuffer wDown) {
+      this(attnNorm, wqkv, bqkv, null, null, wo, null, ffnNorm, wgu, wDown, null);
+    }
+  }
 
   private CudaWeights(DeviceBuffer embed, Layer[] layers, DeviceBuffer finalNorm, DeviceBuffer lmHead,
                       List<DeviceBuffer> owned) {
@@ -58,43 +80,67 @@ public final class CudaWeights implements AutoCloseable {
     return owned.stream().mapToLong(DeviceBuffer::bytes).sum();
   }
 
-  /** Uploads a checkpoint, checking every shape against config.json. */
+  /** Uploads a checkpoint, checking every shape against config.json (TensorPlan's names and shapes). */
   public static CudaWeights load(CudaContext ctx, Checkpoint ck, ModelConfig c) {
-    if (!c.traits().equals(io.longsieve.model.FamilyTraits.llama(c.headDim())) || c.rotaryDim() != c.headDim()
-        || c.layerKinds().stream().anyMatch(k -> !k.ropeScaling().type().equals("default") && !k.ropeScaling().isLlama3())) {
-      throw new IllegalStateException("the CUDA backend does not run " + c.modelType() + " with " + c.ropeScaling().describe()
-          + " RoPE yet; use --device cpu");
-    }
     List<DeviceBuffer> owned = new ArrayList<>();
     try (Uploader up = new Uploader(ctx, owned)) {
       long dim = c.hiddenSize(), q = c.qDim(), kv = c.kvDim(), hidden = c.intermediateSize(), vocab = c.vocabSize();
+      FamilyTraits t = c.traits();
       DeviceBuffer embed = up.bf16("embedding", vocab * dim);
       up.matrix(ck, EMBED, embed, 0, vocab, dim);
       Layer[] layers = new Layer[c.numLayers()];
       for (int i = 0; i < layers.length; i++) {
+        QkLayout layout = QkLayout.of(c, i);
         DeviceBuffer wqkv = up.bf16("wqkv", (q + 2 * kv) * dim);
-        up.matrix(ck, layer(i, WQ), wqkv, 0, q, dim);
-        up.matrix(ck, layer(i, WK), wqkv, q * dim * 2, kv, dim);
-        up.matrix(ck, layer(i, WV), wqkv, (q + kv) * dim * 2, kv, dim);
+        if (t.fusedProjections() && layout.identity()) {
+          up.matrix(ck, layer(i, WQKV), wqkv, 0, q + 2 * kv, dim);       // Phi-3: already q | k | v
+        } else if (t.fusedProjections()) {
+          float[] qkv = ck.loadF32(layer(i, WQKV), q + 2 * kv, dim);
+          layout.rows(qkv, 0, c.numHeads(), (int) dim, !t.qkNorm());
+          layout.rows(qkv, (int) (q * dim), c.numKvHeads(), (int) dim, !t.qkNorm());
+          up.floats(qkv, wqkv, 0);
+        } else {
+          up.qkRows(ck, layer(i, WQ), wqkv, 0, c.numHeads(), dim, layout, !t.qkNorm());
+          up.qkRows(ck, layer(i, WK), wqkv, q * dim * 2, c.numKvHeads(), dim, layout, !t.qkNorm());
+          up.matrix(ck, layer(i, WV), wqkv, (q + kv) * dim * 2, kv, dim);
+        }
         DeviceBuffer bqkv = null;
         if (c.attentionBias()) {
           float[] b = new float[(int) (q + 2 * kv)];
           System.arraycopy(ck.loadF32(layer(i, BQ), q), 0, b, 0, (int) q);
           System.arraycopy(ck.loadF32(layer(i, BK), kv), 0, b, (int) q, (int) kv);
           System.arraycopy(ck.loadF32(layer(i, BV), kv), 0, b, (int) (q + kv), (int) kv);
+          layout.rows(b, 0, c.numHeads(), 1, !t.qkNorm());
+          layout.rows(b, (int) q, c.numKvHeads(), 1, !t.qkNorm());
           bqkv = up.f32("bqkv", b);
+        }
+        DeviceBuffer qNorm = null, kNorm = null;
+        if (t.qkNorm()) {
+          float[] wq = TensorPlan.normWeight(ck, c, layer(i, Q_NORM), c.headDim());
+          float[] wk = TensorPlan.normWeight(ck, c, layer(i, K_NORM), c.headDim());
+          layout.rows(wq, 0, 1, 1, true);  // the norm is the last step before RoPE: the factor goes here
+          layout.rows(wk, 0, 1, 1, true);
+          qNorm = up.f32("q_norm", wq);
+          kNorm = up.f32("k_norm", wk);
         }
         DeviceBuffer wo = up.bf16("wo", dim * q);
         up.matrix(ck, layer(i, WO), wo, 0, dim, q);
         DeviceBuffer wgu = up.bf16("w_gate_up", 2 * hidden * dim);
-        up.matrix(ck, layer(i, W_GATE), wgu, 0, hidden, dim);
-        up.matrix(ck, layer(i, W_UP), wgu, hidden * dim * 2, hidden, dim);
+        if (t.fusedProjections()) {
+          up.matrix(ck, layer(i, W_GATE_UP), wgu, 0, 2 * hidden, dim);  // Phi-3: already gate | up
+        } else {
+          up.matrix(ck, layer(i, W_GATE), wgu, 0, hidden, dim);
+          up.matrix(ck, layer(i, W_UP), wgu, hidden * dim * 2, hidden, dim);
+        }
         DeviceBuffer wDown = up.bf16("w_down", dim * hidden);
         up.matrix(ck, layer(i, W_DOWN), wDown, 0, dim, hidden);
-        layers[i] = new Layer(up.f32("attn_norm", ck.loadF32(layer(i, ATTN_NORM), dim)), wqkv, bqkv, wo,
-            up.f32("ffn_norm", ck.loadF32(layer(i, FFN_NORM), dim)), wgu, wDown);
+        layers[i] = new Layer(up.f32("attn_norm", TensorPlan.normWeight(ck, c, layer(i, ATTN_NORM), dim)), wqkv, bqkv,
+            qNorm, kNorm, wo,
+            t.sandwichNorms() ? up.f32("post_attn_norm", TensorPlan.normWeight(ck, c, TensorPlan.postAttentionNorm(c, i), dim)) : null,
+            up.f32("ffn_norm", TensorPlan.normWeight(ck, c, TensorPlan.ffnNorm(c, i), dim)), wgu, wDown,
+            t.sandwichNorms() ? up.f32("post_ffn_norm", TensorPlan.normWeight(ck, c, TensorPlan.postFeedForwardNorm(c, i), dim)) : null);
       }
-      DeviceBuffer norm = up.f32("final_norm", ck.loadF32(FINAL_NORM, dim));
+      DeviceBuffer norm = up.f32("final_norm", TensorPlan.normWeight(ck, c, FINAL_NORM, dim));
       DeviceBuffer head = embed;
       if (!(c.tieWordEmbeddings() && !ck.has(LM_HEAD))) {
         head = up.bf16("lm_head", vocab * dim);
@@ -167,6 +213,30 @@ public final class CudaWeights implements AutoCloseable {
       owned.add(b);
       b.upload(v);
       return b;
+    }
+
+    /** The q or k rows (heads × headDim, dim) of tensor `name` in the device layout, as bf16 into dst at byte offset dstOff. */
+    void qkRows(Checkpoint ck, String name, DeviceBuffer dst, long dstOff, int heads, long cols, QkLayout layout,
+                boolean scale) {
+      if (layout.identity()) {
+        matrix(ck, name, dst, dstOff, (long) heads * layout.headDim(), cols);
+        return;
+      }
+      float[] w = ck.loadF32(name, (long) heads * layout.headDim(), cols);
+      layout.rows(w, 0, heads, (int) cols, scale);
+      floats(w, dst, dstOff);
+    }
+
+    /** Copies v (f32) as bf16 into dst at byte offset dstOff. */
+    void floats(float[] v, DeviceBuffer dst, long dstOff) {
+      if (staging == null) staging = ByteBuffer.allocateDirect(WINDOW * 2).order(ByteOrder.LITTLE_ENDIAN);
+      for (int done = 0; done < v.length; done += WINDOW) {
+        int m = Math.min(WINDOW, v.length - done);
+        staging.clear();
+        for (int i = 0; i < m; i++) staging.putShort(i * 2, DType.floatToBf16(v[done + i]));
+        ctx.makeCurrent();
+        JCudaDriver.cuMemcpyHtoD(dst.at(dstOff + (long) done * 2), Pointer.to(staging), (long) m * 2);
+      }
     }
 
     /** Copies tensor `name` of shape (rows, cols) as bf16 into dst at byte offset dstOff. */

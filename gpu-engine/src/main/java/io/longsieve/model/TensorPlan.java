@@ -32,6 +32,16 @@ public final class TensorPlan {
     return c.traits().sandwichNorms() ? layer(layer, POST_FFN_NORM) : null;
   }
 
+  /**
+   * An RMSNorm weight as the forward pass multiplies by it: Gemma stores offsets from 1, so 1 + w
+   * (the fp32 sum transformers' Gemma3RMSNorm computes on every call); others as stored.
+   */
+  public static float[] normWeight(Checkpoint ck, ModelConfig c, String name, long n) {
+    float[] w = ck.loadF32(name, n);
+    if (c.traits().unitOffsetNorms()) for (int i = 0; i < w.length; i++) w[i] = 1.0f + w[i];
+    return w;
+  }
+
   /** Every tensor the engine loads, in load order. */
   public static List<Tensor> of(ModelConfig c) {
     long dim = c.hiddenSize(), q = c.qDim(), kv = c.kvDim(), hidden = c.intermediateSize(), vocab = c.vocabSize();

@@ -56,6 +56,8 @@ class TransformersParityTest {
         try (ModelRunner.Sequence seq = runner.open(ids.length + steps, PolicySpec.DENSE)) {
           seq.prefill(ids, logits);
           double errLast = Goldens.relativeError(logits, c.logitsLast());
+          System.out.printf("%s: %d prompt tokens, logits relative error first %.2e last %.2e%n", where, ids.length,
+              errFirst, errLast);
           assertTrue(errLast <= LOGIT_TOLERANCE, where + ": last-position logits off by " + errLast);
           int compared = 0;
           for (int s = 0; s < steps; s++) {
