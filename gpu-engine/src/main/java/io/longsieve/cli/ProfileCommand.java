@@ -56,7 +56,7 @@ public final class ProfileCommand implements Callable<Integer> {
     Path model = checkpoint.model;
     try (LoadedModel m = LoadedModel.load(model); Checkpoint ck = Checkpoint.open(model);
          CpuRunner runner = new CpuRunner(m.config(), ck, checkpoint.threads, chunk, model)) {
-      int[] ids = calibrationTokens(m, Files.readString(calibration), Math.min(tokens, m.config().maxPositions()));
+      int[] ids = calibrationTokens(m, Files.readString(calibration), Math.min(tokens, m.config().contextLength()));
       DriftProfile profile = new DriftProfile(m.config().numLayers());
       CpuModel cpu = runner.model();
       cpu.setLayerObserver(profile::accumulate);

@@ -57,7 +57,7 @@ public final class CpuRunner implements ModelRunner {
   public Sequence open(int capacity, PolicySpec policy) {
     int fixed = policy.prefillChunk();
     if (fixed > 0) checkActivations(fixed, "tsa:chunk=" + fixed);
-    return new CpuSequence(model.newCache(capacity), ComposedPolicy.of(policy, modelDir), fixed);
+    return new CpuSequence(capacity, policy, fixed);
   }
 
   /**
@@ -95,8 +95,8 @@ public final class CpuRunner implements ModelRunner {
   @Override
   public void decodeBatch(Sequence[] seqs, int[] tokens, int[] positions, float[][] logits, Sampler[] samplers,
                           int[] next, int n) {
-    if (n == 1) { // nothing to share the weights with
-      next[0] = seqs[0].decodeNext(tokens[0], positions[0], logits[0], samplers[0]);
+    if (n == 1 || model.ropeDependsOnLength()) { // nothing to share the weights with; or each row its own RoPE table
+      for (int i = 0; i < n; i++) next[i] = seqs[i].decodeNext(tokens[i], positions[i], logits[i], samplers[i]);
       return;
     }
     KvCache[] caches = new KvCache[n];
@@ -117,17 +117,21 @@ public final class CpuRunner implements ModelRunner {
   }
 
   private final class CpuSequence extends KvSizedSequence {
-    private final KvCache kv;
-    private final AttentionPolicy policy;
-    private final TimedPolicy timed;
+    private final PolicySpec spec;
+    private KvCache kv;                   // replaced, with the policy, when a LongRoPE sequence is recomputed
+    private AttentionPolicy policy;
+    private TimedPolicy timed;
     private final int fixedChunk;         // the chunk the policy fixes (PolicySpec.prefillChunk): -1 none, 0 the prompt
     private final int[] one = new int[1]; // the decode step's token
+    private final int[] history;          // (capacity) tokens so far, kept only for a LongRoPE recompute; else null
 
-    CpuSequence(KvCache kv, AttentionPolicy policy, int fixedChunk) {
-      this.kv = kv;
-      this.policy = policy;
+    CpuSequence(int capacity, PolicySpec spec, int fixedChunk) {
+      this.spec = spec;
+      this.kv = model.newCache(capacity);
+      this.policy = ComposedPolicy.of(spec, modelDir);
       this.timed = new TimedPolicy(policy);
       this.fixedChunk = fixedChunk;
+      this.history = config.ropeScaling().type().equals("longrope") ? new int[kv.capacity] : null;
     }
 
     /**
@@ -144,13 +148,19 @@ public final class CpuRunner implements ModelRunner {
 
     @Override
     public void prefill(int[] tokens, float[] logits) {
+      remember(tokens, 0, tokens.length);
       model.forward(tokens, 0, tokens.length, 0, kv, timed, false, logits, step(tokens.length));
-      afterPrefill();
+      afterPrefill(tokens.length);
     }
 
-    private void afterPrefill() {
+    private void remember(int[] tokens, int from, int to) {
+      if (history != null) System.arraycopy(tokens, from, history, from, to - from);
+    }
+
+    /** After a prompt of {@code length} tokens: its compression re-rotates with that call's RoPE table. */
+    private void afterPrefill(int length) {
       // the compression is not attention (the CUDA backend's events leave it out too): prefill_ms has it
-      compressMeasured(() -> policy.afterPrefill(kv, model.attentionContext()));
+      compressMeasured(() -> policy.afterPrefill(kv, model.attentionContext(length)));
     }
 
     /** One forward chunk: the parts then cut the prompt exactly where one {@link #prefill} call does. */
@@ -162,16 +172,35 @@ public final class CpuRunner implements ModelRunner {
     @Override
     public int prefillPart(int[] tokens, int from, int to, float[] logits, Sampler sampler) {
       boolean last = to == tokens.length;
+      remember(tokens, from, to);
       model.forward(tokens, from, to, from, kv, timed, false, last ? logits : null, step(tokens.length));
       if (!last) return -1;
-      afterPrefill();
+      afterPrefill(tokens.length);
       return sampler.next(logits, logits.length);
     }
 
     @Override
     public void decode(int token, int pos, float[] logits) {
+      if (history != null) history[pos] = token;
+      if (config.ropeScaling().recomputesCacheAt(pos)) {  // LongRoPE's first step past its original window
+        recompute(pos + 1, logits);
+        return;
+      }
       one[0] = token;
       model.forward(one, 0, 1, pos, kv, timed, true, logits);
+    }
+
+    /**
+     * Runs the sequence's first {@code length} tokens again into a fresh cache, as one prefill (the
+     * long LongRoPE factors for all of them), with a fresh policy object whose compression then runs
+     * on the recomputed prompt: transformers' Phi-3 generation drops its cache here the same way.
+     */
+    private void recompute(int length, float[] logits) {
+      kv = model.newCache(kv.capacity);
+      policy = ComposedPolicy.of(spec, modelDir);
+      timed = new TimedPolicy(policy);
+      model.forward(java.util.Arrays.copyOf(history, length), 0, length, 0, kv, timed, false, logits, step(length));
+      afterPrefill(length);
     }
 
     @Override

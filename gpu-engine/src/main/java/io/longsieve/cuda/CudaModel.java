@@ -4,6 +4,7 @@ import io.longsieve.cuda.driver.CudaContext;
 import io.longsieve.cuda.driver.CudaStream;
 import io.longsieve.cuda.driver.DeviceBuffer;
 import io.longsieve.cuda.kernels.Fp8Kernels;
+import io.longsieve.cuda.kernels.FamilyKernels;
 import io.longsieve.cuda.kernels.Kernels;
 import io.longsieve.cuda.kernels.WeightMatrix;
 import io.longsieve.cuda.kv.PagedKvCache;
@@ -11,7 +12,6 @@ import io.longsieve.cuda.policy.GpuEnv;
 import io.longsieve.cuda.policy.GpuPolicy;
 import io.longsieve.cuda.policy.LayerCall;
 import io.longsieve.model.ModelConfig;
-import io.longsieve.model.Rope;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -19,11 +19,13 @@ import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
 
 /**
- * The forward pass of a Llama-family decoder on the GPU, the same steps in the same order as
- * cpu/CpuModel: embed, then per layer RMSNorm → q/k/v (one GEMM) → KV append (keys before RoPE) →
- * attention → output projection added to the residual → RMSNorm → gate/up (one GEMM) → SwiGLU →
- * down projection added to the residual; then the final norm, the LM head for the last position
- * and, for decode, the next token picked on the device. Residual stream f32, matmul inputs bf16,
+ * The forward pass of a decoder on the GPU, the same steps in the same order as cpu/CpuModel: embed
+ * (× the family's scale), then per layer RMSNorm → q/k/v (one GEMM; → per-head q/k RMSNorm) → KV
+ * append (keys before RoPE) → attention with the layer's RoPE table and window → output projection
+ * added to the residual (normed first where the family norms it) → RMSNorm → gate/up (one GEMM) →
+ * SwiGLU or GeGLU → down projection added to the residual (normed first likewise); then the final
+ * norm, the LM head for the last position (→ soft-capping) and, for decode, the next token picked on
+ * the device. The families' steps are FamilyKernels; q and k are in the layout of {@link QkLayout}. Residual stream f32, matmul inputs bf16,
  * f32 accumulation. Everything is queued on one stream: a decode step runs without a host
  * synchronisation until its token id is read back.
  *
@@ -36,6 +38,7 @@ public final class CudaModel implements AutoCloseable {
   private final ModelConfig c;
   private final CudaContext ctx;
   private final Kernels k;
+  private final FamilyKernels fk;
   private final CudaWeights w;
   private final int maxChunk;
   private final float scale;
@@ -55,7 +58,8 @@ public final class CudaModel implements AutoCloseable {
   private final DeviceBuffer logits;  // (vocab) f32
   private final DeviceBuffer probs;   // (vocab) f32 sampling scratch
   private final DeviceBuffer tokens;  // (chunk) int input ids; tokens[0] is also the sampled id
-  private final DeviceBuffer invFreq; // (headDim / 2) f32 RoPE inverse frequencies from model/Rope
+  private final DeviceBuffer sub;     // (chunk, dim) f32 a sub-block's output before its norm joins x; null unless sandwich norms
+  private final RopeTables rope;      // each layer's (headDim / 2) f32 RoPE table, from model/Rope
   private final DeviceBuffer batchLogits; // (MAX_DECODE_BATCH, vocab) f32 logits of a batched decode step
   private final DeviceBuffer batchPos;    // (MAX_DECODE_BATCH) int positions of a batched decode step's rows
   private final DeviceBuffer batchProbs;  // (MAX_DECODE_BATCH, vocab) f32 sampling scratch of a dense step's rows
@@ -70,11 +74,13 @@ public final class CudaModel implements AutoCloseable {
     this.c = c;
     this.ctx = ctx;
     this.k = k;
+    this.fk = new FamilyKernels(k);
     this.w = w;
     this.maxChunk = maxChunk;
-    this.scale = (float) (1.0 / Math.sqrt(c.headDim()));
+    this.scale = (float) c.traits().queryScale();
     this.ws = new Kernels.Workspace(ctx);
     Fp8Kernels f8 = null;
+    RopeTables tables = null;
     try {
       long n = maxChunk, dim = c.hiddenSize(), h = c.intermediateSize();
       x = act(n * dim * 4, "residual");
@@ -82,24 +88,26 @@ public final class CudaModel implements AutoCloseable {
       qkv = act(n * (c.qDim() + 2L * c.kvDim()) * 4, "qkv");
       q = act(n * c.qDim() * 2, "queries");
       att = act(n * c.qDim() * 2, "attention out");
-      gu = act((w.gateUpUnfused() ? n : k.swigluScratchRows(n, (int) h)) * 2 * h * 2, "gate/up");
+      gu = act((w.gateUpUnfused() || c.traits().geglu() ? n : k.swigluScratchRows(n, (int) h)) * 2 * h * 2, "gate/up");  // GeGLU and FP8 blocks: never fused
       hb = act(n * h * 2, "swiglu");
       last = act(dim * 2, "last row");
       logits = act(c.vocabSize() * 4L, "logits");
       probs = act(c.vocabSize() * 4L, "probs");
       tokens = act(Math.max(n, 1) * 4, "tokens");
-      invFreq = act(c.headDim() / 2 * 4L, "rope");
+      sub = c.traits().sandwichNorms() ? act(n * dim * 4, "sub-block output") : null;
       batchLogits = act((long) MAX_DECODE_BATCH * c.vocabSize() * 4, "batch logits");
       batchPos = act(MAX_DECODE_BATCH * 4L, "batch positions");
       batchProbs = act((long) MAX_DECODE_BATCH * c.vocabSize() * 4, "batch probs");
-      invFreq.upload(new Rope(c).inverseFrequencies());
+      tables = new RopeTables(c, ctx);
       step = new DecodeStep(ctx, c.vocabSize());
       maskRows = act((long) MAX_DECODE_BATCH * Kernels.maskWords(c.vocabSize()) * 4, "token masks");
       if (w.hasFp8()) f8 = new Fp8Kernels(k, ctx, n, w.maxFp8Inputs(c));  // FP8 weights' activation scratch
     } catch (RuntimeException e) {
+      if (tables != null) tables.close();
       close();
       throw e;
     }
+    rope = tables;
     this.fp8 = f8;
   }
 
@@ -137,7 +145,8 @@ public final class CudaModel implements AutoCloseable {
   /** Device bytes of activations for a chunk size (memory planning). */
   public static long activationBytes(ModelConfig c, int chunk) {
     long n = chunk, dim = c.hiddenSize(), h = c.intermediateSize();
-    return n * dim * 6 + n * (c.qDim() + 2L * c.kvDim()) * 4 + n * c.qDim() * 4 + n * h * 6 + 8L * c.vocabSize()
+    return n * dim * (c.traits().sandwichNorms() ? 10 : 6) + n * (c.qDim() + 2L * c.kvDim()) * 4 + n * c.qDim() * 4
+        + n * h * 6 + 8L * c.vocabSize()
         + n * 4 + dim * 2 + 4L * MAX_DECODE_BATCH * (2L * c.vocabSize() + 1) + 1024
         + 2L * MAX_DECODE_BATCH * Kernels.maskWords(c.vocabSize()) * 4; // token masks: the eager picks' and the step's
   }
@@ -149,7 +158,7 @@ public final class CudaModel implements AutoCloseable {
 
   /** The environment GPU attention policies are built with. */
   public GpuEnv env(java.nio.file.Path modelDir) {
-    return new GpuEnv(c, ctx, k, ws, invFreq.ptr(), modelDir);
+    return new GpuEnv(c, ctx, k, ws, rope.full(), modelDir);
   }
 
   /** Sizes the attention workspace for decoding up to {@code capacity} tokens, so steps never allocate. */
@@ -222,6 +231,7 @@ public final class CudaModel implements AutoCloseable {
   public void decodeStep(int[] ids, int[] positions, PagedKvCache[] kvs, GpuPolicy[] policies, float[] invTemp,
                          float[] topP, float[] u, long[][] masks, int n, int[] next) {
     if (n < 1 || n > MAX_DECODE_BATCH) throw new IllegalArgumentException("batch of " + n + " outside [1, 8]");
+    oneTableFor(positions, n);
     try {
       int heads = c.numHeads(), nKv = c.numKvHeads(), d = c.headDim(), maxKeys = 0;
       boolean anyPolicy = false;
@@ -286,28 +296,24 @@ public final class CudaModel implements AutoCloseable {
   private void stepKernels(int n, int splits) {
     int dim = c.hiddenSize(), hidden = c.intermediateSize(), qDim = c.qDim(), kvDim = c.kvDim();
     int stride = qDim + 2 * kvDim;
-    k.embed(x.ptr(), w.embed.ptr(), step.tokens(), n, dim, c.vocabSize());
+    embed(step.tokens(), n);
     for (int l = 0; l < c.numLayers(); l++) {
       CudaWeights.Layer lw = w.layers[l];
-      k.rmsNorm(xb.ptr(), x.ptr(), lw.attnNorm().ptr(), n, dim, c.rmsNormEps());
-      linear(qkv.ptr(), Kernels.OUT_F32, xb.ptr(), lw.wqkv(), lw.bqkv() == null ? null : lw.bqkv().ptr(), n,
-          stride, dim);                                                          // (n, qDim + 2 kvDim)
-      k.rope(q.ptr(), qkv.ptr(), stride, n, c.numHeads(), c.headDim(), invFreq.ptr(), step.positions(), 0);
+      queriesKeysValues(lw, n);                                                  // (n, qDim + 2 kvDim)
+      k.rope(q.ptr(), qkv.ptr(), stride, n, c.numHeads(), c.headDim(), rope.layer(l), step.positions(), 0);
       k.kvAppendRows(step.rows(), n, l, qkv.ptr(), stride, qDim, qDim + kvDim, c.numKvHeads(), c.headDim(),
-          invFreq.ptr());                                                        // keys before RoPE
+          rope.layer(l));                                                        // keys before RoPE
       if (!stepMixed) {
         k.attentionRows(att.ptr(), q.ptr(), step.rows(), n, l, c.numHeads(), c.numKvHeads(), c.headDim(),
-            c.slidingWindow(), scale, splits, ws);                               // (n, qDim)
+            c.window(l), scale, splits, ws);                                     // (n, qDim)
       } else {
         mixedAttention(n, l, splits, stride);
       }
-      linear(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo(), null, n, dim, qDim);   // x += att · woᵀ
-      k.rmsNorm(xb.ptr(), x.ptr(), lw.ffnNorm().ptr(), n, dim, c.rmsNormEps());
-      gateUpSwiglu(lw.wgu(), n);                                                    // (n, hidden)
-      linear(x.ptr(), Kernels.OUT_F32_ADD, hb.ptr(), lw.wDown(), null, n, dim, hidden); // x += h · w_downᵀ
+      outputAndFeedForward(lw, n);
     }
     k.rmsNorm(xb.ptr(), x.ptr(), w.finalNorm.ptr(), n, dim, c.rmsNormEps());             // (n, dim)
     linear(batchLogits.ptr(), Kernels.OUT_F32, xb.ptr(), w.lmHead, null, n, c.vocabSize(), dim); // (n, vocab)
+    softcap(batchLogits.ptr(), n);
     k.sampleRows(step.tokens(), batchProbs.ptr(), batchLogits.ptr(), step.sampling(), n, c.vocabSize(), step.masks(),
         step.masked(), step.maskWords());
   }
@@ -335,7 +341,7 @@ public final class CudaModel implements AutoCloseable {
     CUdeviceptr qRow = q.at((long) b * qDim * 2), attRow = att.at((long) b * qDim * 2);
     GpuPolicy p = stepPolicies[b];
     if (p == null || p.stepAttendsDense(l)) {
-      k.attentionRows(attRow, qRow, step.row(b), 1, l, c.numHeads(), c.numKvHeads(), c.headDim(), c.slidingWindow(),
+      k.attentionRows(attRow, qRow, step.row(b), 1, l, c.numHeads(), c.numKvHeads(), c.headDim(), c.window(l),
           scale, splits, ws);
       return;
     }
@@ -372,6 +378,7 @@ public final class CudaModel implements AutoCloseable {
       throw new IllegalArgumentException("a prefill chunk of " + chunk + " tokens; this engine's activations hold "
           + maxChunk + " (--prefill-chunk)");
     }
+    rope.useLength(pos0 + ids.length, k.stream());  // one call over the prompt: its whole length's table
     for (int s = 0; s < ids.length; s += chunk) {
       int n = Math.min(chunk, ids.length - s);
       k.stream().copyToDevice(tokens, 0, Pointer.to(ids).withByteOffset(s * 4L), n * 4L);
@@ -384,6 +391,7 @@ public final class CudaModel implements AutoCloseable {
 
   /** One token at position pos whose id is already on the device (the last sampled one) or given. */
   public void decode(int token, boolean tokenOnDevice, int pos, PagedKvCache kv, GpuPolicy policy) {
+    rope.useLength(pos + 1, k.stream());
     if (!tokenOnDevice) {
       tokenHost[0] = token;
       k.stream().copyToDevice(tokens, 0, Pointer.to(tokenHost), 4);
@@ -415,29 +423,26 @@ public final class CudaModel implements AutoCloseable {
     int dim = c.hiddenSize(), hidden = c.intermediateSize(), qDim = c.qDim(), kvDim = c.kvDim();
     int stride = qDim + 2 * kvDim;
     for (Rows r : runs) r.kv().reserve(r.n());  // pages for the rows appended below (a shared KV page pool)
-    k.embed(x.ptr(), w.embed.ptr(), tokens.ptr(), total, dim, c.vocabSize());
+    embed(tokens.ptr(), total);
     for (int l = 0; l < c.numLayers(); l++) {
       CudaWeights.Layer lw = w.layers[l];
+      CUdeviceptr table = rope.layer(l);                                        // the layer's RoPE
       // attention block
-      k.rmsNorm(xb.ptr(), x.ptr(), lw.attnNorm().ptr(), total, dim, c.rmsNormEps());
-      mark(Profile.GEMM);
-      linear(qkv.ptr(), Kernels.OUT_F32, xb.ptr(), lw.wqkv(), lw.bqkv() == null ? null : lw.bqkv().ptr(), total,
-          stride, dim);                                                         // (total, qDim + 2 kvDim)
-      mark(Profile.OTHER);
+      queriesKeysValues(lw, total);                                             // (total, qDim + 2 kvDim)
       if (rowPositions != null) {
-        k.rope(q.ptr(), qkv.ptr(), stride, total, c.numHeads(), c.headDim(), invFreq.ptr(), rowPositions, 0);
+        k.rope(q.ptr(), qkv.ptr(), stride, total, c.numHeads(), c.headDim(), table, rowPositions, 0);
       }
       for (Rows r : runs) {
         Kernels.KvView view = r.kv().layer(l);
         int before = r.kv().length(l), n = r.n(), pos0 = r.pos0();
         CUdeviceptr qkvRows = qkv.at((long) r.row0() * stride * 4), qRows = q.at((long) r.row0() * qDim * 2);
         CUdeviceptr attRows = att.at((long) r.row0() * qDim * 2);
-        k.kvAppend(view, qkvRows, stride, qDim, qDim + kvDim, n, before, pos0, invFreq.ptr()); // keys before RoPE
+        k.kvAppend(view, qkvRows, stride, qDim, qDim + kvDim, n, before, pos0, table); // keys before RoPE
         r.kv().advance(l, n);
-        if (rowPositions == null) k.rope(qRows, qkvRows, stride, n, c.numHeads(), c.headDim(), invFreq.ptr(), null, pos0);
+        if (rowPositions == null) k.rope(qRows, qkvRows, stride, n, c.numHeads(), c.headDim(), table, null, pos0);
         mark(Profile.ATTENTION);
         if (r.policy() == null) {
-          k.attention(attRows, qRows, view, n, c.numHeads(), before, c.slidingWindow(), scale, ws); // (n, qDim)
+          k.attention(attRows, qRows, view, n, c.numHeads(), before, c.window(l), scale, ws); // (n, qDim)
         } else {
           LayerCall call = new LayerCall(l, n, pos0, before, qkvRows, stride, qRows, view, attRows);
           if (decoding) r.policy().decode(call, r.kv());
@@ -445,16 +450,82 @@ public final class CudaModel implements AutoCloseable {
         }
         mark(Profile.OTHER);
       }
-      mark(Profile.GEMM);
-      linear(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo(), null, total, dim, qDim);  // x += att · woᵀ
-      mark(Profile.OTHER);
-      // feed-forward block
-      k.rmsNorm(xb.ptr(), x.ptr(), lw.ffnNorm().ptr(), total, dim, c.rmsNormEps());
-      mark(Profile.GEMM);
-      gateUpSwiglu(lw.wgu(), total);                                                 // (total, hidden)
-      linear(x.ptr(), Kernels.OUT_F32_ADD, hb.ptr(), lw.wDown(), null, total, dim, hidden); // x += h · w_downᵀ
-      mark(Profile.OTHER);
+      outputAndFeedForward(lw, total);
     }
+  }
+
+  /** x (n, dim) f32 = the embeddings of the n token ids at tokenIds, times the family's scale (Gemma: √dim). */
+  private void embed(CUdeviceptr tokenIds, int n) {
+    int dim = c.hiddenSize();
+    k.embed(x.ptr(), w.embed.ptr(), tokenIds, n, dim, c.vocabSize());
+    if (c.traits().embedScale() != 1) fk.scale(x.ptr(), (long) n * dim, (float) c.traits().embedScale());
+  }
+
+  /** qkv (n, qDim + 2 kvDim) f32 of the n rows of x: RMSNorm, the projection (+ bias), then (Qwen3, Gemma 3) the per-head q/k norms. */
+  private void queriesKeysValues(CudaWeights.Layer lw, int n) {
+    int dim = c.hiddenSize(), qDim = c.qDim(), stride = qDim + 2 * c.kvDim();
+    k.rmsNorm(xb.ptr(), x.ptr(), lw.attnNorm().ptr(), n, dim, c.rmsNormEps());
+    mark(Profile.GEMM);
+    linear(qkv.ptr(), Kernels.OUT_F32, xb.ptr(), lw.wqkv(), lw.bqkv() == null ? null : lw.bqkv().ptr(), n,
+        stride, dim);                                                           // (n, qDim + 2 kvDim)
+    mark(Profile.OTHER);
+    if (lw.qNorm() != null) {
+      fk.qkNorm(qkv.ptr(), stride, n, c.numHeads(), c.numKvHeads(), qDim, c.headDim(), lw.qNorm().ptr(), lw.kNorm().ptr(),
+          c.rmsNormEps());
+    }
+  }
+
+  /**
+   * x += att · woᵀ (through its norm first where the family norms the attention output), then the
+   * feed-forward block: x += w_down · act(gate) * up of RMSNorm(x), act SiLU (fused into the GEMM
+   * where it can be) or the tanh GELU, the MLP's output normed first likewise.
+   */
+  private void outputAndFeedForward(CudaWeights.Layer lw, int n) {
+    int dim = c.hiddenSize(), hidden = c.intermediateSize(), qDim = c.qDim();
+    mark(Profile.GEMM);
+    if (lw.postAttnNorm() == null) {
+      linear(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo(), null, n, dim, qDim);        // x += att · woᵀ
+    } else {
+      linear(sub.ptr(), Kernels.OUT_F32, att.ptr(), lw.wo(), null, n, dim, qDim);          // (n, dim)
+      fk.rmsNormAdd(x.ptr(), sub.ptr(), lw.postAttnNorm().ptr(), n, dim, c.rmsNormEps());
+    }
+    mark(Profile.OTHER);
+    k.rmsNorm(xb.ptr(), x.ptr(), lw.ffnNorm().ptr(), n, dim, c.rmsNormEps());
+    mark(Profile.GEMM);
+    if (c.traits().geglu()) {
+      linear(gu.ptr(), Kernels.OUT_BF16, xb.ptr(), lw.wgu(), null, n, 2 * hidden, dim);   // (n, 2 hidden)
+      fk.geglu(hb.ptr(), gu.ptr(), n, hidden);                                                   // (n, hidden)
+    } else {
+      gateUpSwiglu(lw.wgu(), n);              // (n, hidden)
+    }
+    if (lw.postFfnNorm() == null) {
+      linear(x.ptr(), Kernels.OUT_F32_ADD, hb.ptr(), lw.wDown(), null, n, dim, hidden);   // x += h · w_downᵀ
+    } else {
+      linear(sub.ptr(), Kernels.OUT_F32, hb.ptr(), lw.wDown(), null, n, dim, hidden);     // (n, dim)
+      fk.rmsNormAdd(x.ptr(), sub.ptr(), lw.postFfnNorm().ptr(), n, dim, c.rmsNormEps());
+    }
+    mark(Profile.OTHER);
+  }
+
+  /** Gemma's final_logit_softcapping over n rows of logits (vocab f32), when the model has it. */
+  private void softcap(CUdeviceptr logitRows, int n) {
+    double cap = c.traits().finalLogitSoftcap();
+    if (cap > 0) fk.softcap(logitRows, (long) n * c.vocabSize(), (float) cap);
+  }
+
+  /**
+   * Whether a layer's RoPE table follows each call's length (dynamic NTK, LongRoPE): a decode step
+   * then takes one sequence (CudaRunner steps such sequences one at a time).
+   */
+  public boolean ropeDependsOnLength() {
+    return rope.dependsOnLength();
+  }
+
+  /** The tables for a decode step of n rows at positions: one row when they depend on length. */
+  private void oneTableFor(int[] positions, int n) {
+    if (!rope.dependsOnLength()) return;
+    if (n != 1) throw new IllegalArgumentException("a length-dependent RoPE decodes one sequence a step, not " + n);
+    rope.useLength(positions[0] + 1, k.stream());
   }
 
   /** Most sequences one batched decode step takes: the GEMV's row limit (larger batches would change numerics). */
@@ -466,6 +537,7 @@ public final class CudaModel implements AutoCloseable {
    */
   public void decodeBatch(int[] ids, int[] positions, PagedKvCache[] kvs, GpuPolicy[] policies, int n) {
     if (n < 1 || n > MAX_DECODE_BATCH) throw new IllegalArgumentException("batch of " + n + " outside [1, 8]");
+    oneTableFor(positions, n);
     Rows[] runs = new Rows[n];
     for (int i = 0; i < n; i++) runs[i] = new Rows(kvs[i], policies[i], i, 1, positions[i]);
     System.arraycopy(ids, 0, batchHost, 0, n);
@@ -476,6 +548,7 @@ public final class CudaModel implements AutoCloseable {
     int dim = c.hiddenSize();
     k.rmsNorm(xb.ptr(), x.ptr(), w.finalNorm.ptr(), n, dim, c.rmsNormEps());           // (n, dim) final-normed rows
     linear(batchLogits.ptr(), Kernels.OUT_F32, xb.ptr(), w.lmHead, null, n, c.vocabSize(), dim); // (n, vocab)
+    softcap(batchLogits.ptr(), n);
   }
 
   /**
@@ -513,6 +586,7 @@ public final class CudaModel implements AutoCloseable {
     k.rmsNorm(last.ptr(), x.at((long) (n - 1) * dim * 4), w.finalNorm.ptr(), 1, dim, c.rmsNormEps());
     mark(Profile.GEMM);
     linear(logits.ptr(), Kernels.OUT_F32, last.ptr(), w.lmHead, null, 1, c.vocabSize(), dim);
+    softcap(logits.ptr(), 1);
     mark(Profile.OTHER);
   }
 
@@ -572,6 +646,7 @@ public final class CudaModel implements AutoCloseable {
   public void close() {
     if (step != null) step.close();
     if (branches != null) branches.close();
+    if (rope != null) rope.close();
     ws.close();
     if (fp8 != null) fp8.close();
     acts.forEach(DeviceBuffer::close);

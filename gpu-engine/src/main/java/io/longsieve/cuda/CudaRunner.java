@@ -125,7 +125,7 @@ public final class CudaRunner implements ModelRunner {
     PagedKvCache kv = new PagedKvCache(ctx, config, capacity);
     try {
       model.reserveDecode(kv.capacity);
-      return new CudaSequence(kv, GpuPolicy.open(p, env), fixed);
+      return new CudaSequence(kv, GpuPolicy.open(p, env), p, fixed);
     } catch (RuntimeException | Error e) {
       kv.close();
       throw e;
@@ -142,6 +142,10 @@ public final class CudaRunner implements ModelRunner {
   public void decodeBatch(Sequence[] seqs, int[] tokens, int[] positions, float[][] logits, Sampler[] samplers,
                           int[] next, int n) {
     ctx.makeCurrent();
+    if (model.ropeDependsOnLength()) {  // each sequence its own RoPE table: one a step
+      for (int i = 0; i < n; i++) next[i] = seqs[i].decodeNext(tokens[i], positions[i], logits[i], samplers[i]);
+      return;
+    }
     int g = CudaModel.MAX_DECODE_BATCH;
     PagedKvCache[] kvs = new PagedKvCache[g];
     GpuPolicy[] policies = new GpuPolicy[g];
@@ -278,17 +282,21 @@ public final class CudaRunner implements ModelRunner {
   }
 
   private final class CudaSequence extends KvSizedSequence {
-    private final PagedKvCache kv;
-    private final GpuPolicy policy;
-    private final int fixedChunk;         // the chunk the policy fixes (PolicySpec.prefillChunk): -1 none, 0 the prompt
+    private PagedKvCache kv;        // replaced, with the policy, when a LongRoPE sequence is recomputed
+    private GpuPolicy policy;
+    private final PolicySpec spec;
+    private final int[] history;    // (capacity) tokens so far, kept only for a LongRoPE recompute; else null
+    private final int fixedChunk;   // the chunk the policy fixes (PolicySpec.prefillChunk): -1 none, 0 the prompt
     private double prefillAttentionMs;  // attention kernels of the prefill, timed with events
     private boolean lastOnDevice;  // this sequence's last pick went to the device token slot
     private int lastPicked = -1;
 
-    CudaSequence(PagedKvCache kv, GpuPolicy policy, int fixedChunk) {
+    CudaSequence(PagedKvCache kv, GpuPolicy policy, PolicySpec spec, int fixedChunk) {
       this.kv = kv;
       this.policy = policy;
+      this.spec = spec;
       this.fixedChunk = fixedChunk;
+      this.history = config.ropeScaling().type().equals("longrope") ? new int[kv.capacity] : null;
     }
 
     /** The prompt's chunk: the policy's where it fixes one (0: the whole prompt, which must fit), else the engine's. */
@@ -299,12 +307,37 @@ public final class CudaRunner implements ModelRunner {
       return c;
     }
 
+    private void remember(int[] tokens) {
+      if (history != null) System.arraycopy(tokens, 0, history, 0, Math.min(tokens.length, history.length));
+    }
+
+    /**
+     * LongRoPE's first step past its original window: the first {@code length} tokens run again into
+     * a fresh cache as one prefill (the long factors for all of them) with a fresh policy, as on
+     * the CPU (cpu/CpuRunner) and as transformers' Phi-3 generation means to.
+     */
+    private boolean recomputed(int token, int pos) {
+      if (history != null) history[pos] = token;
+      if (!config.ropeScaling().recomputesCacheAt(pos)) return false;
+      stream.synchronize();
+      policy.close();
+      kv.close();
+      kv = new PagedKvCache(ctx, config, kv.capacity);
+      policy = GpuPolicy.open(spec, env);
+      tokenOwner = null;
+      model.prefill(java.util.Arrays.copyOf(history, pos + 1), 0, kv, policy, chunk(pos + 1));
+      compressMeasured(() -> policy.afterPrefill(kv));
+      lastOnDevice = false;
+      return true;
+    }
+
     @Override
     public void prefill(int[] tokens, float[] logits) {
       ctx.makeCurrent();
       try (CudaModel.Profile p = new CudaModel.Profile()) {
         model.profile(p);
         tokenOwner = null;  // the prefill overwrote the device token slot
+        remember(tokens);
         model.prefill(tokens, 0, kv, policy, chunk(tokens.length));
         model.profile(null);
         compressMeasured(() -> policy.afterPrefill(kv));
@@ -319,6 +352,10 @@ public final class CudaRunner implements ModelRunner {
     @Override
     public void decode(int token, int pos, float[] logits) {
       ctx.makeCurrent();
+      if (recomputed(token, pos)) {
+        model.readLogits(logits);
+        return;
+      }
       tokenOwner = null;
       model.decode(token, false, pos, kv, policy);
       model.readLogits(logits);
@@ -331,6 +368,7 @@ public final class CudaRunner implements ModelRunner {
       try (CudaModel.Profile p = new CudaModel.Profile()) {
         model.profile(p);
         tokenOwner = null;
+        remember(tokens);
         model.prefill(tokens, 0, kv, policy, chunk(tokens.length));
         model.profile(null);
         compressMeasured(() -> policy.afterPrefill(kv));
@@ -345,6 +383,7 @@ public final class CudaRunner implements ModelRunner {
     @Override
     public int decodeNext(int token, int pos, float[] logits, Sampler sampler) {
       ctx.makeCurrent();
+      if (recomputed(token, pos)) return pick(sampler);
       if (steppable(this)) {
         oneSeq[0] = this;
         oneToken[0] = token;

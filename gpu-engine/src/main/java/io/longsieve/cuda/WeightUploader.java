@@ -208,6 +208,33 @@ final class WeightUploader implements AutoCloseable {
     }
   }
 
+  /**
+   * The q or k rows (heads x headDim, cols) of tensor `name` in the device layout (QkLayout), as bf16
+   * into dst at byte offset dstOff; an FP8 tensor dequantized first (Checkpoint.loadF32).
+   */
+  void qkRows(Checkpoint ck, String name, DeviceBuffer dst, long dstOff, int heads, long cols, QkLayout layout,
+              boolean scale) {
+    if (layout.identity()) {
+      matrix(ck, name, dst, dstOff, (long) heads * layout.headDim(), cols);
+      return;
+    }
+    float[] w = ck.loadF32(name, (long) heads * layout.headDim(), cols);
+    layout.rows(w, 0, heads, (int) cols, scale);
+    floats(w, dst, dstOff);
+  }
+
+  /** Copies v (f32) as bf16 into dst at byte offset dstOff. */
+  void floats(float[] v, DeviceBuffer dst, long dstOff) {
+    if (staging == null) staging = ByteBuffer.allocateDirect(WINDOW * 2).order(ByteOrder.LITTLE_ENDIAN);
+    for (int done = 0; done < v.length; done += WINDOW) {
+      int m = Math.min(WINDOW, v.length - done);
+      staging.clear();
+      for (int i = 0; i < m; i++) staging.putShort(i * 2, DType.floatToBf16(v[done + i]));
+      ctx.makeCurrent();
+      JCudaDriver.cuMemcpyHtoD(dst.at(dstOff + (long) done * 2), Pointer.to(staging), (long) m * 2);
+    }
+  }
+
   /** One line on how the FP8 matrices were placed, when there were any. */
   void logFp8() {
     if (keptFp8 == 0 && dequantized.isEmpty()) return;

@@ -111,6 +111,13 @@ public final class Checkpoint implements AutoCloseable {
     return dir;
   }
 
+  /** Every tensor's header, all shards (inspect counts bytes from their stored sizes). */
+  public java.util.List<TensorInfo> tensors() {
+    java.util.List<TensorInfo> out = new ArrayList<>();
+    for (SafetensorsFile f : files) out.addAll(f.tensors().values());
+    return out;
+  }
+
   public boolean has(String name) {
     return owner.containsKey(name);
   }

@@ -22,7 +22,8 @@ import picocli.CommandLine;
         "  generate     Generate text for one prompt with the engine alone.",
         "  bench        Benchmark the engine's prefill and decode.",
         "  profile      Time the engine's steps on one document.",
-        "  eval-engine  Run the quality suite on the engine alone."})
+        "  eval-engine  Run the quality suite on the engine alone.",
+        "  inspect      What the engine reads from a checkpoint and whether it fits a GPU (docs/models.md)."})
 public final class JobCli implements Callable<Integer> {
 
   public static void main(String[] args) {

@@ -72,6 +72,11 @@ public final class KvCache {
 
   /** Appends n tokens' keys (before RoPE) and values, rows of kvDim starting at k[ko], v[vo]. */
   public void append(int layer, float[] k, int ko, float[] v, int vo, int n, int pos0) {
+    append(layer, k, ko, v, vo, n, pos0, rope);
+  }
+
+  /** As above, the rotated copy made with {@code rope}: the layer's own table at the call's length. */
+  public void append(int layer, float[] k, int ko, float[] v, int vo, int n, int pos0, Rope rope) {
     int start = length[layer];
     if (start + n > capacity) throw new IllegalStateException("KV cache full: " + (start + n) + " > " + capacity);
     for (int i = 0; i < n; i++) {

@@ -13,6 +13,12 @@ import java.nio.file.Path;
  * the KV part rewrites the cache once after the prompt, decode steps go to the decode part. Parts
  * are built on the first call, when the model's shapes are known. Not thread-safe: one request.
  *
+ * <p>Sliding-window layers (Gemma 3's local layers; every layer of a model whose config slides them
+ * all, as Mistral v0.1's): every policy attends densely within the window there, prefill and decode,
+ * and KV compression leaves such a layer whole (the compressors skip it, H2O never observes it). A
+ * window of a few thousand tokens is already the sparse part of those models, and selecting inside
+ * it would drop what the model was trained to see. docs/models.md lists this per policy.
+ *
  * <p>The CPU backend's one policy factory ({@link #of}): which names it runs comes from
  * {@link io.longsieve.policy.PolicyCatalog}'s backends column.
  */
@@ -49,6 +55,8 @@ public final class ComposedPolicy implements AttentionPolicy {
   private Prefill prefill;
   private Kv kvPart;       // null: no compression
   private Decode decode;
+  private Prefill windowed;       // sliding-window layers' prefill and decode: dense within the window
+  private Decode windowedDecode;
   private String described;
 
   /**
@@ -78,6 +86,8 @@ public final class ComposedPolicy implements AttentionPolicy {
   private void init(AttentionContext ctx) {
     if (stats != null) return;
     stats = new SelectionStats(ctx.config().numLayers());
+    windowed = new DenseParts.Prefill(stats);
+    windowedDecode = new DenseParts.Decode(stats);
     TokenSelect tsPrefill = null;
     switch (spec.prefill().name()) {
       case "dense": prefill = new DenseParts.Prefill(stats); break;
@@ -117,6 +127,10 @@ public final class ComposedPolicy implements AttentionPolicy {
   @Override
   public void prefill(int layer, float[] q, int n, int pos0, KvCache kv, float[] out, AttentionContext ctx) {
     init(ctx);
+    if (ctx.window() > 0) {  // a sliding-window layer: dense within its window, whatever the policy
+      windowed.prefill(layer, q, n, pos0, kv, out, ctx);
+      return;
+    }
     // observing the prefill's attention is attention work (inside attention_ms, as on the GPU), not selection
     if (kvPart != null) kvPart.observe(layer, q, n, pos0, kv, ctx);
     prefill.prefill(layer, q, n, pos0, kv, out, ctx);
@@ -134,6 +148,10 @@ public final class ComposedPolicy implements AttentionPolicy {
   @Override
   public void decode(int layer, float[] q, int pos, KvCache kv, float[] out, AttentionContext ctx) {
     init(ctx);
+    if (ctx.window() > 0) {
+      windowedDecode.decode(layer, q, pos, kv, out, ctx);
+      return;
+    }
     decode.decode(layer, q, pos, kv, out, ctx);
     if (kvPart != null) {
       long t = System.nanoTime();

@@ -59,17 +59,28 @@ final class ListAttention {
     }
   }
 
-  /** cos/sin of every position up to a bound, computed once per request so compact RoPE is a table lookup. */
+  /**
+   * cos/sin of every position up to a bound, computed once per request so compact RoPE is a table
+   * lookup. It follows the RoPE table of the call ({@link #use}): layers of another kind, or a
+   * length-dependent scaling that moved on (dynamic NTK, LongRoPE), start it afresh.
+   */
   static final class RopeTable {
-    private final Rope rope;
-    private final int half;
-    private float[] cos = new float[0]; // (positions, headDim / 2)
-    private float[] sin = new float[0]; // (positions, headDim / 2)
+    private Rope rope;
+    private int half;                   // rotaryDim / 2
+    private float[] cos = new float[0]; // (positions, rotaryDim / 2) times the attention factor
+    private float[] sin = new float[0]; // (positions, rotaryDim / 2)
     private int positions;
 
     RopeTable(Rope rope) {
-      this.rope = rope;
-      this.half = rope.headDim() / 2;
+      use(rope);
+    }
+
+    /** Rotates with {@code r} from now on (a no-op when it already does). */
+    void use(Rope r) {
+      if (r == rope) return;
+      rope = r;
+      half = r.rotaryDim() / 2;
+      positions = 0;
     }
 
     void ensure(int n) {
@@ -87,14 +98,9 @@ final class ListAttention {
       positions = m;
     }
 
-    /** Rotates one head vector v[off .. off+headDim) at pos (the same rotate-half math as {@link Rope#apply}). */
+    /** Rotates one head vector v[off .. off+headDim) at pos (the rotate-half math of {@link Rope#apply}). */
     void rotate(float[] v, int off, int pos) {
-      int t = pos * half;
-      for (int i = 0; i < half; i++) {
-        float x1 = v[off + i], x2 = v[off + half + i];
-        v[off + i] = x1 * cos[t + i] - x2 * sin[t + i];
-        v[off + half + i] = x2 * cos[t + i] + x1 * sin[t + i];
-      }
+      rope.apply(v, off, 1, cos, sin, pos * half);
     }
   }
 }

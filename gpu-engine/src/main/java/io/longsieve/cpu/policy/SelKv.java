@@ -63,7 +63,10 @@ final class SelKv implements ComposedPolicy.Kv {
 
   @Override
   public void compress(KvCache kv, AttentionContext ctx) {
-    for (int l = 0; l < kv.layers; l++) compressLayer(l, kv, ctx);
+    for (int l = 0; l < kv.layers; l++) {
+      if (ctx.config().window(l) > 0) continue;  // a sliding-window layer stays whole (ComposedPolicy)
+      compressLayer(l, kv, ctx);
+    }
   }
 
   void compressLayer(int layer, KvCache kv, AttentionContext ctx) {

@@ -28,7 +28,7 @@ final class StreamingLlm {
     public void compress(KvCache kv, AttentionContext ctx) {
       for (int layer = 0; layer < kv.layers; layer++) {
         int n = kv.length(layer);
-        if (sinks + recent >= n) continue;
+        if (sinks + recent >= n || ctx.config().window(layer) > 0) continue;  // sliding layers stay whole
         int[] keep = new int[sinks + recent];
         for (int i = 0; i < sinks; i++) keep[i] = i;
         for (int i = 0; i < recent; i++) keep[sinks + i] = n - recent + i;
@@ -74,6 +74,7 @@ final class StreamingLlm {
 
     @Override
     public void decode(int layer, float[] q, int pos, KvCache kv, float[] out, AttentionContext ctx) {
+      table.use(ctx.rope());
       int n = kv.length(layer);
       if (sinks + recent >= n) {
         DenseAttention.attendRows(layer, q, 1, pos, n - 1, kv, out, ctx);

@@ -83,6 +83,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
 
   @Override
   public void prefill(int layer, float[] q, int n, int pos0, KvCache kv, float[] out, AttentionContext ctx) {
+    table.use(ctx.rope());
     int before = kv.length(layer) - n;
     if (params.int4()) index.update(layer, kv);
     for (int s = 0; s < n; s += params.chunk()) {
@@ -93,6 +94,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
 
   @Override
   public void decode(int layer, float[] q, int pos, KvCache kv, float[] out, AttentionContext ctx) {
+    table.use(ctx.rope());
     if (params.int4()) index.update(layer, kv);
     block(layer, q, 0, 1, pos, kv.length(layer), kv, out, ctx, true);
   }

@@ -13,7 +13,8 @@ import jcuda.driver.CUdeviceptr;
 /**
  * A request's attention policy on the GPU: one part per slot of its {@link PolicySpec}, the same
  * composition as cpu/policy/ComposedPolicy on the CPU and the same statistics, so a run can be
- * moved between backends and compared. Prefill chunks go to the prefill part (and are shown to the
+ * moved between backends and compared. On sliding-window layers every policy attends densely within
+ * the window and KV compression leaves the layer whole, as on the CPU. Prefill chunks go to the prefill part (and are shown to the
  * KV part first), the KV part rewrites the cache once after the prompt, decode steps go to the
  * decode part. This is the CUDA backend's one policy factory; which names it runs comes from
  * {@link io.longsieve.policy.PolicyCatalog}'s backends column.
@@ -28,6 +29,9 @@ public final class GpuPolicy implements AutoCloseable {
   private final GpuParts.Prefill prefill;
   private final GpuParts.Kv kvPart;   // null: no compression
   private final GpuParts.Decode decode;
+  private final GpuDense.Prefill windowed;       // sliding-window layers: dense within the window
+  private final GpuDense.Decode windowedDecode;
+  private final io.longsieve.model.ModelConfig config;
   private final List<GpuParts.Part> parts = new ArrayList<>();
   private final String described;
   private final long id = IDS.incrementAndGet();
@@ -50,6 +54,9 @@ public final class GpuPolicy implements AutoCloseable {
 
   private GpuPolicy(PolicySpec spec, GpuEnv env) {
     stats = new SelectionStats(env.config().numLayers());
+    config = env.config();
+    windowed = new GpuDense.Prefill(stats, env);
+    windowedDecode = new GpuDense.Decode(stats, env);
     String desc = spec.canonical();
     try {
       GpuTokenSelect tsPrefill = null;
@@ -99,8 +106,16 @@ public final class GpuPolicy implements AutoCloseable {
   }
 
   public void prefill(LayerCall c) {
+    if (sliding(c.layer())) {  // dense within the window, whatever the policy (cpu/policy/ComposedPolicy's rule)
+      windowed.prefill(c);
+      return;
+    }
     if (kvPart != null) kvPart.observe(c);
     prefill.prefill(c);
+  }
+
+  private boolean sliding(int layer) {
+    return config.window(layer) > 0;
   }
 
   /** Once after the whole prompt is cached, before the first decode step. */
@@ -147,10 +162,14 @@ public final class GpuPolicy implements AutoCloseable {
 
   /** Whether the planned step attends densely in the layer; see {@link GpuParts.CapturedDecode#stepAttendsDense}. */
   public boolean stepAttendsDense(int layer) {
-    return ((GpuParts.CapturedDecode) decode).stepAttendsDense(layer);
+    return sliding(layer) || ((GpuParts.CapturedDecode) decode).stepAttendsDense(layer);
   }
 
   public void decode(LayerCall c, PagedKvCache kv) {
+    if (sliding(c.layer())) {
+      windowedDecode.decode(c);
+      return;
+    }
     decode.decode(c);
     if (kvPart != null && kvPart.afterDecode(c, kv)) decode.reset();
   }

@@ -50,7 +50,7 @@ public final class GpuStreamingEviction implements GpuParts.Kv {
       int uploadedFor = -1;
       for (int l = 0; l < kv.layers; l++) {
         int n = kv.length(l);
-        if (count >= n) continue;
+        if (count >= n || env.config().window(l) > 0) continue;  // sliding-window layers stay whole (GpuPolicy)
         if (n != uploadedFor) {
           env.k().stream().synchronize();  // the previous layer's compaction may still read the list
           keep.upload(keepList(sinks, recent, n, kv.nKv));

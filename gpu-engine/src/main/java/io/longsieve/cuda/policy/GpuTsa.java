@@ -124,7 +124,7 @@ public final class GpuTsa implements GpuParts.Prefill {
   }
 
   private void dense(LayerCall c) {
-    env.k().attention(c.out(), c.q(), c.kv(), c.n(), heads, c.before(), env.config().slidingWindow(), env.scale(),
+    env.k().attention(c.out(), c.q(), c.kv(), c.n(), heads, c.before(), env.config().window(c.layer()), env.scale(),
         env.ws());
     double pairs = SelectionStats.densePairs(c.n(), c.before(), heads);
     stats.prefill(c.layer(), pairs, pairs);
