@@ -41,14 +41,17 @@ final class InputFiles {
   private static final int NAMED = 3;
 
   /**
-   * @param format  the one format of every data file
-   * @param data    data files, full paths, sorted
-   * @param skipped skipped files, relative to the input folder, sorted
-   * @param largest size in bytes of the largest data file
+   * The files to read.
+   *
+   * @param format   the one format of every data file
+   * @param data     data files, full paths, sorted
+   * @param skipped  skipped files, relative to the input folder, sorted
+   * @param largest  size in bytes of the largest data file
+   * @param columns  every Parquet file's columns together, null for JSONL (known only by reading it)
+   * @param snapshot each data file's length and modification time when listed, checked again by every read
    */
-  /** The files to read; {@code columns}: every Parquet file's columns together, null for JSONL (known only by reading it). */
   record Listing(InputReader.Format format, List<String> data, List<String> skipped, long largest,
-      java.util.Set<String> columns) {}
+      java.util.Set<String> columns, InputSnapshot snapshot) {}
 
   private InputFiles() {}
 
@@ -93,7 +96,7 @@ final class InputFiles {
       InputReader.Format format = byFormat.keySet().iterator().next();
       List<String> paths = byFormat.get(format);
       java.util.Set<String> columns = format == InputReader.Format.PARQUET ? checkParquetSchemas(conf, paths, input) : null;
-      return new Listing(format, List.copyOf(paths), List.copyOf(skipped), largest, columns);
+      return new Listing(format, List.copyOf(paths), List.copyOf(skipped), largest, columns, InputSnapshot.of(fs, data));
     } catch (IOException e) {
       throw new IllegalArgumentException("cannot read input " + input + ": " + e.getMessage(), e);
     }

@@ -106,7 +106,29 @@ public final class LongSieveJob {
   static RunSummary run(SparkSession spark, RunOptions o, Checked checked) {
     try (ResourceWatchdog watchdog = ResourceWatchdog.start(spark.sparkContext(), o.ops().resourceWaitSeconds())) {
       return watchdog.guard(() -> runWatched(spark, o, checked));
+    } catch (IllegalArgumentException | RunFault e) {
+      throw e;
+    } catch (Exception e) { // Spark's SparkException is checked, thrown from Scala undeclared
+      throw explained(e, checked.input().snapshot(), spark.sparkContext().hadoopConfiguration());
     }
+  }
+
+  /**
+   * A failed Spark job, said as what caused it where that is known: a task's {@link RunFault} (an
+   * input file that changed under it), or an input file that is no longer as planned (Spark's own
+   * read error for a deleted file names neither the cause nor the way on). Otherwise {@code e} itself.
+   */
+  static RuntimeException explained(Exception e, InputSnapshot input, Configuration conf) {
+    RunFault task = RunFault.find(e);
+    if (task != null) return new RunFault(task.kind(), task.getMessage(), e);
+    RunFault changed = input.firstChange(conf);
+    if (changed != null) return new RunFault(changed.kind(), changed.getMessage(), e);
+    return sneaky(e);
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <E extends Exception> RuntimeException sneaky(Exception e) throws E {
+    throw (E) e; // rethrown as it came: Spark's checked exceptions are undeclared in Scala too
   }
 
   private static RunSummary runWatched(SparkSession spark, RunOptions o, Checked checked) {
@@ -145,6 +167,9 @@ public final class LongSieveJob {
       }
     }
 
+    spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": check the committed rows");
+    CommitCheck.require(spark, o, files.snapshot(), spark.sparkContext().hadoopConfiguration(), stage.rows(),
+        stage.plan().documents());
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": summary");
     Dataset<Row> done = spark.read().schema(JobSchemas.RESULT).parquet(sliceDirs.toArray(new String[0]));
     RunSummary summary = RunSummary.of(o.runId(), done, start, Instant.now());

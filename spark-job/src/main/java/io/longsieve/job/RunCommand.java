@@ -143,6 +143,12 @@ public final class RunCommand implements Callable<Integer> {
       }
     } catch (IllegalArgumentException e) {
       return fail(err, e, CONFIG_ERROR);
+    } catch (RunFault e) {
+      err.println("longsieve run stopped: " + e.line() + (debug ? "" : " (stack trace in the log; --debug prints it here)"));
+      LOG.error("longsieve run stopped: {}", e.getMessage(), e);
+      if (debug) e.printStackTrace(err);
+      err.flush();
+      return e.kind().exitCode();
     } catch (RuntimeException e) {
       return fail(err, e, 1);
     }

@@ -1,0 +1,157 @@
+package io.longsieve.job;
+
+import java.io.FileNotFoundException;
+import java.io.IOException;
+import java.io.Serializable;
+import java.time.Instant;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Set;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.spark.broadcast.Broadcast;
+import org.apache.spark.paths.SparkPath;
+import org.apache.spark.sql.Row;
+
+/**
+ * The input's data files as the driver planned them: each file's length and modification time,
+ * taken when the input is listed ({@link InputFiles#list}), before any row is read.
+ *
+ * <p>Why: a run reads its input several times (the cost plan, the budget, the generation, the audit),
+ * and Spark reads a file as it is at that moment: a file cut, grown, rewritten or deleted between two
+ * reads would give the generation other rows than the plan counted, and the difference would vanish
+ * without a word. So every task that reads a file first compares it with this snapshot
+ * ({@link Check}) and fails the run naming the file, and the driver compares every file again at the
+ * end of the run and whenever a Spark job fails ({@link #firstChange}).
+ *
+ * <p>Paths are keyed by their decoded path component: Spark's {@code _metadata.file_path} is a URL
+ * string (a space is {@code %20}) while Hadoop's {@code Path.toString} is not.
+ */
+final class InputSnapshot implements Serializable {
+
+  /** One file as planned. */
+  record Stamp(long length, long modified) implements Serializable {}
+
+  private final LinkedHashMap<String, Stamp> files; // key: decoded path, sorted as listed
+  private final LinkedHashMap<String, String> shown; // key -> the path as the user sees it
+
+  private InputSnapshot(LinkedHashMap<String, Stamp> files, LinkedHashMap<String, String> shown) {
+    this.files = files;
+    this.shown = shown;
+  }
+
+  static InputSnapshot of(FileSystem fs, List<FileStatus> statuses) {
+    LinkedHashMap<String, Stamp> files = new LinkedHashMap<>();
+    LinkedHashMap<String, String> shown = new LinkedHashMap<>();
+    for (FileStatus s : statuses) {
+      Path p = fs.makeQualified(s.getPath());
+      files.put(key(p), new Stamp(s.getLen(), s.getModificationTime()));
+      shown.put(key(p), p.toString());
+    }
+    return new InputSnapshot(files, shown);
+  }
+
+  int size() {
+    return files.size();
+  }
+
+  static String key(Path p) {
+    return p.toUri().getPath();
+  }
+
+  /** The key of a path as Spark's {@code _metadata.file_path} gives it (a URL string). */
+  static String keyOfSparkPath(String urlString) {
+    return key(SparkPath.fromUrlString(urlString).toPath());
+  }
+
+  /**
+   * What changed about the file at {@code key} since the plan, in words; null when it is as planned
+   * or not part of this snapshot.
+   */
+  String change(String key, Configuration conf) {
+    Stamp planned = files.get(key);
+    if (planned == null) return null;
+    String name = shown.get(key);
+    Path p = new Path(name);
+    FileStatus now;
+    try {
+      now = p.getFileSystem(conf).getFileStatus(p);
+    } catch (FileNotFoundException e) {
+      return "input file " + name + " was deleted during the run (planned: " + describe(planned) + ")";
+    } catch (IOException e) {
+      return "input file " + name + " cannot be read any more (" + e.getMessage() + "; planned: " + describe(planned) + ")";
+    }
+    if (now.getLen() == planned.length() && now.getModificationTime() == planned.modified()) return null;
+    return "input file " + name + " changed during the run (planned: " + describe(planned) + "; now: "
+        + describe(new Stamp(now.getLen(), now.getModificationTime())) + ")";
+  }
+
+  /** The first file, in listing order, that is not as planned; null when none changed. */
+  RunFault firstChange(Configuration conf) {
+    for (String key : files.keySet()) {
+      String c = change(key, conf);
+      if (c != null) return RunFault.inputChanged(c);
+    }
+    return null;
+  }
+
+  /** Fails with {@link RunFault.Kind#INPUT_CHANGED} when some file is not as planned. */
+  void requireUnchanged(Configuration conf) {
+    RunFault f = firstChange(conf);
+    if (f != null) throw f;
+  }
+
+  private static String describe(Stamp s) {
+    return s.length() + " bytes, modified " + Instant.ofEpochMilli(s.modified());
+  }
+
+  /**
+   * Passes rows through unchanged, checking each input file the first time this task sees a row of it
+   * (column {@code file_path}, a Spark URL string, at index {@code pathColumn}). A file that is not as
+   * planned fails the task with a {@link RunFault} naming it, which Spark hands to the driver.
+   */
+  static final class Check implements MapPartitionsFunction<Row, Row> {
+    private final Broadcast<InputSnapshot> snapshot;
+    private final int pathColumn;
+
+    Check(Broadcast<InputSnapshot> snapshot, int pathColumn) {
+      this.snapshot = snapshot;
+      this.pathColumn = pathColumn;
+    }
+
+    @Override
+    public Iterator<Row> call(Iterator<Row> rows) {
+      Set<String> checked = new HashSet<>();
+      Configuration conf = executorConf();
+      return new Iterator<>() {
+        @Override
+        public boolean hasNext() {
+          return rows.hasNext();
+        }
+
+        @Override
+        public Row next() {
+          Row r = rows.next();
+          String key = keyOfSparkPath(r.getString(pathColumn));
+          if (checked.add(key)) {
+            String c = snapshot.value().change(key, conf);
+            if (c != null) throw RunFault.inputChanged(c);
+          }
+          return r;
+        }
+      };
+    }
+  }
+
+  /** The executor's Hadoop settings (spark.hadoop.* included), as Spark builds them; a plain one outside Spark. */
+  static Configuration executorConf() {
+    SparkEnv env = SparkEnv.get();
+    return env == null ? new Configuration() : org.apache.spark.deploy.SparkHadoopUtil.get().newConfiguration(env.conf());
+  }
+}
