@@ -195,7 +195,7 @@ public final class LongSieveJob {
   private static ShadowAudit.Agreement audit(SparkSession spark, RunOptions o, Dataset<Row> todo, Dataset<Row> done) {
     try {
       return ShadowAudit.run(spark, o, todo, done);
-    } catch (RuntimeException e) {
+    } catch (Exception e) { // Spark's AnalysisException and SparkException are checked, thrown from Scala undeclared
       LOG.warn("run {}: the shadow audit failed: {}", o.runId(), e.toString());
       return null;
     }

@@ -16,11 +16,11 @@ import org.apache.spark.sql.types.StructType;
  * rows, an audit with an empty sample, a run killed before its first commit) reads as no rows instead
  * of failing in Spark's schema inference ("Unable to infer schema for Parquet").
  */
-final class OwnTables {
+public final class OwnTables {
   private OwnTables() {}
 
   /** {@code <output>/<table>/run_id=<runId>}, its files' columns ({@code schema} without run_id); empty when absent. */
-  static Dataset<Row> run(SparkSession spark, String output, String table, String runId, StructType schema) {
+  public static Dataset<Row> run(SparkSession spark, String output, String table, String runId, StructType schema) {
     Path partition = new Path(new Path(output, table), "run_id=" + runId);
     StructType files = withoutRunId(schema);
     if (!exists(spark, partition)) return spark.createDataFrame(List.<Row>of(), files);
@@ -28,7 +28,7 @@ final class OwnTables {
   }
 
   /** Every run of {@code <output>/<table>}, run_id as the partition column; empty when the table is absent. */
-  static Dataset<Row> all(SparkSession spark, String output, String table, StructType schema) {
+  public static Dataset<Row> all(SparkSession spark, String output, String table, StructType schema) {
     Path root = new Path(output, table);
     StructType files = withoutRunId(schema).add("run_id", org.apache.spark.sql.types.DataTypes.StringType, true);
     if (!exists(spark, root)) return spark.createDataFrame(List.<Row>of(), files);
@@ -36,7 +36,7 @@ final class OwnTables {
   }
 
   /** The columns stored in a partition's files: run_id lives in the folder name. */
-  static StructType withoutRunId(StructType schema) {
+  public static StructType withoutRunId(StructType schema) {
     StructType t = new StructType();
     for (StructField f : schema.fields()) if (!f.name().equals("run_id")) t = t.add(f);
     return t;

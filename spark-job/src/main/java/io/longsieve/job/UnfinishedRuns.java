@@ -44,11 +44,11 @@ final class UnfinishedRuns {
       if (id.equals(currentRun) || fs.exists(RunManifest.path(output, id)) || fs.exists(recordPath(output, id))) continue;
       Path runStats = new Path(stats, "run_id=" + id);
       Path runOutputs = new Path(new Path(output, "outputs"), "run_id=" + id);
-      Dataset<Row> all = spark.read().parquet(runStats.toString());
+      Dataset<Row> all = OwnTables.run(spark, output, "stats", id, JobSchemas.STATS);
       long before = all.count();
       long kept = 0;
       if (fs.exists(runOutputs)) {
-        Dataset<Row> done = spark.read().parquet(runOutputs.toString()).select("doc_id").distinct();
+        Dataset<Row> done = OwnTables.run(spark, output, "outputs", id, JobSchemas.OUTPUTS).select("doc_id").distinct();
         Dataset<Row> keep = all.join(done, all.col("doc_id").equalTo(done.col("doc_id")), "left_semi");
         kept = keep.count();
         if (kept < before && kept > 0) replace(fs, output, id, runStats, keep);
