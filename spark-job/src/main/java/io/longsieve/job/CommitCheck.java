@@ -25,11 +25,12 @@ final class CommitCheck {
   /**
    * @param plannedRows      input rows the plan covered (repeated doc_ids included)
    * @param plannedDocuments distinct doc_ids among them
-   * @throws RunFault INPUT_CHANGED naming the first changed file, or INCOMPLETE with the counts
+   * @throws RunFault INPUT_CHANGED naming the first changed file, OUTPUT_GONE, or INCOMPLETE with the counts
    */
   static void require(SparkSession spark, RunOptions o, InputSnapshot input, Configuration conf, long plannedRows,
       long plannedDocuments) {
     input.requireUnchanged(conf);
+    LongSieveJob.requireOutput(o, conf);
     require(spark, o, "outputs", JobSchemas.OUTPUTS, plannedRows, plannedDocuments);
     require(spark, o, "stats", JobSchemas.STATS, plannedRows, plannedDocuments);
   }

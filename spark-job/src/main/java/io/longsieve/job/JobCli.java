@@ -52,7 +52,25 @@ public final class JobCli implements Callable<Integer> {
     if (System.getProperty("log4j2.configurationFile") != null || System.getProperty("log4j.configurationFile") != null) {
       return;
     }
+    System.setProperty(LOG_FILE_PROPERTY, logFile().toString());
     System.setProperty("log4j2.configurationFile", "longsieve-log4j2.properties");
+  }
+
+  /** The system property naming the full log (longsieve-log4j2.properties writes it; failures point at it). */
+  static final String LOG_FILE_PROPERTY = "longsieve.logFile";
+
+  /**
+   * This process's full log: {@code <longsieve.home>/.cache/logs/longsieve-<UTC time>-<pid>.log} under
+   * bin/longsieve, else in the temporary folder. stderr has LongSieve's own lines; Spark's and the
+   * stack traces go here.
+   */
+  static java.nio.file.Path logFile() {
+    String home = System.getProperty("longsieve.home");
+    java.nio.file.Path dir = home != null && !home.isBlank() ? java.nio.file.Path.of(home, ".cache", "logs")
+        : java.nio.file.Path.of(System.getProperty("java.io.tmpdir"));
+    String time = java.time.format.DateTimeFormatter.ofPattern("yyyyMMdd'T'HHmmss'Z'").withZone(java.time.ZoneOffset.UTC)
+        .format(java.time.Instant.now());
+    return dir.resolve("longsieve-" + time + "-" + ProcessHandle.current().pid() + ".log");
   }
 
   /** --version: LongSieve's version. */

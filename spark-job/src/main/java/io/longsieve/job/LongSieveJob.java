@@ -109,21 +109,10 @@ public final class LongSieveJob {
     } catch (IllegalArgumentException | RunFault e) {
       throw e;
     } catch (Exception e) { // Spark's SparkException is checked, thrown from Scala undeclared
-      throw explained(e, checked.input().snapshot(), spark.sparkContext().hadoopConfiguration());
+      RunFault f = RunFault.explain(e, checked.input().snapshot(), o, spark.sparkContext().hadoopConfiguration());
+      if (f != null) throw f;
+      throw sneaky(e);
     }
-  }
-
-  /**
-   * A failed Spark job, said as what caused it where that is known: a task's {@link RunFault} (an
-   * input file that changed under it), or an input file that is no longer as planned (Spark's own
-   * read error for a deleted file names neither the cause nor the way on). Otherwise {@code e} itself.
-   */
-  static RuntimeException explained(Exception e, InputSnapshot input, Configuration conf) {
-    RunFault task = RunFault.find(e);
-    if (task != null) return new RunFault(task.kind(), task.getMessage(), e);
-    RunFault changed = input.firstChange(conf);
-    if (changed != null) return new RunFault(changed.kind(), changed.getMessage(), e);
-    return sneaky(e);
   }
 
   @SuppressWarnings("unchecked")
@@ -153,6 +142,7 @@ public final class LongSieveJob {
       LOG.info("run {}: generating {} documents on {} partitions in {} commit slices", o.runId(),
           stage.rows(), stage.plan().numPartitions(), stage.slices());
       for (int s = 0; s < stage.slices(); s++) {
+        requireOutput(o, spark.sparkContext().hadoopConfiguration());
         spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": generate slice " + (s + 1) + "/" + stage.slices());
         Path dir = new Path(staging, "slice=" + s);
         stage.slice(s).write().mode(SaveMode.Overwrite).parquet(dir.toString());
@@ -164,6 +154,7 @@ public final class LongSieveJob {
             .parquet(new Path(o.output(), "stats").toString());
         slice.select(columns(JobSchemas.OUTPUT_COLUMNS)).write().mode(SaveMode.Append).partitionBy("run_id")
             .parquet(new Path(o.output(), "outputs").toString());
+        RunInterruption.committed((s + 1) + " of " + stage.slices() + " commit slices are committed and kept");
       }
     }
 
@@ -191,6 +182,12 @@ public final class LongSieveJob {
     return summary;
   }
 
+  /** Stops the run when its output folder was removed or changed under it: writing on would recreate it half. */
+  static void requireOutput(RunOptions o, Configuration conf) {
+    String gone = RunFault.outputGone(o, conf);
+    if (gone != null) throw new RunFault(RunFault.Kind.OUTPUT_GONE, gone, null);
+  }
+
   /** The shadow audit ({@link ShadowAudit}); one that fails costs a warning, never the run's committed outputs. */
   private static ShadowAudit.Agreement audit(SparkSession spark, RunOptions o, Dataset<Row> todo, Dataset<Row> done) {
     try {
@@ -206,8 +203,9 @@ public final class LongSieveJob {
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": report");
     try {
       LOG.info("run {}: report at {}", o.runId(), io.longsieve.report.RunReport.write(spark, o.output(), o.runId()));
-    } catch (IOException | RuntimeException e) {
-      LOG.warn("run {}: the HTML report could not be written: {}", o.runId(), e.toString());
+    } catch (Exception e) { // IOException, and Spark's AnalysisException (checked, thrown from Scala undeclared)
+      LOG.warn("run {}: the HTML report could not be written ({}); `longsieve report --output {} --run-id {}` writes it "
+          + "again", o.runId(), e.toString().lines().findFirst().orElse(""), o.output(), o.runId());
     } finally {
       spark.sparkContext().setJobDescription(null);
     }

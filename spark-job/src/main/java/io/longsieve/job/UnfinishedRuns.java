@@ -2,7 +2,6 @@ package io.longsieve.job;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
-import java.io.OutputStream;
 import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -96,8 +95,6 @@ final class UnfinishedRuns {
     m.put("committed_documents", kept);
     m.put("stats_rows_removed", removed);
     m.put("found", Instant.now().toString());
-    try (OutputStream os = fs.create(recordPath(output, id), true)) {
-      new ObjectMapper().writeValue(os, m);
-    }
+    AtomicFiles.write(recordPath(output, id), new ObjectMapper().writeValueAsBytes(m), fs.getConf());
   }
 }

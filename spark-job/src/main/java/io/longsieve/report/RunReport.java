@@ -1,9 +1,9 @@
 package io.longsieve.report;
 
 
+import io.longsieve.job.AtomicFiles;
 import io.longsieve.job.JobSchemas;
 import java.io.IOException;
-import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.util.Arrays;
@@ -15,7 +15,6 @@ import java.util.Optional;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
-import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -82,15 +81,11 @@ public final class RunReport {
           RunOverview.read(spark, out, runId));
       Path file = new Path(new Path(out, "report"), runId + ".html");
       FileSystem fs = file.getFileSystem(conf);
-      // on a local disk, write without Hadoop's .crc side file: the report is a file for people, not for Spark
-      FileSystem writer = fs instanceof LocalFileSystem local ? local.getRawFileSystem() : fs;
-      try (OutputStream os = writer.create(file, true)) {
-        os.write(html.getBytes(StandardCharsets.UTF_8));
-      }
+      // whole or not at all (a full disk leaves the previous page, never half of one), no .crc side file
+      AtomicFiles.write(file, html.getBytes(StandardCharsets.UTF_8), conf);
       // the page's quantiles for the notebook, which shows these rather than computing its own
-      try (OutputStream os = writer.create(new Path(new Path(out, "report"), runId + ".quantiles.json"), true)) {
-        os.write(Quantiles.json(aggregates).getBytes(StandardCharsets.UTF_8));
-      }
+      AtomicFiles.write(new Path(new Path(out, "report"), runId + ".quantiles.json"),
+          Quantiles.json(aggregates).getBytes(StandardCharsets.UTF_8), conf);
       return fs.makeQualified(file).toString();
     } finally {
       stats.unpersist();
