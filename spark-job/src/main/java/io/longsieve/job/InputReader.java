@@ -139,11 +139,11 @@ public final class InputReader {
   /**
    * The same rows, each file compared with the driver's snapshot the first time a task reads from it
    * ({@link InputSnapshot.Check}): a file changed or deleted since the plan fails the run naming it.
+   * {@code file_name} becomes the file's path below the input folder (a/part.jsonl), for sources and ids.
    */
   private static Dataset<Row> checked(SparkSession spark, Dataset<Row> rows, InputFiles.Listing files) {
     var snapshot = JavaSparkContext.fromSparkContext(spark.sparkContext()).broadcast(files.snapshot());
-    return rows.mapPartitions(new InputSnapshot.Check(snapshot, rows.schema().fieldIndex("file_path")),
-        Encoders.row(rows.schema()));
+    return rows.mapPartitions(new InputSnapshot.Check(snapshot, rows.schema()), Encoders.row(rows.schema()));
   }
 
   /** The first row (by file, then line) of each doc_id keeps it; the later ones are duplicate_id. */

@@ -18,6 +18,8 @@ import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.paths.SparkPath;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
+import org.apache.spark.sql.types.StructType;
 
 /**
  * The input's data files as the driver planned them: each file's length and modification time,
@@ -40,21 +42,40 @@ final class InputSnapshot implements Serializable {
 
   private final LinkedHashMap<String, Stamp> files; // key: decoded path, sorted as listed
   private final LinkedHashMap<String, String> shown; // key -> the path as the user sees it
+  private final LinkedHashMap<String, String> names; // key -> the name in rows' source: relative to the input folder
 
-  private InputSnapshot(LinkedHashMap<String, Stamp> files, LinkedHashMap<String, String> shown) {
+  private InputSnapshot(LinkedHashMap<String, Stamp> files, LinkedHashMap<String, String> shown,
+      LinkedHashMap<String, String> names) {
     this.files = files;
     this.shown = shown;
+    this.names = names;
   }
 
-  static InputSnapshot of(FileSystem fs, List<FileStatus> statuses) {
+  /**
+   * @param root the input folder, whose files are named by their path below it (a/part.jsonl); null for
+   *     a single input file, named by its file name
+   */
+  static InputSnapshot of(FileSystem fs, Path root, List<FileStatus> statuses) {
     LinkedHashMap<String, Stamp> files = new LinkedHashMap<>();
     LinkedHashMap<String, String> shown = new LinkedHashMap<>();
+    LinkedHashMap<String, String> names = new LinkedHashMap<>();
+    String prefix = root == null ? null : key(fs.makeQualified(root)) + "/";
     for (FileStatus s : statuses) {
       Path p = fs.makeQualified(s.getPath());
-      files.put(key(p), new Stamp(s.getLen(), s.getModificationTime()));
-      shown.put(key(p), p.toString());
+      String key = key(p);
+      files.put(key, new Stamp(s.getLen(), s.getModificationTime()));
+      shown.put(key, p.toString());
+      names.put(key, prefix != null && key.startsWith(prefix) ? key.substring(prefix.length()) : p.getName());
     }
-    return new InputSnapshot(files, shown);
+    return new InputSnapshot(files, shown, names);
+  }
+
+  /**
+   * The file's name in its rows' {@code source} and in the ids of its bad lines: its path below the
+   * input folder, so that part.jsonl in a/ and in b/ stay apart; null for a file not listed.
+   */
+  String name(String key) {
+    return names.get(key);
   }
 
   int size() {
@@ -112,17 +133,22 @@ final class InputSnapshot implements Serializable {
   }
 
   /**
-   * Passes rows through unchanged, checking each input file the first time this task sees a row of it
-   * (column {@code file_path}, a Spark URL string, at index {@code pathColumn}). A file that is not as
-   * planned fails the task with a {@link RunFault} naming it, which Spark hands to the driver.
+   * Passes rows through, checking each input file the first time this task sees a row of it (column
+   * {@code file_path}, a Spark URL string) and naming the file in column {@code file_name} by its path
+   * below the input folder ({@link #name}). A file that is not as planned fails the task with a
+   * {@link RunFault} naming it, which Spark hands to the driver.
    */
   static final class Check implements MapPartitionsFunction<Row, Row> {
     private final Broadcast<InputSnapshot> snapshot;
+    private final StructType schema;
     private final int pathColumn;
+    private final int nameColumn;
 
-    Check(Broadcast<InputSnapshot> snapshot, int pathColumn) {
+    Check(Broadcast<InputSnapshot> snapshot, StructType schema) {
       this.snapshot = snapshot;
-      this.pathColumn = pathColumn;
+      this.schema = schema;
+      this.pathColumn = schema.fieldIndex("file_path");
+      this.nameColumn = schema.fieldIndex("file_name");
     }
 
     @Override
@@ -143,7 +169,12 @@ final class InputSnapshot implements Serializable {
             String c = snapshot.value().change(key, conf);
             if (c != null) throw RunFault.inputChanged(c);
           }
-          return r;
+          String name = snapshot.value().name(key);
+          if (name == null || name.equals(r.getString(nameColumn))) return r;
+          Object[] values = new Object[r.length()];
+          for (int i = 0; i < values.length; i++) values[i] = r.get(i);
+          values[nameColumn] = name;
+          return new GenericRowWithSchema(values, schema);
         }
       };
     }

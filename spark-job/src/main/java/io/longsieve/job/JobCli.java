@@ -1,6 +1,7 @@
 package io.longsieve.job;
 
 import io.longsieve.cli.GenerateCommand;
+import io.longsieve.cli.OneLineErrors;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine;
@@ -30,10 +31,15 @@ public final class JobCli implements Callable<Integer> {
     System.exit(commandLine().execute(args));
   }
 
+  /**
+   * The command line: every error ends in one line on stderr ({@link OneLineErrors}: exit 2 for an
+   * argument or user error, 1 for the unexpected; {@code run} has its own codes for faults), the stack
+   * trace in the log.
+   */
   public static CommandLine commandLine() {
     CommandLine cl = new CommandLine(new JobCli());
     RunCommand.addKeyList(cl.getSubcommands().get("run"));
-    return cl;
+    return OneLineErrors.install(cl, e -> RunCommand.FAILURES.error("longsieve failed", e));
   }
 
   /** No subcommand: show the usage and fail, so a script with a typo does not pass silently. */

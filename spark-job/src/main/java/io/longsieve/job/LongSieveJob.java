@@ -53,16 +53,18 @@ public final class LongSieveJob {
   }
 
   /**
-   * Every check that needs no Spark, in the order a user would fix them: the model and the policy
-   * against it, the input's files, then the output (writable, not in use by another run, run id
-   * unused), whose lock is taken last so a refused run leaves nothing behind.
+   * Every check that needs no Spark, in the order a user would fix them: the device, the model and the
+   * policy against it, the input's files, a --resume against the runs it continues ({@link ResumeCheck}),
+   * then the output (writable, not in use by another run, run id unused), whose lock is taken last so a
+   * refused run leaves nothing behind.
    *
    * @throws IllegalArgumentException one line for the user
    */
   static Checked check(RunOptions o, Configuration conf) {
     checkDevice(o.device(), KernelModule.isBuilt());
+    if (o.master().startsWith("local")) checkLocalDevice(o.device(), CudaAvailability::unavailableReason);
     ModelCheck.check(o);
-    InputFiles.Listing input = InputFiles.list(conf, o.input());
+    InputFiles.Listing input = InputFiles.list(conf, o.input(), o.output());
     PromptTemplate template = o.generation().promptTemplate();
     if (template != null && input.columns() != null) { // Parquet: the columns are known before reading a row
       try {
@@ -71,6 +73,7 @@ public final class LongSieveJob {
         throw new IllegalArgumentException("--prompt-template: " + e.getMessage().replace("of the DataFrame", "of input " + o.input()));
       }
     }
+    ResumeCheck.require(o, conf);
     return new Checked(input, OutputLock.acquire(o, conf));
   }
 
@@ -82,6 +85,20 @@ public final class LongSieveJob {
   static void checkDevice(String device, boolean kernelsBuilt) {
     if (device.equals("cuda") && !kernelsBuilt) {
       throw new IllegalArgumentException("--device cuda: " + CudaAvailability.NO_KERNELS);
+    }
+  }
+
+  /**
+   * {@code --device cuda} in local mode, where the engine runs in this JVM: a machine without a usable
+   * NVIDIA driver or device is refused here in one line (its reason from {@code why}), not by every
+   * task after Spark started.
+   */
+  static void checkLocalDevice(String device, java.util.function.Supplier<String> why) {
+    if (!device.equals("cuda")) return;
+    String reason = why.get();
+    if (reason != null) {
+      throw new IllegalArgumentException("--device cuda: " + reason + " on this machine, where local mode runs the engine; "
+          + "run with --device cpu or auto");
     }
   }
 

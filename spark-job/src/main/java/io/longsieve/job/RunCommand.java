@@ -98,6 +98,9 @@ public final class RunCommand implements Callable<Integer> {
   @Option(names = "--resume", description = "Skip doc_ids that an earlier run under the same --output finished with status ok.")
   Boolean resume;
 
+  @Option(names = "--resume-anyway", description = "--resume even when an earlier run made its answers with another model, policy, sampling or prompt (the merged results mix them).")
+  Boolean resumeAnyway;
+
   @Option(names = "--max-total-tokens", paramLabel = "N", description = "Run budget of input + output tokens; documents past it get budget_exceeded rows (default: none).")
   Long maxTotalTokens;
 
@@ -234,6 +237,10 @@ public final class RunCommand implements Callable<Integer> {
     put(m, RunOptions.Key.DEVICE, device);
     put(m, RunOptions.Key.TRUNCATE, truncate);
     put(m, RunOptions.Key.RESUME, resume);
+    if (Boolean.TRUE.equals(resumeAnyway)) {
+      m.put(RunOptions.Key.RESUME.conf(), "true");
+      m.put(RunOptions.Key.RESUME_ANYWAY.conf(), "true");
+    }
     put(m, RunOptions.Key.MAX_TOTAL_TOKENS, maxTotalTokens);
     put(m, RunOptions.Key.MAX_DOCS, maxDocs);
     put(m, RunOptions.Key.AUDIT_FRACTION, auditFraction);

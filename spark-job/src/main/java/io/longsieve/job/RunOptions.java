@@ -88,6 +88,8 @@ public record RunOptions(
     MAX_CONTEXT("maxContext", "0", "longest prompt + output in tokens; 0 = the model's limit"),
     PARTITIONS("partitions", "0", "partitions of the generation stage; 0 = task slots x 2, cost-balanced"),
     RESUME("resume", "false", "skip doc_ids that an earlier run under the same output already finished with status ok"),
+    RESUME_ANYWAY("resumeAnyway", "false",
+        "with resume: run even when an earlier run made its answers with another model, policy, sampling or prompt"),
     DOC_TIMEOUT("docTimeoutSeconds", "0", "per-document time limit in seconds (timeout row); 0 = none"),
     PROGRESS_INTERVAL("progressIntervalSeconds", "30", "seconds between progress log lines on the driver; 0 = none"),
     INFERENCE_GPU_AMOUNT("inferenceGpuAmount", "0",
@@ -176,7 +178,7 @@ public record RunOptions(
 
   /** Keys only a run over files reads: its input, output, resume, budgets, audit, slices, progress. */
   public static final java.util.Set<Key> FILE_RUN_ONLY = java.util.EnumSet.of(Key.INPUT, Key.OUTPUT, Key.RESUME,
-      Key.MAX_TOTAL_TOKENS, Key.MAX_DOCS, Key.AUDIT_FRACTION, Key.AUDIT_SEED, Key.SLICES, Key.PROGRESS_INTERVAL,
+      Key.RESUME_ANYWAY, Key.MAX_TOTAL_TOKENS, Key.MAX_DOCS, Key.AUDIT_FRACTION, Key.AUDIT_SEED, Key.SLICES, Key.PROGRESS_INTERVAL,
       Key.RESOURCE_WAIT);
 
   private static RunOptions fromSettings(Map<String, String> settings, boolean files) {
@@ -213,7 +215,8 @@ public record RunOptions(
         intAtLeast(values, Key.MAX_NEW_TOKENS, 1), policy, device, bool(values, Key.TRUNCATE),
         intAtLeast(values, Key.THREADS, 0), intAtLeast(values, Key.PREFILL_CHUNK, 1),
         intAtLeast(values, Key.MAX_CONTEXT, 0), intAtLeast(values, Key.PARTITIONS, 0), spark,
-        new ProductionOptions(bool(values, Key.RESUME), intAtLeast(values, Key.DOC_TIMEOUT, 0),
+        new ProductionOptions(bool(values, Key.RESUME), bool(values, Key.RESUME_ANYWAY),
+            intAtLeast(values, Key.DOC_TIMEOUT, 0),
             intAtLeast(values, Key.PROGRESS_INTERVAL, 0), fraction(values, Key.INFERENCE_GPU_AMOUNT),
             positive(values, Key.CHARS_PER_TOKEN), intAtLeast(values, Key.SLICES, 0), intAtLeast(values, Key.MAX_BATCH, 1),
             nonZeroShare(values, Key.GPU_MEMORY_FRACTION), value(values, Key.TEST_INJECT_OOM),
@@ -263,6 +266,7 @@ public record RunOptions(
     m.put(Key.MAX_CONTEXT.conf(), Integer.toString(maxContext));
     m.put(Key.PARTITIONS.conf(), Integer.toString(partitions));
     m.put(Key.RESUME.conf(), Boolean.toString(production.resume()));
+    m.put(Key.RESUME_ANYWAY.conf(), Boolean.toString(production.resumeAnyway()));
     m.put(Key.DOC_TIMEOUT.conf(), Integer.toString(production.docTimeoutSeconds()));
     m.put(Key.PROGRESS_INTERVAL.conf(), Integer.toString(production.progressIntervalSeconds()));
     m.put(Key.INFERENCE_GPU_AMOUNT.conf(), Double.toString(production.inferenceGpuAmount()));
