@@ -1,13 +1,16 @@
 package io.longsieve.job;
 
+import static org.apache.spark.sql.functions.col;
 import static org.apache.spark.sql.functions.count;
 import static org.apache.spark.sql.functions.countDistinct;
 import static org.apache.spark.sql.functions.lit;
 
+import java.util.HashMap;
+import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.types.StructType;
 
 /**
  * The end of a run, before its manifest: every input row the plan counted has exactly one row in
@@ -31,19 +34,20 @@ final class CommitCheck {
       long plannedDocuments) {
     input.requireUnchanged(conf);
     LongSieveJob.requireOutput(o, conf);
-    require(spark, o, "outputs", JobSchemas.OUTPUTS, plannedRows, plannedDocuments);
-    require(spark, o, "stats", JobSchemas.STATS, plannedRows, plannedDocuments);
-  }
-
-  private static void require(SparkSession spark, RunOptions o, String table, StructType schema, long plannedRows,
-      long plannedDocuments) {
-    Row n = OwnTables.run(spark, o.output(), table, o.runId(), schema).agg(count(lit(1)), countDistinct("doc_id")).first();
-    long rows = n.getLong(0);
-    long documents = n.getLong(1);
-    if (rows != plannedRows || documents != plannedDocuments) {
-      throw new RunFault(RunFault.Kind.INCOMPLETE, "run " + o.runId() + " planned " + plannedRows + " input rows ("
-          + plannedDocuments + " documents) but its " + table + " hold " + rows + " rows (" + documents + " documents)",
-          null);
+    // both tables in one Spark job: (table, rows, documents)
+    Dataset<Row> ids = OwnTables.run(spark, o.output(), "outputs", o.runId(), JobSchemas.OUTPUTS)
+        .select(lit("outputs").as("table"), col("doc_id"))
+        .union(OwnTables.run(spark, o.output(), "stats", o.runId(), JobSchemas.STATS).select(lit("stats"), col("doc_id")));
+    Map<String, long[]> counts = new HashMap<>();
+    for (Row r : ids.groupBy("table").agg(count(lit(1)), countDistinct("doc_id")).collectAsList()) {
+      counts.put(r.getString(0), new long[] {r.getLong(1), r.getLong(2)});
+    }
+    for (String table : new String[] {"outputs", "stats"}) {
+      long[] n = counts.getOrDefault(table, new long[2]);
+      if (n[0] != plannedRows || n[1] != plannedDocuments) {
+        throw new RunFault(RunFault.Kind.INCOMPLETE, "run " + o.runId() + " planned " + plannedRows + " input rows ("
+            + plannedDocuments + " documents) but its " + table + " hold " + n[0] + " rows (" + n[1] + " documents)", null);
+      }
     }
   }
 }

@@ -195,7 +195,7 @@ public final class LongSieveJob {
     if (budgetEntry != null) extra.put("budget", budgetEntry);
     if (audit != null) extra.put("audit", audit.manifest(o.ops(), o.policy().canonical()));
     RunManifest.write(spark, o, format, summary, extra);
-    writeReport(spark, o);
+    if (o.ops().report()) writeReport(spark, o);
     return summary;
   }
 

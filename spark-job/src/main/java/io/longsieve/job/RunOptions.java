@@ -108,6 +108,7 @@ public record RunOptions(
     AUDIT_FRACTION("auditFraction", "0",
         "share of documents (sampled by doc_id) also run with dense attention, compared in the audit table; 0 = off"),
     AUDIT_SEED("auditSeed", "0", "seed of the audit sample"),
+    REPORT("report", "true", "write the HTML report at the end of the run; false: skip it (longsieve report writes it later)"),
     TEST_INJECT_OOM("test.injectOomDocId", null, "testing: fail this doc_id as if out of GPU memory on every attempt"),
     TEST_INJECT_STICKY("test.injectStickyCudaError", null,
         "testing: DOC_ID@MARKER_FILE, the first attempt of DOC_ID hits a sticky CUDA error (the executor exits with 45)");
@@ -179,7 +180,7 @@ public record RunOptions(
   /** Keys only a run over files reads: its input, output, resume, budgets, audit, slices, progress. */
   public static final java.util.Set<Key> FILE_RUN_ONLY = java.util.EnumSet.of(Key.INPUT, Key.OUTPUT, Key.RESUME,
       Key.RESUME_ANYWAY, Key.MAX_TOTAL_TOKENS, Key.MAX_DOCS, Key.AUDIT_FRACTION, Key.AUDIT_SEED, Key.SLICES, Key.PROGRESS_INTERVAL,
-      Key.RESOURCE_WAIT);
+      Key.RESOURCE_WAIT, Key.REPORT);
 
   private static RunOptions fromSettings(Map<String, String> settings, boolean files) {
     Map<Key, String> values = new LinkedHashMap<>();
@@ -222,7 +223,8 @@ public record RunOptions(
             nonZeroShare(values, Key.GPU_MEMORY_FRACTION), value(values, Key.TEST_INJECT_OOM),
             value(values, Key.TEST_INJECT_STICKY)),
         new OpsOptions(intAtLeast(values, Key.RESOURCE_WAIT, 0), longAtLeast(values, Key.MAX_TOTAL_TOKENS, 0),
-            longAtLeast(values, Key.MAX_DOCS, 0), share(values, Key.AUDIT_FRACTION), longAtLeast(values, Key.AUDIT_SEED, 0)),
+            longAtLeast(values, Key.MAX_DOCS, 0), share(values, Key.AUDIT_FRACTION), longAtLeast(values, Key.AUDIT_SEED, 0),
+            bool(values, Key.REPORT)),
         GenerationOptions.from(values));
     o.engineSpec(); // EngineSpec validates its own fields; fail here, on the driver, not on an executor
     return o;
@@ -279,6 +281,7 @@ public record RunOptions(
     m.put(Key.MAX_DOCS.conf(), Long.toString(ops.maxDocs()));
     m.put(Key.AUDIT_FRACTION.conf(), Double.toString(ops.auditFraction()));
     m.put(Key.AUDIT_SEED.conf(), Long.toString(ops.auditSeed()));
+    m.put(Key.REPORT.conf(), Boolean.toString(ops.report()));
     if (generation.promptTemplate() != null) m.put(Key.PROMPT_TEMPLATE.conf(), generation.promptTemplate().source());
     if (generation.system() != null) m.put(Key.SYSTEM.conf(), generation.system());
     m.put(Key.RAW.conf(), Boolean.toString(generation.raw()));

@@ -81,10 +81,15 @@ final class JobTestSupport {
     return new Cli(code, so.toString(), se.toString());
   }
 
-  /** {@code longsieve run} with the test model on the CPU in local[2], few tokens, and {@code args}. */
+  /**
+   * {@code longsieve run} with the test model on the CPU in local[2], few tokens, no HTML report (50 of a
+   * tiny run's 66 Spark jobs; {@code --conf spark.longsieve.report=true} among {@code args} turns it on), and
+   * {@code args}.
+   */
   static Cli run(String... args) {
     List<String> all = new java.util.ArrayList<>(List.of("run", "--model", MODEL.toString(), "--master", "local[2]",
-        "--device", "cpu", "--max-new-tokens", "2", "--conf", "spark.longsieve.threads=1", "--conf", "spark.ui.enabled=false"));
+        "--device", "cpu", "--max-new-tokens", "2", "--conf", "spark.longsieve.threads=1", "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.longsieve.report=false"));
     all.addAll(List.of(args));
     return cli(all.toArray(String[]::new));
   }

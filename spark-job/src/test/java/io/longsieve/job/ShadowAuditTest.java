@@ -127,7 +127,8 @@ class ShadowAuditTest extends SparkSessionTest {
         "spark.longsieve.auditSeed=" + seed};
 
     // the budget admits d0 alone, outside the sample; the sampled d1 is budget_exceeded
-    JobTestSupport.Cli first = JobTestSupport.run(concat(common, "--run-id", "first", "--max-docs", "1"));
+    JobTestSupport.Cli first = JobTestSupport.run(concat(common, "--run-id", "first", "--max-docs", "1", "--conf",
+        "spark.longsieve.report=true"));
     assertEquals(0, first.code(), first.err());
     assertEquals(0, spark.read().parquet(out.resolve("audit").toString()).where(col("run_id").equalTo("first")).count(),
         "an empty audit partition that reads with its schema");
