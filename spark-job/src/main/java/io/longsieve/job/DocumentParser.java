@@ -22,7 +22,7 @@ import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
  * checking every field. Never throws for bad data: a bad line becomes a row with status
  * {@code bad_input} and a message that names the field, so one bad row never fails the job.
  *
- * <p>Rules (documented for users in the README):
+ * <p>Rules (documented for users in docs/input.md):
  * <ul>
  *   <li>A line holds one JSON object. A line that is a JSON array gives one row per element (each
  *       element checked as a line; its source is {@code <file>:<line>[<index>]}); an empty array is

@@ -14,7 +14,6 @@ import java.io.IOException;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Dataset;
@@ -85,9 +84,7 @@ final class RunOverview {
   }
 
   static String normalise(String s) {
-    String t = String.join(" ", s.trim().split("\\s+"));
-    while (t.endsWith(".")) t = t.substring(0, t.length() - 1);
-    return t.trim().toLowerCase(Locale.ROOT);
+    return AnswerAgreement.normalised(s);
   }
 
   /** The header line under the title: model, policy, input, backend, from the manifest. */
