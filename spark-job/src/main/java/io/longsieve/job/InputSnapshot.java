@@ -4,15 +4,19 @@ import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.Serializable;
 import java.time.Instant;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.LocatedFileStatus;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.RemoteIterator;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.broadcast.Broadcast;
@@ -43,12 +47,14 @@ final class InputSnapshot implements Serializable {
   private final LinkedHashMap<String, Stamp> files; // key: decoded path, sorted as listed
   private final LinkedHashMap<String, String> shown; // key -> the path as the user sees it
   private final LinkedHashMap<String, String> names; // key -> the name in rows' source: relative to the input folder
+  private final String root; // the input folder (qualified), listed again to compare; null for a single file
 
   private InputSnapshot(LinkedHashMap<String, Stamp> files, LinkedHashMap<String, String> shown,
-      LinkedHashMap<String, String> names) {
+      LinkedHashMap<String, String> names, String root) {
     this.files = files;
     this.shown = shown;
     this.names = names;
+    this.root = root;
   }
 
   /**
@@ -67,7 +73,7 @@ final class InputSnapshot implements Serializable {
       shown.put(key, p.toString());
       names.put(key, prefix != null && key.startsWith(prefix) ? key.substring(prefix.length()) : p.getName());
     }
-    return new InputSnapshot(files, shown, names);
+    return new InputSnapshot(files, shown, names, root == null ? null : fs.makeQualified(root).toString());
   }
 
   /**
@@ -113,13 +119,44 @@ final class InputSnapshot implements Serializable {
         + describe(new Stamp(now.getLen(), now.getModificationTime())) + ")";
   }
 
-  /** The first file, in listing order, that is not as planned; null when none changed. */
+  /**
+   * The first file, in listing order, that is not as planned; null when none changed. A folder is listed
+   * again in one recursive listing (batched on HDFS and S3A, as the plan's was) rather than asked file by
+   * file; files added since are not compared, since the run never reads them.
+   */
   RunFault firstChange(Configuration conf) {
+    Map<String, Stamp> now = root == null ? null : listed(conf);
     for (String key : files.keySet()) {
-      String c = change(key, conf);
+      String c;
+      if (now == null) {
+        c = change(key, conf);
+      } else {
+        Stamp n = now.get(key);
+        Stamp planned = files.get(key);
+        c = n == null ? change(key, conf) // gone from the listing: say how, by asking the file itself
+            : n.equals(planned) ? null
+            : "input file " + shown.get(key) + " changed during the run (planned: " + describe(planned) + "; now: "
+                + describe(n) + ")";
+      }
       if (c != null) return RunFault.inputChanged(c);
     }
     return null;
+  }
+
+  /** Every file under the input folder now, by key; null when the folder cannot be listed (then file by file). */
+  private Map<String, Stamp> listed(Configuration conf) {
+    Path folder = new Path(root);
+    Map<String, Stamp> now = new HashMap<>();
+    try {
+      RemoteIterator<LocatedFileStatus> it = folder.getFileSystem(conf).listFiles(folder, true);
+      while (it.hasNext()) {
+        LocatedFileStatus f = it.next();
+        now.put(key(f.getPath()), new Stamp(f.getLen(), f.getModificationTime()));
+      }
+      return now;
+    } catch (IOException e) {
+      return null;
+    }
   }
 
   /** Fails with {@link RunFault.Kind#INPUT_CHANGED} when some file is not as planned. */
@@ -156,6 +193,9 @@ final class InputSnapshot implements Serializable {
       Set<String> checked = new HashSet<>();
       Configuration conf = executorConf();
       return new Iterator<>() {
+        private String lastPath; // rows of one file come together: parse its URL once
+        private String lastKey;
+
         @Override
         public boolean hasNext() {
           return rows.hasNext();
@@ -164,7 +204,12 @@ final class InputSnapshot implements Serializable {
         @Override
         public Row next() {
           Row r = rows.next();
-          String key = keyOfSparkPath(r.getString(pathColumn));
+          String path = r.getString(pathColumn);
+          if (!path.equals(lastPath)) {
+            lastPath = path;
+            lastKey = keyOfSparkPath(path);
+          }
+          String key = lastKey;
           if (checked.add(key)) {
             String c = snapshot.value().change(key, conf);
             if (c != null) throw RunFault.inputChanged(c);
