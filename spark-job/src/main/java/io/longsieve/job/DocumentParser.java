@@ -22,7 +22,7 @@ import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
  * checking every field. Never throws for bad data: a bad line becomes a row with status
  * {@code bad_input} and a message that names the field, so one bad row never fails the job.
  *
- * <p>Rules (documented for users in the README):
+ * <p>Rules (documented for users in docs/input.md):
  * <ul>
  *   <li>A line holds one JSON object. A line that is a JSON array gives one row per element (each
  *       element checked as a line; its source is {@code <file>:<line>[<index>]}); an empty array is
@@ -38,7 +38,8 @@ import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
  *       or a template that does not parse, is bad_input naming it.</li>
  *   <li>{@code messages}: the row's chat conversation, an array of {role, content} (system, user,
  *       assistant; the last one the user's), instead of a prompt: the chat template renders it as is,
- *       no placeholders; not with {@code prompt} or {@code raw}.</li>
+ *       no placeholders; not with {@code prompt} or {@code raw}, nor with {@code text}, {@code documents} or
+ *       {@code question}, which it would leave unused.</li>
  *   <li>{@code task}: summary, qa or multi_doc_qa, the preset prompt ({@link PromptBuilder#PRESETS})
  *       when there is no template.</li>
  *   <li>summary and qa need a non-empty {@code text} or {@code documents}; multi_doc_qa needs a
@@ -145,6 +146,12 @@ final class DocumentParser {
       List<Row> documents = documents(root.get("documents"));
       if (text != null && documents != null) throw new BadInput("give either 'text' or 'documents', not both");
       String question = optionalString(root, "question");
+      if (messages != null && (text != null || documents != null || question != null)) {
+        // a conversation is the whole prompt (no placeholders): the other fields would be dropped without a word
+        throw new BadInput("give either 'messages' or 'text' / 'documents' / 'question', not both: 'messages' is the "
+            + "whole prompt, so " + (text != null ? "'text'" : documents != null ? "'documents'" : "'question'")
+            + " would be ignored");
+      }
       if (template == null && messages == null) {
         if (task.equals("multi_doc_qa") && documents == null) {
           throw new BadInput("task multi_doc_qa needs a non-empty 'documents' array of {title, text}");

@@ -75,6 +75,10 @@ public record GenerationOptions(PromptTemplate promptTemplate, String system, bo
     }
     double temperature = RunOptions.number(values, Key.TEMPERATURE);
     if (!(temperature >= 0)) throw new IllegalArgumentException(Key.TEMPERATURE.conf() + " must be >= 0, not " + temperature);
+    if (temperature > 0 && temperature < SamplingParams.MIN_TEMPERATURE) {
+      throw new IllegalArgumentException(Key.TEMPERATURE.conf() + " must be 0 (greedy) or at least "
+          + SamplingParams.MIN_TEMPERATURE + ", not " + temperature + " (smaller ones overflow the sampler)");
+    }
     double topP = RunOptions.number(values, Key.TOP_P);
     if (!(topP > 0 && topP <= 1)) throw new IllegalArgumentException(Key.TOP_P.conf() + " must be in (0, 1], not " + topP);
     List<String> stop = GenerationOptions.parseStop(Key.STOP.conf(), RunOptions.value(values, Key.STOP));

@@ -124,7 +124,7 @@ final class GenerationStage {
       int maxNew = r.isNullAt(3) ? o.maxNewTokens() : r.getInt(3); // a row's own max_new_tokens wins
       costs.add(new DocCost(r.getString(0), estimatedCost(model, r.getLong(1), maxNew, cpt, !r.isNullAt(2))));
     }
-    int partitions = o.partitions() > 0 ? o.partitions()
+    int partitions = o.partitions() > 0 ? capped(o.partitions(), costs.size())
         : PartitionPlan.suggestPartitions(jsc.defaultParallelism(), 2, costs.size());
     PartitionPlan plan = PartitionPlan.pack(costs, partitions);
     LOG.info("{}; {} task slots, estimated finish {}x the lower bound", plan, jsc.defaultParallelism(),
@@ -149,6 +149,17 @@ final class GenerationStage {
     if (profile != null) results = results.withResources(profile);
     int slices = slices(o.production().slices(), plan.numPartitions(), jsc.defaultParallelism());
     return new Stage(spark, results, plan, slices, costs.size());
+  }
+
+  /**
+   * Partitions asked for, but never more than the documents: an empty partition is a task and a Parquet
+   * file per table for nothing (10,000 partitions on 3 documents wrote empty files for minutes).
+   */
+  static int capped(int requested, long documents) {
+    int cap = (int) Math.max(1, Math.min(Integer.MAX_VALUE, documents));
+    if (requested <= cap) return requested;
+    LOG.info("spark.longsieve.partitions={} capped at {}, the number of documents", requested, cap);
+    return cap;
   }
 
   /** The generation stage's task-only profile, or null when not asked for or not supported here. */

@@ -139,6 +139,25 @@ public final class JobSchemas {
       "sparse_layers", "selection_ms", "attention_ms", "decode_batch_mean", "prompt_source", "max_new_tokens",
       "temperature", "top_p", "seed", "stop");
 
+  /**
+   * DIR/audit ({@link ShadowAudit}): one row per audited document, a document of the run that ended ok
+   * and falls in the sample; run_id is the partition column. A run whose sample is empty writes its
+   * partition as one empty file with this schema, so the table reads the same either way.
+   */
+  public static final StructType AUDIT = new StructType()
+      .add("doc_id", StringType, false)
+      .add("run_id", StringType, false)
+      .add("policy", StringType, true)               // the run's policy, compared with dense
+      .add("status", StringType, true)               // the run's row status (ok)
+      .add("dense_status", StringType, true)         // the dense row's status
+      .add("exact_match", BooleanType, true)         // trimmed answers equal; null unless both ok
+      .add("token_f1", DoubleType, true)             // word-level F1 of the answer against the dense answer
+      .add("first_divergent_token", IntegerType, true) // first word index where they differ; null if equal or not both ok
+      .add("output_tokens", IntegerType, true)
+      .add("dense_output_tokens", IntegerType, true)
+      .add("total_ms", DoubleType, true)
+      .add("dense_total_ms", DoubleType, true);
+
   /** Schema of DIR/outputs as written (Spark moves run_id, the partition column, last on reading). */
   public static final StructType OUTPUTS = project(RESULT, OUTPUT_COLUMNS);
 

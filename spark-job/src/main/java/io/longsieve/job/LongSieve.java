@@ -22,7 +22,7 @@ import org.apache.spark.sql.types.StructType;
  *       .model("/models/Llama-3.1-8B-Instruct").promptTemplate("List the parties of {text}").build());
  *   out.select("doc_id", "status", "output", "total_ms").write().parquet("/data/contracts-parties");
  * </pre>
- * The input's columns are those of {@code longsieve run}'s rows (README, "Input"): {@code doc_id},
+ * The input's columns are those of {@code longsieve run}'s rows (docs/input.md): {@code doc_id},
  * {@code task} or {@code prompt}, {@code text} or {@code documents}, {@code question}, {@code system},
  * the sampling columns, and any other column a template names. The result has one row per input row,
  * {@link JobSchemas#RESULT}: the outputs table's columns and the stats table's together, and with

@@ -6,10 +6,6 @@ import static org.apache.spark.sql.functions.count;
 import static org.apache.spark.sql.functions.lit;
 import static org.apache.spark.sql.functions.sum;
 import static org.apache.spark.sql.functions.when;
-import static org.apache.spark.sql.types.DataTypes.BooleanType;
-import static org.apache.spark.sql.types.DataTypes.DoubleType;
-import static org.apache.spark.sql.types.DataTypes.IntegerType;
-import static org.apache.spark.sql.types.DataTypes.StringType;
 
 
 import io.longsieve.policy.PolicySpec;
@@ -32,7 +28,6 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SaveMode;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
-import org.apache.spark.sql.types.StructType;
 
 /**
  * The shadow audit ({@code --audit-fraction F}): a seeded sample of the run's documents runs a
@@ -44,7 +39,9 @@ import org.apache.spark.sql.types.StructType;
  *
  * <p>The sample is a pure function of (seed, doc_id): a document is audited when the first 8 bytes of
  * SHA-256("seed:doc_id"), read as a fraction of 2^64, are below F. A re-run or a retried task audits
- * the same documents. Only documents that reach the engine (no status on input) are sampled.
+ * the same documents. Only documents the run finished ok are sampled, each once: the others have no
+ * answer to compare. A sample with no document writes an empty partition and says "0 documents
+ * audited" in the log, the manifest and the report.
  *
  * <p>Answers are compared as whitespace-separated words ({@link AnswerAgreement}): exact match of the
  * trimmed texts, token F1 (SQuAD's bag-of-words overlap, lower-cased), and the index of the first
@@ -59,21 +56,6 @@ final class ShadowAudit {
 
   private static final Logger LOG = LogManager.getLogger(ShadowAudit.class);
 
-  /** DIR/audit: one row per audited document (run_id is the partition column). */
-  static final StructType AUDIT = new StructType()
-      .add("doc_id", StringType, false)
-      .add("run_id", StringType, false)
-      .add("policy", StringType, true)               // the run's policy, compared with dense
-      .add("status", StringType, true)               // the run's row status
-      .add("dense_status", StringType, true)         // the dense row's status
-      .add("exact_match", BooleanType, true)         // trimmed answers equal; null unless both ok
-      .add("token_f1", DoubleType, true)             // word-level F1 of the answer against the dense answer
-      .add("first_divergent_token", IntegerType, true) // first word index where they differ; null if equal or not both ok
-      .add("output_tokens", IntegerType, true)
-      .add("dense_output_tokens", IntegerType, true)
-      .add("total_ms", DoubleType, true)
-      .add("dense_total_ms", DoubleType, true);
-
   /** True when {@code docId} is in the audit sample of (seed, fraction). */
   static boolean sampled(String docId, long seed, double fraction) {
     if (fraction <= 0) return false;
@@ -87,7 +69,10 @@ final class ShadowAudit {
     }
   }
 
-  /** The audit's run-level figures for the manifest, report and metrics. */
+  /**
+   * The audit's run-level figures for the manifest, report and metrics; {@code documents} 0 when no
+   * document of the run fell in the sample.
+   */
   record Agreement(long documents, long compared, double exactMatchRate, double meanTokenF1) {
     Map<String, Object> manifest(OpsOptions ops, String policy) {
       Map<String, Object> m = new LinkedHashMap<>();
@@ -99,12 +84,21 @@ final class ShadowAudit {
       m.put("compared", compared);
       m.put("exact_match_rate", Double.isNaN(exactMatchRate) ? null : exactMatchRate);
       m.put("agreement_token_f1", Double.isNaN(meanTokenF1) ? null : meanTokenF1);
+      if (documents == 0) m.put("note", EMPTY_SAMPLE);
       return m;
     }
   }
 
+  /** Why an audit can have no document, for the log, the manifest and the report. */
+  static final String EMPTY_SAMPLE = "0 documents audited: no document that this run finished ok falls in the sample "
+      + "(the fraction is small for this input, or the sampled documents were budget_exceeded, failed or done by an "
+      + "earlier run)";
+
   /**
-   * Runs the sample with dense attention and writes DIR/audit; null when the audit is off.
+   * Runs the sample with dense attention and writes DIR/audit; null when the audit is off. The sample
+   * is taken from the run's ok documents, one row each (a repeated doc_id's duplicate_id rows and the
+   * documents that failed or were over the budget have no answer to compare). An empty sample writes
+   * an empty partition and gives {@code documents} 0.
    *
    * @param todo the run's input rows as they went to the generation stage
    * @param done the run's RESULT rows
@@ -114,32 +108,49 @@ final class ShadowAudit {
     if (ops.auditFraction() <= 0) return null;
     long seed = ops.auditSeed();
     double fraction = ops.auditFraction();
-    Dataset<Row> sample = todo.where(col("status").isNull())
-        .filter((FilterFunction<Row>) r -> sampled(r.getAs("doc_id"), seed, fraction));
-    DocumentProcessor dense = new DocumentProcessor(o.engineSpec(), o.runId(), o.maxNewTokens(), PolicySpec.DENSE, o.truncate(),
+    String runId = o.runId();
+    Dataset<Row> mine = done.where(col("status").equalTo(JobSchemas.OK))
+        .filter((FilterFunction<Row>) r -> sampled(r.getAs("doc_id"), seed, fraction))
+        .select("doc_id", "run_id", "policy", "status", "output", "output_tokens", "total_ms");
+    // the input rows of those documents: the first row of each doc_id, the one that ran
+    Dataset<Row> ids = mine.select(col("doc_id").as("sampled_id"));
+    Dataset<Row> sample = todo.where(col("status").isNull()).join(ids, col("doc_id").equalTo(col("sampled_id")), "left_semi");
+    DocumentProcessor dense = new DocumentProcessor(o.engineSpec(), runId, o.maxNewTokens(), PolicySpec.DENSE, o.truncate(),
         o.generation()); // the same prompts and sampling, only the policy differs
     int parts = Math.max(1, spark.sparkContext().defaultParallelism());
     JavaRDD<Row> denseRows = sample.javaRDD().repartition(parts).mapPartitions(dense::call);
     Dataset<Row> d = spark.createDataFrame(denseRows, JobSchemas.RESULT).select(col("doc_id"),
         col("status").as("dense_status"), col("output").as("dense_output"), col("output_tokens").as("dense_output_tokens"),
         col("total_ms").as("dense_total_ms"));
-    Dataset<Row> mine = done.select("doc_id", "run_id", "policy", "status", "output", "output_tokens", "total_ms");
     String policy = o.policy().canonical();
-    String runId = o.runId();
     Dataset<Row> audit = mine.join(d, "doc_id").map((MapFunction<Row, Row>) r -> compare(r, runId, policy),
-        Encoders.row(AUDIT));
+        Encoders.row(JobSchemas.AUDIT));
     String table = new Path(o.output(), "audit").toString();
-    spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": shadow audit against dense");
+    spark.sparkContext().setJobDescription("longsieve " + runId + ": shadow audit against dense");
     audit.write().mode(SaveMode.Append).partitionBy("run_id").parquet(table);
-    Row agg = spark.read().parquet(table).where(col("run_id").equalTo(runId))
-        .agg(count(lit(1)), sum(when(col("exact_match").isNotNull(), 1).otherwise(0)),
+    Dataset<Row> written = OwnTables.run(spark, o.output(), "audit", runId, JobSchemas.AUDIT);
+    Row agg = written.agg(count(lit(1)), sum(when(col("exact_match").isNotNull(), 1).otherwise(0)),
             avg(when(col("exact_match"), 1.0).otherwise(when(col("exact_match").isNotNull(), 0.0))), avg(col("token_f1")))
         .first();
     Agreement a = new Agreement(agg.getLong(0), agg.isNullAt(1) ? 0 : agg.getLong(1),
         agg.isNullAt(2) ? Double.NaN : agg.getDouble(2), agg.isNullAt(3) ? Double.NaN : agg.getDouble(3));
+    if (a.documents() == 0) {
+      writeEmptyPartition(spark, table, runId);
+      LOG.info("run {}: shadow audit (fraction {}, seed {}): {}", runId, fraction, seed, EMPTY_SAMPLE);
+      return a;
+    }
     LOG.info("run {}: shadow audit of {} documents against dense: agreement (token F1) {}, exact match {}", runId,
         a.documents(), fmt(a.meanTokenF1()), fmt(a.exactMatchRate()));
     return a;
+  }
+
+  /**
+   * The run's partition as one empty Parquet file with the audit's columns: Spark writes nothing for a
+   * partitioned write of no rows, and a table with no file has no schema for its readers to find.
+   */
+  private static void writeEmptyPartition(SparkSession spark, String table, String runId) {
+    spark.createDataFrame(java.util.List.<Row>of(), OwnTables.withoutRunId(JobSchemas.AUDIT)).coalesce(1).write()
+        .mode(SaveMode.Append).parquet(new Path(table, "run_id=" + runId).toString());
   }
 
   private static String fmt(double d) {
@@ -157,7 +168,7 @@ final class ShadowAudit {
     Integer diverge = both ? firstDivergentToken(a, b) : null;
     return new GenericRowWithSchema(new Object[] {r.getAs("doc_id"), runId, policy, status, denseStatus, exact, f1,
         diverge, r.getAs("output_tokens"), r.getAs("dense_output_tokens"), r.getAs("total_ms"), r.getAs("dense_total_ms")},
-        AUDIT);
+        JobSchemas.AUDIT);
   }
 
   static double tokenF1(String answer, String reference) {

@@ -100,6 +100,10 @@ final class ReportPage {
       h.append("<details><summary>Run manifest</summary><table>");
       fields.forEach((k, v) -> row(k, Html.truncate(v, 200)));
       h.append("</table></details>");
+    } else if (manifest.torn() != null) {
+      h.append("<p class=\"unfinished\" id=\"torn-manifest\">The run manifest ").append(Html.escape(manifest.torn()))
+          .append(": this report is made from the tables alone (").append(Html.num(s.documents()))
+          .append(" documents). Throughput needs the manifest's wall time.</p>");
     } else {
       // the manifest is written last: without it the run was killed (or is still running)
       h.append("<p class=\"unfinished\">No run manifest (runs/").append(Html.escape(a.runId()))

@@ -14,7 +14,6 @@ import java.io.IOException;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Dataset;
@@ -85,9 +84,7 @@ final class RunOverview {
   }
 
   static String normalise(String s) {
-    String t = String.join(" ", s.trim().split("\\s+"));
-    while (t.endsWith(".")) t = t.substring(0, t.length() - 1);
-    return t.trim().toLowerCase(Locale.ROOT);
+    return AnswerAgreement.normalised(s);
   }
 
   /** The header line under the title: model, policy, input, backend, from the manifest. */
@@ -131,6 +128,12 @@ final class RunOverview {
   static String audit(ManifestFields m) {
     Map<String, String> f = m.scalars();
     if (!f.containsKey("audit.documents")) return "";
+    if ("0".equals(f.get("audit.documents"))) {
+      String note = f.getOrDefault("audit.note", "0 documents audited");
+      return "<section id=\"audit\"><h2>Shadow audit against dense attention</h2><p class=\"unfinished\" id=\"audit-empty\">"
+          + Html.escape(note) + ". Sample: " + Html.escape(pct(f.get("audit.fraction"))) + " of the documents, seed "
+          + Html.escape(f.get("audit.seed")) + "; a larger --audit-fraction or another --audit-seed audits some.</p></section>";
+    }
     String agreement = f.get("audit.agreement_token_f1");
     String exact = f.get("audit.exact_match_rate");
     return "<section id=\"audit\"><h2>Shadow audit against dense attention</h2><div class=\"cards\">"

@@ -112,4 +112,53 @@ class ShadowAuditTest extends SparkSessionTest {
     assertEquals(1.0, a.get("exact_match_rate").asDouble(), 1e-9);
     assertEquals(1.0, a.get("agreement_token_f1").asDouble(), 1e-9);
   }
+
+  @Test
+  void anAuditWithNothingToAuditWritesAnEmptyTableSaysSoAndExitsZero() throws IOException {
+    long seed = 0; // a seed that leaves d0, the one document the budget admits, out of the sample and takes d1
+    while (ShadowAudit.sampled("d0", seed, 0.5) || !ShadowAudit.sampled("d1", seed, 0.5)) seed++;
+    Path in = JobTestSupport.jsonl(dir, "docs.jsonl", JobTestSupport.json("d0", "summary", "The market opened.", null),
+        JobTestSupport.json("d0", "summary", "The market opened again.", null),
+        JobTestSupport.json("d1", "summary", "The farm grew.", null),
+        JobTestSupport.json("d1", "summary", "The farm grew again.", null),
+        JobTestSupport.json("d2", "summary", "The bridge is old.", null));
+    Path out = dir.resolve("out");
+    String[] common = {"--input", in.toString(), "--output", out.toString(), "--audit-fraction", "0.5", "--conf",
+        "spark.longsieve.auditSeed=" + seed};
+
+    // the budget admits d0 alone, outside the sample; the sampled d1 is budget_exceeded
+    JobTestSupport.Cli first = JobTestSupport.run(concat(common, "--run-id", "first", "--max-docs", "1", "--conf",
+        "spark.longsieve.report=true"));
+    assertEquals(0, first.code(), first.err());
+    assertEquals(0, spark.read().parquet(out.resolve("audit").toString()).where(col("run_id").equalTo("first")).count(),
+        "an empty audit partition that reads with its schema");
+    JsonNode a = manifestAudit(out, "first");
+    assertEquals(0, a.get("documents").asInt());
+    assertTrue(a.get("note").asText().startsWith("0 documents audited"), a.toString());
+    assertTrue(Files.readString(out.resolve("report").resolve("first.html")).contains("0 documents audited"));
+
+    // the rest: d1 runs once (its second row is duplicate_id) and is audited once, as is d2 if sampled
+    JobTestSupport.Cli second = JobTestSupport.run(concat(common, "--run-id", "second", "--resume"));
+    assertEquals(0, second.code(), second.err());
+    List<Row> audit = spark.read().parquet(out.resolve("audit").toString()).where(col("run_id").equalTo("second"))
+        .collectAsList();
+    List<String> expected = ShadowAudit.sampled("d2", seed, 0.5) ? List.of("d1", "d2") : List.of("d1");
+    assertEquals(expected, audit.stream().map(r -> r.<String>getAs("doc_id")).sorted().toList(), "one row per document");
+    assertEquals(expected.size(), manifestAudit(out, "second").get("documents").asInt());
+
+    // nothing new to run, so nothing to audit
+    JobTestSupport.Cli third = JobTestSupport.run(concat(common, "--run-id", "third", "--resume"));
+    assertEquals(0, third.code(), third.err());
+    assertEquals(0, manifestAudit(out, "third").get("documents").asInt());
+  }
+
+  private static JsonNode manifestAudit(Path out, String runId) throws IOException {
+    return new ObjectMapper().readTree(Files.readString(out.resolve("runs").resolve(runId + ".json"))).get("audit");
+  }
+
+  private static String[] concat(String[] a, String... b) {
+    String[] all = java.util.Arrays.copyOf(a, a.length + b.length);
+    System.arraycopy(b, 0, all, a.length, b.length);
+    return all;
+  }
 }
