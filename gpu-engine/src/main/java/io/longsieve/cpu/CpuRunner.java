@@ -5,6 +5,7 @@ import io.longsieve.cpu.kernels.KvCache;
 import io.longsieve.cpu.kernels.ThreadPool;
 import io.longsieve.cpu.policy.AttentionPolicy;
 import io.longsieve.cpu.policy.ComposedPolicy;
+import io.longsieve.engine.spi.AttentionRecall;
 import io.longsieve.engine.spi.KvSizedSequence;
 import io.longsieve.engine.spi.ModelRunner;
 import io.longsieve.engine.spi.RequestLimits;
@@ -102,6 +103,7 @@ public final class CpuRunner implements ModelRunner {
     private final AttentionPolicy policy;
     private final TimedPolicy timed;
     private final int[] one = new int[1]; // the decode step's token
+    private AttentionRecorder recorder;   // null unless an evaluation asked for attention recall
 
     CpuSequence(KvCache kv, AttentionPolicy policy) {
       this.kv = kv;
@@ -139,6 +141,18 @@ public final class CpuRunner implements ModelRunner {
     public void decode(int token, int pos, float[] logits) {
       one[0] = token;
       model.forward(one, 0, 1, pos, kv, timed, true, logits);
+    }
+
+    /** Installs an {@link AttentionRecorder} on this sequence's cache (evaluation only). */
+    @Override
+    public void recordAttention(int[] positions) {
+      recorder = new AttentionRecorder(config, model.rope(), kv, positions);
+      kv.attended = recorder;
+    }
+
+    @Override
+    public AttentionRecall attentionRecall() {
+      return recorder == null ? null : recorder.result();
     }
 
     @Override

@@ -23,6 +23,8 @@ public final class KvCache {
   public final float[][] logitBias;  // (layer) → (capacity, nKvHeads) additive logit bias, null until a policy sets one
   public final int[][] headPositions; // (layer) → (capacity, nKvHeads) per-KV-head original positions once heads
                                       //   were compacted differently (SelKV, SnapKV); null while all heads share positions
+  /** Evaluation only: told what the attention kernels attended (attention recall); null in every other run. */
+  public AttendedKeys attended;
   private final int[] length;        // (layer) slots in use
   private final int nKvHeads;
   private final Rope rope;
