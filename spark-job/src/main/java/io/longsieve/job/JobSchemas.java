@@ -123,6 +123,35 @@ public final class JobSchemas {
       .add("seed", LongType, true)
       .add("stop", DataTypes.createArrayType(StringType, false), true);
 
+  /**
+   * The shadow audit's dense pass ({@link ShadowAudit}): a RESULT row of the dense run plus the run's policy measured
+   * against it along dense attention's own greedy continuation (io.longsieve.engine.FidelityMeter); null where the
+   * document did not run or the measurement failed.
+   */
+  public static final StructType AUDIT_DENSE_RESULT = RESULT
+      .add("kl_mean", DoubleType, true)            // mean over steps of KL(dense ‖ policy), nats
+      .add("kl_max", DoubleType, true)             // largest per-step KL
+      .add("top1_agreement", DoubleType, true);    // share of steps where the policy's top-1 token is dense's
+
+  /** DIR/audit: one row per audited document ({@link ShadowAudit}; run_id is the partition column). */
+  public static final StructType AUDIT = new StructType()
+      .add("doc_id", StringType, false)
+      .add("run_id", StringType, false)
+      .add("policy", StringType, true)               // the run's policy, compared with dense
+      .add("status", StringType, true)               // the run's row status
+      .add("dense_status", StringType, true)         // the dense row's status
+      .add("exact_match", BooleanType, true)         // trimmed answers equal; null unless both ok
+      .add("token_f1", DoubleType, true)             // word-level F1 of the answer against the dense answer
+      .add("first_divergent_token", IntegerType, true) // first word index where they differ; null if equal or not both ok
+      .add("output_tokens", IntegerType, true)
+      .add("dense_output_tokens", IntegerType, true)
+      .add("total_ms", DoubleType, true)
+      .add("dense_total_ms", DoubleType, true)
+      // the run's policy teacher-forced along the dense greedy continuation; null unless the dense row is ok
+      .add("kl_mean", DoubleType, true)
+      .add("kl_max", DoubleType, true)
+      .add("top1_agreement", DoubleType, true);
+
   /** Columns of DIR/outputs (run_id is the partition column). */
   public static final List<String> OUTPUT_COLUMNS = List.of(
       "doc_id", "run_id", "task", "status", "error", "notes", "output", "input_tokens", "output_tokens",
