@@ -15,7 +15,9 @@ import java.util.logging.Logger;
  * round it admits waiting requests (first come, first served) while fewer than maxBatch run and
  * their reserved KV (capacity slots × {@link ModelRunner#kvBytesPerSlot}) fits the budget, runs one
  * prefill part of the oldest prefilling request, then one decode step for every decoding request
- * together ({@link ModelRunner#decodeBatch}). Finished requests complete their futures.
+ * together ({@link ModelRunner#decodeBatch}). Finished requests complete their futures. Work that needs
+ * the runner alone (a driven run, {@link Engine#drive}) waits in its own queue: while it waits nothing new
+ * is admitted, and it runs as soon as no request is active.
  *
  * <p>Failure semantics: a request that fails (its sequence cannot be opened, a prefill part or its
  * sampling throws, it passes its deadline) fails only its own future; the others go on. An exception
