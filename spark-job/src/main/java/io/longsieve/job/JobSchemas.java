@@ -98,7 +98,8 @@ public final class JobSchemas {
       .add("device", StringType, true)
       .add("policy", StringType, true)            // canonical: as asked, every parameter; on every row
       .add("policy_resolved", StringType, true)   // canonical with what the model folder decided, e.g.
-                                                  // layers=auto(2-3); null where the engine did not run
+                                                  // layers=auto(2-3) (auto-unprofiled(3-5) without a profile);
+                                                  // null where the engine did not run
       .add("ttft_ms", DoubleType, true)
       .add("prefill_ms", DoubleType, true)
       .add("decode_ms", DoubleType, true)
