@@ -185,7 +185,7 @@ public final class ProfileCommand implements Callable<Integer> {
         System.out.printf(Locale.ROOT, "layer %d alone sparse: KL %.6f%n", l, single[l]);
       }
       SparseLayerProfile.Choice choice = SparseLayerProfile.choose(single, klBudget, measure);
-      SparseLayerProfile.write(file, model.toString(), spec, new SparseLayerProfile.Calibration(calibration.toString(),
+      SparseLayerProfile.write(file, folderName(model), spec, new SparseLayerProfile.Calibration(calibration.toString(),
           docs.size(), longest, newTokens), klBudget, single, choice);
       System.out.println("KL per layer alone: " + Arrays.toString(single));
       System.out.printf(Locale.ROOT, "sparse layers (KL budget %s): %s, KL together %.6f -> %s%n", klBudget, choice.layers(),
@@ -210,10 +210,15 @@ public final class ProfileCommand implements Callable<Integer> {
       }
       double[] drift = profile.drift();
       List<Integer> sparse = DriftProfile.sparseLayers(drift, delta);
-      DriftProfile.write(file, model.toString(), calibration.toString(), longest, delta, drift, sparse);
+      DriftProfile.write(file, folderName(model), calibration.toString(), longest, delta, drift, sparse);
       System.out.println("drift per layer: " + Arrays.toString(drift));
       System.out.println("sparse layers (delta " + delta + "): " + sparse + " -> " + file);
     }
+  }
+
+  /** The model folder's name, for the file that lives in it (a full path would not survive a copy). */
+  private static String folderName(Path model) {
+    return String.valueOf(model.toAbsolutePath().normalize().getFileName());
   }
 
   /** The text's tokens (with BOS), repeated until {@code n} tokens, as the official profile repeats its essays. */
