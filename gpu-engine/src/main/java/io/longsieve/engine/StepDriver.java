@@ -2,7 +2,8 @@ package io.longsieve.engine;
 
 /**
  * Chooses the tokens of a driven run ({@link Engine#drive}) from the logits of each step: teacher
- * forcing (return a given continuation), or greedy decoding that keeps every step's logits.
+ * forcing (return a given continuation), or greedy decoding that keeps every step's logits. It is called
+ * on the engine's own thread while the run holds the device: it must not call the engine.
  */
 @FunctionalInterface
 public interface StepDriver {
