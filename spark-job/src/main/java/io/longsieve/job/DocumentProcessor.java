@@ -202,7 +202,8 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
 
   /**
    * The shadow audit's dense pass only: the run's policy against this dense answer's prompt. A failure (a policy
-   * the backend cannot drive, memory) leaves the columns null and the dense row as it is.
+   * the backend cannot drive, memory, the time limit) leaves the columns null and the dense row as it is; a sticky
+   * device error goes up to {@link DocumentAttempts}, which ends the executor.
    */
   private void measureFidelity(Engine engine, GenerationRequest request, Out out) {
     if (fidelityOf == null) return;
@@ -210,6 +211,8 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
       DenseReference ref = FidelityMeter.reference(engine, request);
       out.fidelity = FidelityMeter.measure(engine, request, fidelityOf, ref, 0);
     } catch (RuntimeException e) {
+      // a poisoned device must still end the executor, as it would for the answer itself
+      if (DocumentAttempts.classify(e) == DocumentAttempts.Kind.STICKY_DEVICE) throw e;
       LOG.warn("{}: the fidelity measurement against dense failed: {}", out.docId, e.toString());
     }
   }
