@@ -220,11 +220,11 @@ public final class CpuModel implements AutoCloseable {
    * each weight row is read once per four rows instead of once per row; attention runs per row on
    * its own cache with its own policy. Every element is the same dot product, in the same order, as
    * in a single-row {@link #forward}, so each row's logits equal its own decode's exactly. With a
-   * layer observer installed the rows run one by one (the observer sees one sequence at a time).
+   * layer observer installed, or a cache recording attention recall, the rows run one by one.
    */
   public synchronized void decodeBatch(int[] tokens, int[] positions, KvCache[] caches, AttentionPolicy[] policies,
                                        int b, float[][] logits) {
-    if (observer != null || ropeByLength) {  // one sequence at a time (length-dependent RoPE: each row its own table)
+    if (observer != null || ropeByLength || recorded(caches, b)) { // one sequence at a time (length-dependent RoPE: each row its own table)
       for (int i = 0; i < b; i++) {
         forward(new int[] {tokens[i]}, 0, 1, positions[i], caches[i], policies[i], true, logits[i]);
       }
@@ -232,6 +232,12 @@ public final class CpuModel implements AutoCloseable {
     }
     for (int g = 0; g < b; g += maxChunk) decodeRows(tokens, positions, caches, policies, g, Math.min(maxChunk, b - g),
         logits);
+  }
+
+  /** True when one of the caches is recording attention recall (its rows then run one by one, through chunk). */
+  private static boolean recorded(KvCache[] caches, int b) {
+    for (int i = 0; i < b; i++) if (caches[i].attended != null) return true;
+    return false;
   }
 
   private void decodeRows(int[] tokens, int[] positions, KvCache[] caches, AttentionPolicy[] policies, int g, int n,
@@ -273,8 +279,11 @@ public final class CpuModel implements AutoCloseable {
       // attention block
       queriesKeysValues(lw, n);
       kv.append(l, k, 0, v, 0, n, pos0, ctx.rope());                           // keys stored before RoPE
+      AttentionRecorder recorder = kv.attended instanceof AttentionRecorder r ? r : null; // evaluation runs only
+      if (recorder != null) recorder.beforeAttention(l, q, k, v, n, pos0, decode);
       if (decode) policy.decode(l, q, pos0, kv, att, ctx);
       else policy.prefill(l, q, n, pos0, kv, att, ctx);                        // (n, qDim)
+      if (recorder != null) recorder.afterAttention(l);
       outputAndFeedForward(lw, n);
       if (observer != null) observer.layer(l, hIn, x, n, dim);
     }

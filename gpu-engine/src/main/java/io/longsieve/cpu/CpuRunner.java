@@ -5,6 +5,7 @@ import io.longsieve.cpu.kernels.KvCache;
 import io.longsieve.cpu.kernels.ThreadPool;
 import io.longsieve.cpu.policy.AttentionPolicy;
 import io.longsieve.cpu.policy.ComposedPolicy;
+import io.longsieve.engine.spi.AttentionRecall;
 import io.longsieve.engine.spi.KvSizedSequence;
 import io.longsieve.engine.spi.ModelRunner;
 import io.longsieve.engine.spi.RequestLimits;
@@ -124,6 +125,7 @@ public final class CpuRunner implements ModelRunner {
     private final int fixedChunk;         // the chunk the policy fixes (PolicySpec.prefillChunk): -1 none, 0 the prompt
     private final int[] one = new int[1]; // the decode step's token
     private final int[] history;          // (capacity) tokens so far, kept only for a LongRoPE recompute; else null
+    private AttentionRecorder recorder;   // null unless an evaluation asked for attention recall
 
     CpuSequence(int capacity, PolicySpec spec, int fixedChunk) {
       this.spec = spec;
@@ -201,6 +203,18 @@ public final class CpuRunner implements ModelRunner {
       timed = new TimedPolicy(policy);
       model.forward(java.util.Arrays.copyOf(history, length), 0, length, 0, kv, timed, false, logits, step(length));
       afterPrefill(length);
+    }
+
+    /** Installs an {@link AttentionRecorder} on this sequence's cache (evaluation only). */
+    @Override
+    public void recordAttention(int[] positions) {
+      recorder = new AttentionRecorder(config, model.rope(), kv, positions);
+      kv.attended = recorder;
+    }
+
+    @Override
+    public AttentionRecall attentionRecall() {
+      return recorder == null ? null : recorder.result();
     }
 
     @Override

@@ -6,6 +6,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.Supplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 
@@ -14,7 +15,9 @@ import java.util.logging.Logger;
  * round it admits waiting requests (first come, first served) while fewer than maxBatch run and
  * their reserved KV (capacity slots × {@link ModelRunner#kvBytesPerSlot}) fits the budget, runs one
  * prefill part of the oldest prefilling request, then one decode step for every decoding request
- * together ({@link ModelRunner#decodeBatch}). Finished requests complete their futures.
+ * together ({@link ModelRunner#decodeBatch}). Finished requests complete their futures. Work that needs
+ * the runner alone (a driven run, {@link Engine#drive}) waits in its own queue: while it waits nothing new
+ * is admitted, and it runs as soon as no request is active.
  *
  * <p>Failure semantics: a request that fails (its sequence cannot be opened, a prefill part or its
  * sampling throws, it passes its deadline) fails only its own future; the others go on. An exception
@@ -32,6 +35,18 @@ final class BatchScheduler implements AutoCloseable {
   /** A submitted request and where its result goes. */
   record Pending(GenerationTask task, long kvBytes, CompletableFuture<GenerationResult> future) {}
 
+  /** Work that needs the runner alone (a driven run, {@link #runAlone}) and where its result goes. */
+  private record Alone<T>(Supplier<T> work, CompletableFuture<T> future) {
+    void run() {
+      if (future.isDone()) return; // the caller gave up
+      try {
+        future.complete(work.get());
+      } catch (Throwable e) {
+        future.completeExceptionally(e);
+      }
+    }
+  }
+
   private final ModelRunner runner;
   private final int maxBatch;
   private final long kvBudget;
@@ -39,6 +54,7 @@ final class BatchScheduler implements AutoCloseable {
   private final Thread thread;
   private final Object lock = new Object();
   private final ArrayDeque<Pending> waiting = new ArrayDeque<>(); // guarded by lock
+  private final ArrayDeque<Alone<?>> alone = new ArrayDeque<>();  // guarded by lock: wait for no request to run
   private boolean closed;                                          // guarded by lock
   private int active;                                              // guarded by lock: admitted, not finished
   private long reserved;                                           // guarded by lock: their KV bytes
@@ -87,6 +103,20 @@ final class BatchScheduler implements AutoCloseable {
     return p.future;
   }
 
+  /**
+   * Runs {@code work} on the scheduler's thread with the runner to itself: while it waits no request is
+   * admitted, the running ones finish, then it runs and admission resumes. Its failure fails only its future.
+   */
+  <T> CompletableFuture<T> runAlone(Supplier<T> work) {
+    Alone<T> a = new Alone<>(work, new CompletableFuture<>());
+    synchronized (lock) {
+      if (closed) throw new IllegalStateException("the engine is closed");
+      alone.add(a);
+      lock.notifyAll();
+    }
+    return a.future;
+  }
+
   /** Holds (or releases) admission: requests queue but none starts. For tests that need a full queue. */
   void pause(boolean p) {
     synchronized (lock) {
@@ -113,16 +143,22 @@ final class BatchScheduler implements AutoCloseable {
     try {
       while (true) {
         List<Pending> admitted = new ArrayList<>();
+        Alone<?> runAlone = null;
         synchronized (lock) {
-          while (!closed && (waiting.isEmpty() || paused) && active == 0) lock.wait();
+          while (!closed && (waiting.isEmpty() || paused) && active == 0 && alone.isEmpty()) lock.wait();
           if (closed) break;
-          while (!paused && !waiting.isEmpty() && active < maxBatch
+          if (active == 0) runAlone = alone.poll();
+          while (alone.isEmpty() && runAlone == null && !paused && !waiting.isEmpty() && active < maxBatch
               && (active == 0 || !held && reserved + waiting.peek().kvBytes <= kvBudget)) {
             Pending p = waiting.poll();
             active++;
             reserved += p.kvBytes;
             admitted.add(p);
           }
+        }
+        if (runAlone != null) {
+          runAlone.run();
+          continue;
         }
         List<Pending> again = new ArrayList<>();
         for (Pending p : admitted) {
@@ -160,11 +196,15 @@ final class BatchScheduler implements AutoCloseable {
     for (Pending p : new ArrayList<>(prefilling)) fail(p, gone);
     for (Pending p : new ArrayList<>(decoding)) fail(p, gone);
     List<Pending> rest;
+    List<Alone<?>> restAlone;
     synchronized (lock) {
       rest = new ArrayList<>(waiting);
       waiting.clear();
+      restAlone = new ArrayList<>(alone);
+      alone.clear();
     }
     for (Pending p : rest) p.future.completeExceptionally(gone);
+    for (Alone<?> a : restAlone) a.future.completeExceptionally(gone);
   }
 
   /** Back to the head of the queue, in order; admission waits for a running request to end. */

@@ -48,6 +48,11 @@ public final class Generator {
     return structured;
   }
 
+  /** One driven run ({@link Engine#drive}) on this thread; the caller holds the runner alone. */
+  public DrivenRun drive(GenerationRequest r, StepDriver driver, int[] recallPositions, RequestLimits limits) {
+    return DrivenDecoding.run(model, runner, maxContext, defaultPolicy, r, driver, recallPositions, limits);
+  }
+
   /**
    * Generates for one request on this thread, under this thread's {@link RequestLimits}.
    *

@@ -169,6 +169,11 @@ public final class PolicyCatalog {
         i("page", "16", 1),
         i("budget", "2048", 1),
         i("dense_layers", "2", 0));                     // at most the model's layers (PolicySpec.checkAgainst)
+    // Oracle selector (docs/fidelity.md), a reference, not a method: each query head attends the top-k of its own
+    // true attention logits. CPU only: it scores every key of every query, dense attention's cost and more.
+    add("oracle", EnumSet.of(Slot.PREFILL, Slot.DECODE), CPU_ONLY,
+        i("k", "2048", 1),                              // keys per query: at least one
+        n("frac", "0.0", ParamRange.closed(0, 1)));    // > 0: k = round(frac × visible keys) instead, at least 1
   }
 
   private static Param i(String key, String dflt, int min) {

@@ -107,7 +107,7 @@ class PolicySpecTest {
   @Test
   void theResolvedFormFillsInTsaLayersOnly() {
     PolicySpec s = PolicySpec.parse("tsa:layers=2 + quest:dense_layers=2");
-    String resolved = s.resolved("2");
+    String resolved = s.resolved(LayerList.describe("2", "2", null));
     assertTrue(resolved.contains("layers=2(2)"), resolved);
     assertTrue(resolved.contains("dense_layers=2,") || resolved.endsWith("dense_layers=2"), resolved); // quest untouched
     assertEquals(s.canonical(), resolved.replace("layers=2(2)", "layers=2"));

@@ -1,6 +1,9 @@
 package io.longsieve.job;
 
+import io.longsieve.engine.DenseReference;
 import io.longsieve.engine.Engine;
+import io.longsieve.engine.Fidelity;
+import io.longsieve.engine.FidelityMeter;
 import io.longsieve.engine.GenerationRequest;
 import io.longsieve.engine.GenerationResult;
 import io.longsieve.engine.GenerationStats;
@@ -21,7 +24,10 @@ import java.util.function.Supplier;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.logging.log4j.LogManager;
+import org.apache.logging.log4j.Logger;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.types.StructType;
 
 /**
  * The generation stage: one {@link JobSchemas#RESULT} row per {@link JobSchemas#PARSED} row, the
@@ -40,6 +46,8 @@ import org.apache.spark.sql.Row;
  */
 final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
 
+  private static final Logger LOG = LogManager.getLogger(DocumentProcessor.class);
+
   private final EngineSpec spec;
   private final String runId;
   private final int maxNewTokens;
@@ -50,6 +58,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   private final CostModel cost;
   private final double charsPerToken;
   private final GenerationOptions generation;
+  private final PolicySpec fidelityOf; // null; or, in the shadow audit's dense pass, the run's policy measured against dense
   private static final int STATUS = JobSchemas.RESULT.fieldIndex("status");
   private static final int IN_TOKENS = JobSchemas.RESULT.fieldIndex("input_tokens");
   private static final int OUT_TOKENS = JobSchemas.RESULT.fieldIndex("output_tokens");
@@ -79,6 +88,13 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   private DocumentProcessor(EngineSpec spec, String runId, int maxNewTokens, PolicySpec policy, boolean truncate,
       DocumentAttempts attempts, JobMetrics metrics, CostModel cost, double charsPerToken,
       GenerationOptions generation) {
+    this(spec, runId, maxNewTokens, policy, truncate, attempts, metrics, cost, charsPerToken, generation, null);
+  }
+
+  private DocumentProcessor(EngineSpec spec, String runId, int maxNewTokens, PolicySpec policy, boolean truncate,
+      DocumentAttempts attempts, JobMetrics metrics, CostModel cost, double charsPerToken,
+      GenerationOptions generation, PolicySpec fidelityOf) {
+    this.fidelityOf = fidelityOf;
     this.generation = generation;
     this.spec = spec;
     this.runId = runId;
@@ -89,6 +105,22 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     this.metrics = metrics;
     this.cost = cost;
     this.charsPerToken = charsPerToken;
+  }
+
+  /**
+   * This processor (the shadow audit's dense pass) also measuring {@code policy} against each dense answer
+   * ({@link FidelityMeter}: dense greedy continuation, then the policy teacher-forced along it; two more runs per
+   * document): its rows are {@link JobSchemas#AUDIT_DENSE_RESULT}, RESULT plus kl_mean, kl_max and top1_agreement
+   * (null where the document did not run or the measurement failed).
+   */
+  DocumentProcessor measuringFidelityOf(PolicySpec policy) {
+    return new DocumentProcessor(spec, runId, maxNewTokens, this.policy, truncate, attempts, metrics, cost, charsPerToken,
+        generation, policy);
+  }
+
+  /** The schema of the rows this processor writes. */
+  StructType schema() {
+    return fidelityOf == null ? JobSchemas.RESULT : JobSchemas.AUDIT_DENSE_RESULT;
   }
 
   @Override
@@ -150,7 +182,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     Out out = new Out(in);
     out.policy = policy.canonical(); // canonical on every row, ok and error alike
     String status = in.getAs("status");
-    if (status != null) return out.error(status, in.getAs("error")).row(runId, executor, partition, t0);
+    if (status != null) return out.error(status, in.getAs("error")).row(schema(), runId, executor, partition, t0);
     Engine engine = engines.get();
     out.backend = engine.backend();
     out.device = engine.device();
@@ -166,7 +198,24 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     } catch (RuntimeException e) {
       out.error(JobSchemas.ENGINE_ERROR, e.getClass().getSimpleName() + ": " + e.getMessage());
     }
-    return out.row(runId, executor, partition, t0);
+    return out.row(schema(), runId, executor, partition, t0);
+  }
+
+  /**
+   * The shadow audit's dense pass only: the run's policy against this dense answer's prompt. A failure (a policy
+   * the backend cannot drive, memory, the time limit) leaves the columns null and the dense row as it is; a sticky
+   * device error goes up to {@link DocumentAttempts}, which ends the executor.
+   */
+  private void measureFidelity(Engine engine, GenerationRequest request, Out out) {
+    if (fidelityOf == null) return;
+    try {
+      DenseReference ref = FidelityMeter.reference(engine, request);
+      out.fidelity = FidelityMeter.measure(engine, request, fidelityOf, ref, 0);
+    } catch (RuntimeException e) {
+      // a poisoned device must still end the executor, as it would for the answer itself
+      if (DocumentAttempts.classify(e) == DocumentAttempts.Kind.STICKY_DEVICE) throw e;
+      LOG.warn("{}: the fidelity measurement against dense failed: {}", out.docId, e.toString());
+    }
   }
 
   private void generate(Engine engine, Row in, Out out) {
@@ -201,6 +250,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
       out.notes = t.note();
     }
     out.ok(engine.generate(request));
+    measureFidelity(engine, request, out);
   }
 
   /**
@@ -227,6 +277,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
       return;
     }
     out.ok(engine.generate(r));
+    measureFidelity(engine, r, out);
   }
 
   /**
@@ -310,6 +361,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     String policyResolved;
     GenerationStats stats;
     Settings settings; // null where the row never reached the engine
+    Fidelity fidelity; // the shadow audit's dense pass only
 
     Out(Row in) {
       docId = in.getAs("doc_id");
@@ -348,8 +400,8 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     }
 
     /** The RESULT row, each value set by its column's name ({@link ResultRow}), so the order lives in JobSchemas alone. */
-    Row row(String runId, String executor, int partition, long t0) {
-      ResultRow r = new ResultRow(JobSchemas.RESULT);
+    Row row(StructType schema, String runId, String executor, int partition, long t0) {
+      ResultRow r = new ResultRow(schema);
       r.set("doc_id", docId).set("run_id", runId).set("task", task).set("status", status).set("error", error)
           .set("notes", notes).set("output", output).set("input_tokens", inputTokens).set("output_tokens", outputTokens)
           .set("finish_reason", finishReason).set("reference", reference).set("source", source)
@@ -365,6 +417,9 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
             .set("kv_bytes_after", p.kvBytesAfter()).set("sparse_layers", p.sparseLayers())
             .set("selection_ms", p.selectionMs()).set("attention_ms", s.attentionMs())
             .set("decode_batch_mean", Double.isNaN(s.decodeBatchMean()) ? null : s.decodeBatchMean());
+      }
+      if (fidelity != null) {
+        r.set("kl_mean", fidelity.klMean()).set("kl_max", fidelity.klMax()).set("top1_agreement", fidelity.top1Agreement());
       }
       Settings g = settings;
       if (g != null) {

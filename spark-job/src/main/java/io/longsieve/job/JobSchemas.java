@@ -101,7 +101,8 @@ public final class JobSchemas {
       .add("device", StringType, true)
       .add("policy", StringType, true)            // canonical: as asked, every parameter; on every row
       .add("policy_resolved", StringType, true)   // canonical with what the model folder decided, e.g.
-                                                  // layers=auto(2-3); null where the engine did not run
+                                                  // layers=auto(2-3) (auto-unprofiled(3-5) without a profile);
+                                                  // null where the engine did not run
       .add("ttft_ms", DoubleType, true)
       .add("prefill_ms", DoubleType, true)
       .add("decode_ms", DoubleType, true)
@@ -126,18 +127,15 @@ public final class JobSchemas {
       .add("seed", LongType, true)
       .add("stop", DataTypes.createArrayType(StringType, false), true);
 
-  /** Columns of DIR/outputs (run_id is the partition column). */
-  public static final List<String> OUTPUT_COLUMNS = List.of(
-      "doc_id", "run_id", "task", "status", "error", "notes", "output", "input_tokens", "output_tokens",
-      "finish_reason", "reference", "source");
-
-  /** Columns of DIR/stats (run_id is the partition column). */
-  public static final List<String> STATS_COLUMNS = List.of(
-      "doc_id", "run_id", "status", "backend", "device", "policy", "policy_resolved", "ttft_ms", "prefill_ms",
-      "decode_ms", "total_ms", "executor_id", "partition_id", "input_tokens", "output_tokens", "attended_tokens_mean",
-      "selected_fraction_by_layer", "selection_cache_hit_rate", "kv_bytes_before", "kv_bytes_after",
-      "sparse_layers", "selection_ms", "attention_ms", "decode_batch_mean", "prompt_source", "max_new_tokens",
-      "temperature", "top_p", "seed", "stop");
+  /**
+   * The shadow audit's dense pass ({@link ShadowAudit}): a RESULT row of the dense run plus the run's policy measured
+   * against it along dense attention's own greedy continuation (io.longsieve.engine.FidelityMeter); null where the
+   * document did not run or the measurement failed.
+   */
+  public static final StructType AUDIT_DENSE_RESULT = RESULT
+      .add("kl_mean", DoubleType, true)            // mean over steps of KL(dense ‖ policy), nats
+      .add("kl_max", DoubleType, true)             // largest per-step KL
+      .add("top1_agreement", DoubleType, true);    // share of steps where the policy's top-1 token is dense's
 
   /**
    * DIR/audit ({@link ShadowAudit}): one row per audited document, a document of the run that ended ok
@@ -156,7 +154,24 @@ public final class JobSchemas {
       .add("output_tokens", IntegerType, true)
       .add("dense_output_tokens", IntegerType, true)
       .add("total_ms", DoubleType, true)
-      .add("dense_total_ms", DoubleType, true);
+      .add("dense_total_ms", DoubleType, true)
+      // the run's policy teacher-forced along the dense greedy continuation; null unless the dense row is ok
+      .add("kl_mean", DoubleType, true)
+      .add("kl_max", DoubleType, true)
+      .add("top1_agreement", DoubleType, true);
+
+  /** Columns of DIR/outputs (run_id is the partition column). */
+  public static final List<String> OUTPUT_COLUMNS = List.of(
+      "doc_id", "run_id", "task", "status", "error", "notes", "output", "input_tokens", "output_tokens",
+      "finish_reason", "reference", "source");
+
+  /** Columns of DIR/stats (run_id is the partition column). */
+  public static final List<String> STATS_COLUMNS = List.of(
+      "doc_id", "run_id", "status", "backend", "device", "policy", "policy_resolved", "ttft_ms", "prefill_ms",
+      "decode_ms", "total_ms", "executor_id", "partition_id", "input_tokens", "output_tokens", "attended_tokens_mean",
+      "selected_fraction_by_layer", "selection_cache_hit_rate", "kv_bytes_before", "kv_bytes_after",
+      "sparse_layers", "selection_ms", "attention_ms", "decode_batch_mean", "prompt_source", "max_new_tokens",
+      "temperature", "top_p", "seed", "stop");
 
   /** Schema of DIR/outputs as written (Spark moves run_id, the partition column, last on reading). */
   public static final StructType OUTPUTS = project(RESULT, OUTPUT_COLUMNS);

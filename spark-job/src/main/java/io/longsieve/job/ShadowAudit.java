@@ -4,6 +4,7 @@ import static org.apache.spark.sql.functions.avg;
 import static org.apache.spark.sql.functions.col;
 import static org.apache.spark.sql.functions.count;
 import static org.apache.spark.sql.functions.lit;
+import static org.apache.spark.sql.functions.max;
 import static org.apache.spark.sql.functions.sum;
 import static org.apache.spark.sql.functions.when;
 
@@ -45,7 +46,11 @@ import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
  *
  * <p>Answers are compared as whitespace-separated words ({@link AnswerAgreement}): exact match of the
  * trimmed texts, token F1 (SQuAD's bag-of-words overlap, lower-cased), and the index of the first
- * word where they differ.
+ * word where they differ. Finer, and independent of the answers' wording: the dense pass also runs the
+ * run's policy teacher-forced along dense attention's greedy continuation
+ * ({@link io.longsieve.engine.FidelityMeter}), giving kl_mean, kl_max and top1_agreement per document (two
+ * more runs per audited document: a dense greedy one and the policy's; docs/fidelity.md); the run's figures
+ * are their means (kl_max: the largest).
  *
  * <p>Failure semantics: the dense documents run like any other (a failure is an error row with its
  * status in {@code dense_status}, and compares as not comparable); the audit runs after the run's
@@ -70,10 +75,11 @@ final class ShadowAudit {
   }
 
   /**
-   * The audit's run-level figures for the manifest, report and metrics; {@code documents} 0 when no
-   * document of the run fell in the sample.
+   * The audit's run-level figures for the manifest, report and metrics: answer agreement, and fidelity (mean over
+   * the documents measured of kl_mean and of top1_agreement, the largest kl_max).
    */
-  record Agreement(long documents, long compared, double exactMatchRate, double meanTokenF1) {
+  record Agreement(long documents, long compared, double exactMatchRate, double meanTokenF1, double klMean, double klMax,
+                   double top1Agreement) {
     Map<String, Object> manifest(OpsOptions ops, String policy) {
       Map<String, Object> m = new LinkedHashMap<>();
       m.put("fraction", ops.auditFraction());
@@ -85,6 +91,9 @@ final class ShadowAudit {
       m.put("exact_match_rate", Double.isNaN(exactMatchRate) ? null : exactMatchRate);
       m.put("agreement_token_f1", Double.isNaN(meanTokenF1) ? null : meanTokenF1);
       if (documents == 0) m.put("note", EMPTY_SAMPLE);
+      m.put("kl_mean", Double.isNaN(klMean) ? null : klMean);
+      m.put("kl_max", Double.isNaN(klMax) ? null : klMax);
+      m.put("top1_agreement", Double.isNaN(top1Agreement) ? null : top1Agreement);
       return m;
     }
   }
@@ -116,12 +125,12 @@ final class ShadowAudit {
     Dataset<Row> ids = mine.select(col("doc_id").as("sampled_id"));
     Dataset<Row> sample = todo.where(col("status").isNull()).join(ids, col("doc_id").equalTo(col("sampled_id")), "left_semi");
     DocumentProcessor dense = new DocumentProcessor(o.engineSpec(), runId, o.maxNewTokens(), PolicySpec.DENSE, o.truncate(),
-        o.generation()); // the same prompts and sampling, only the policy differs
+        o.generation()).measuringFidelityOf(o.policy()); // the same prompts and sampling, only the policy differs
     int parts = Math.max(1, spark.sparkContext().defaultParallelism());
     JavaRDD<Row> denseRows = sample.javaRDD().repartition(parts).mapPartitions(dense::call);
-    Dataset<Row> d = spark.createDataFrame(denseRows, JobSchemas.RESULT).select(col("doc_id"),
+    Dataset<Row> d = spark.createDataFrame(denseRows, dense.schema()).select(col("doc_id"),
         col("status").as("dense_status"), col("output").as("dense_output"), col("output_tokens").as("dense_output_tokens"),
-        col("total_ms").as("dense_total_ms"));
+        col("total_ms").as("dense_total_ms"), col("kl_mean"), col("kl_max"), col("top1_agreement"));
     String policy = o.policy().canonical();
     Dataset<Row> audit = mine.join(d, "doc_id").map((MapFunction<Row, Row>) r -> compare(r, runId, policy),
         Encoders.row(JobSchemas.AUDIT));
@@ -130,18 +139,24 @@ final class ShadowAudit {
     audit.write().mode(SaveMode.Append).partitionBy("run_id").parquet(table);
     Dataset<Row> written = OwnTables.run(spark, o.output(), "audit", runId, JobSchemas.AUDIT);
     Row agg = written.agg(count(lit(1)), sum(when(col("exact_match").isNotNull(), 1).otherwise(0)),
-            avg(when(col("exact_match"), 1.0).otherwise(when(col("exact_match").isNotNull(), 0.0))), avg(col("token_f1")))
+            avg(when(col("exact_match"), 1.0).otherwise(when(col("exact_match").isNotNull(), 0.0))), avg(col("token_f1")),
+            avg(col("kl_mean")), max(col("kl_max")), avg(col("top1_agreement")))
         .first();
-    Agreement a = new Agreement(agg.getLong(0), agg.isNullAt(1) ? 0 : agg.getLong(1),
-        agg.isNullAt(2) ? Double.NaN : agg.getDouble(2), agg.isNullAt(3) ? Double.NaN : agg.getDouble(3));
+    Agreement a = new Agreement(agg.getLong(0), agg.isNullAt(1) ? 0 : agg.getLong(1), orNaN(agg, 2), orNaN(agg, 3),
+        orNaN(agg, 4), orNaN(agg, 5), orNaN(agg, 6));
     if (a.documents() == 0) {
       writeEmptyPartition(spark, table, runId);
       LOG.info("run {}: shadow audit (fraction {}, seed {}): {}", runId, fraction, seed, EMPTY_SAMPLE);
       return a;
     }
-    LOG.info("run {}: shadow audit of {} documents against dense: agreement (token F1) {}, exact match {}", runId,
-        a.documents(), fmt(a.meanTokenF1()), fmt(a.exactMatchRate()));
+    LOG.info("run {}: shadow audit of {} documents against dense: agreement (token F1) {}, exact match {}, "
+        + "KL(dense || policy) mean {} max {}, top-1 agreement {}", runId, a.documents(), fmt(a.meanTokenF1()),
+        fmt(a.exactMatchRate()), fmt(a.klMean()), fmt(a.klMax()), fmt(a.top1Agreement()));
     return a;
+  }
+
+  private static double orNaN(Row r, int i) {
+    return r.isNullAt(i) ? Double.NaN : r.getDouble(i);
   }
 
   /**
@@ -166,8 +181,10 @@ final class ShadowAudit {
     Boolean exact = both ? a.trim().equals(b.trim()) : null;
     Double f1 = both ? tokenF1(a, b) : null;
     Integer diverge = both ? firstDivergentToken(a, b) : null;
+    boolean denseOk = JobSchemas.OK.equals(denseStatus);
     return new GenericRowWithSchema(new Object[] {r.getAs("doc_id"), runId, policy, status, denseStatus, exact, f1,
-        diverge, r.getAs("output_tokens"), r.getAs("dense_output_tokens"), r.getAs("total_ms"), r.getAs("dense_total_ms")},
+        diverge, r.getAs("output_tokens"), r.getAs("dense_output_tokens"), r.getAs("total_ms"), r.getAs("dense_total_ms"),
+        denseOk ? r.getAs("kl_mean") : null, denseOk ? r.getAs("kl_max") : null, denseOk ? r.getAs("top1_agreement") : null},
         JobSchemas.AUDIT);
   }
 

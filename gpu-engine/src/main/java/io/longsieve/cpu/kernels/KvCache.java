@@ -26,6 +26,8 @@ public final class KvCache {
                                      //   policy sets one
   public final int[][] headPositions; // (layer) → (capacity, nKvHeads) per-KV-head original positions once heads
                                       //   were compacted differently (SelKV, SnapKV); null while all heads share positions
+  /** Evaluation only: told what the attention kernels attended (attention recall); null in every other run. */
+  public AttendedKeys attended;
   private final int[] length;        // (layer) slots in use
   private final int nKvHeads;
   private final int nHeads;          // query heads; KV head g serves heads g * group .. (g + 1) * group - 1

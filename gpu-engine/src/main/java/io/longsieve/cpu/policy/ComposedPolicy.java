@@ -1,6 +1,7 @@
 package io.longsieve.cpu.policy;
 
 import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.policy.LayerList;
 import io.longsieve.policy.PolicyCatalog.Backend;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.policy.PolicyStats;
@@ -95,9 +96,10 @@ public final class ComposedPolicy implements AttentionPolicy {
       case "tsa": {
         TokenSparseAttention t = new TokenSparseAttention(spec.prefill(), stats, ctx, modelDir);
         prefill = t;
-        described = spec.resolved(t.layerList());
+        described = spec.resolved(LayerList.describe(spec.prefill().text("layers"), t.layerList(), modelDir));
         break;
       }
+      case "oracle": prefill = new OracleSelection(spec.prefill(), stats, ctx); break;
       default: throw new IllegalStateException("not a prefill policy: " + spec.prefill().name());
     }
     switch (spec.kv().name()) {
@@ -115,6 +117,7 @@ public final class ComposedPolicy implements AttentionPolicy {
         break;
       case "quest": decode = new Quest(spec.decode(), stats, ctx); break;
       case "streaming": decode = new StreamingLlm.Window(spec.decode(), stats, ctx); break;
+      case "oracle": decode = new OracleSelection(spec.decode(), stats, ctx); break; // stateless: no sharing needed
       default: throw new IllegalStateException("not a decode policy: " + spec.decode().name());
     }
   }

@@ -78,6 +78,7 @@ public final class DenseAttention implements AttentionPolicy {
     java.util.Arrays.fill(out, oo, oo + d, 0f);
     float[] values = kv.values[layer];
     for (int s = start; s < end; s++) CpuOps.axpy(scores[s - start], values, s * kv.kvDim + kvh * d, out, oo, d);
+    if (kv.attended != null) kv.attended.attendedRange(layer, oo / d, start, end); // evaluation runs only
   }
 
   static float[] scratch(int n) {

@@ -42,6 +42,7 @@ final class ListAttention {
     Arrays.fill(out, oo, oo + d, 0f);
     float[] values = kv.values[layer];
     for (int i = 0; i < count; i++) CpuOps.axpy(scores[i], values, slots[so + i] * kv.kvDim + kvh * d, out, oo, d);
+    if (kv.attended != null) kv.attended.attended(layer, oo / d, slots, so, count); // evaluation runs only
   }
 
   /**

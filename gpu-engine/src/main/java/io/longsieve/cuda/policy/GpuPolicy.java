@@ -1,6 +1,7 @@
 package io.longsieve.cuda.policy;
 
 import io.longsieve.cuda.kv.PagedKvCache;
+import io.longsieve.policy.LayerList;
 import io.longsieve.policy.PolicyCatalog.Backend;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.policy.PolicyStats;
@@ -66,7 +67,7 @@ public final class GpuPolicy implements AutoCloseable {
         case "tsa" -> {
           GpuTsa t = add(new GpuTsa(spec.prefill(), stats, env));
           prefill = t;
-          desc = spec.resolved(t.layerList());
+          desc = spec.resolved(LayerList.describe(spec.prefill().text("layers"), t.layerList(), env.modelDir()));
         }
         default -> throw new IllegalStateException("not a prefill policy: " + spec.prefill().name());
       }

@@ -57,7 +57,8 @@ class PolicyEndToEndTest {
       GenerationResult r = run(p, 12);
       assertArrayEquals(dense.tokenIds(), r.tokenIds(), p);
       assertEquals(PolicySpec.parse(p).canonical(), r.stats().policy());
-      assertEquals(PolicySpec.parse(p).canonical().replace("layers=auto", "layers=auto(2-3)"), r.stats().policyResolved());
+      assertEquals(PolicySpec.parse(p).canonical().replace("layers=auto", "layers=auto-unprofiled(2-3)"),
+          r.stats().policyResolved());
     }
   }
 
