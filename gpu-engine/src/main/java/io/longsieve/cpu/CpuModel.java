@@ -1,6 +1,7 @@
 package io.longsieve.cpu;
 
 import io.longsieve.cpu.kernels.CpuOps;
+import io.longsieve.cpu.kernels.Gemm;
 import io.longsieve.cpu.kernels.KvCache;
 import io.longsieve.cpu.kernels.ThreadPool;
 import io.longsieve.cpu.policy.AttentionContext;
@@ -30,9 +31,7 @@ public final class CpuModel implements AutoCloseable {
   private final float[] k;       // (chunk, kvDim) keys before RoPE
   private final float[] v;       // (chunk, kvDim)
   private final float[] att;     // (chunk, nHeads * headDim) attention output
-  private final float[] proj;    // (chunk, dim) output of wo / wDown
-  private final float[] gate;    // (chunk, hidden)
-  private final float[] up;      // (chunk, hidden)
+  private final float[] gate;    // (chunk, hidden) silu(gate) · up
   private final float[] last;    // (dim) final-normed last position
   private final float[] qRow;    // (qDim) one batched decode row's query, for its own policy
   private final float[] attRow;  // (qDim) its attention output
@@ -61,9 +60,7 @@ public final class CpuModel implements AutoCloseable {
     k = new float[maxChunk * c.kvDim()];
     v = new float[maxChunk * c.kvDim()];
     att = new float[maxChunk * c.qDim()];
-    proj = new float[maxChunk * dim];
     gate = new float[maxChunk * c.intermediateSize()];
-    up = new float[maxChunk * c.intermediateSize()];
     last = new float[dim];
     qRow = new float[c.qDim()];
     attRow = new float[c.qDim()];
@@ -113,15 +110,15 @@ public final class CpuModel implements AutoCloseable {
     int dim = c.hiddenSize();
     int lastRow = (to - from - 1) % step;
     CpuOps.rmsNorm(last, 0, x, lastRow * dim, w.finalNorm(), dim, c.rmsNormEps());
-    CpuOps.matmul(pool, logits, last, 1, w.lmHead(), null, c.vocabSize(), dim);
+    Gemm.matmul(pool, logits, last, 1, w.lmHead());
   }
 
   /**
    * One decode step for {@code b} sequences: row i runs tokens[i] at positions[i] on caches[i]
    * with policies[i] and writes logits[i] (vocab). The weight matmuls take the rows together, so
-   * each weight row is read once per four rows instead of once per row; attention runs per row on
-   * its own cache with its own policy. Every element is the same dot product, in the same order, as
-   * in a single-row {@link #forward}, so each row's logits equal its own decode's exactly. With a
+   * each weight is read once per step for all of them ({@link Gemm}); attention runs per row on its
+   * own cache with its own policy. Every element is the same fma chain, in the same order, as in a
+   * single-row {@link #forward}, so each row's logits equal its own decode's exactly. With a
    * layer observer installed the rows run one by one (the observer sees one sequence at a time).
    */
   public synchronized void decodeBatch(int[] tokens, int[] positions, KvCache[] caches, AttentionPolicy[] policies,
@@ -155,7 +152,7 @@ public final class CpuModel implements AutoCloseable {
       logitRows = new float[n * vocab];
     }
     for (int i = 0; i < n; i++) CpuOps.rmsNorm(lastRows, i * dim, x, i * dim, w.finalNorm(), dim, eps);
-    CpuOps.matmul(pool, logitRows, lastRows, n, w.lmHead(), null, vocab, dim);  // (n, vocab)
+    Gemm.matmul(pool, logitRows, lastRows, n, w.lmHead());                   // (n, vocab)
     for (int i = 0; i < n; i++) System.arraycopy(logitRows, i * vocab, logits[g + i], 0, vocab);
   }
 
@@ -180,22 +177,18 @@ public final class CpuModel implements AutoCloseable {
   private void queriesKeysValues(CpuWeights.Layer lw, int n) {
     int dim = c.hiddenSize();
     for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.attnNorm(), dim, c.rmsNormEps());
-    CpuOps.matmul(pool, q, xb, n, lw.wq(), lw.bq(), c.qDim(), dim);          // (n, qDim)
-    CpuOps.matmul(pool, k, xb, n, lw.wk(), lw.bk(), c.kvDim(), dim);         // (n, kvDim)
-    CpuOps.matmul(pool, v, xb, n, lw.wv(), lw.bv(), c.kvDim(), dim);         // (n, kvDim)
+    Gemm.matmul(pool, q, xb, n, lw.wq());                                    // (n, qDim)
+    Gemm.matmul(pool, k, xb, n, lw.wk());                                    // (n, kvDim)
+    Gemm.matmul(pool, v, xb, n, lw.wv());                                    // (n, kvDim)
   }
 
   /** x += att · woᵀ, then the feed-forward block: x += w_down · (silu(gate) * up) of RMSNorm(x). */
   private void outputAndFeedForward(CpuWeights.Layer lw, int n) {
-    int dim = c.hiddenSize(), hidden = c.intermediateSize();
-    CpuOps.matmul(pool, proj, att, n, lw.wo(), null, dim, c.qDim());         // (n, dim)
-    for (int i = 0; i < n * dim; i++) x[i] += proj[i];
+    int dim = c.hiddenSize();
+    Gemm.matmulAdd(pool, x, att, n, lw.wo());                                // x (n, dim) += att · woᵀ
     for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.ffnNorm(), dim, c.rmsNormEps());
-    CpuOps.matmul(pool, gate, xb, n, lw.wGate(), null, hidden, dim);         // (n, hidden)
-    CpuOps.matmul(pool, up, xb, n, lw.wUp(), null, hidden, dim);             // (n, hidden)
-    CpuOps.swiglu(gate, up, n * hidden);
-    CpuOps.matmul(pool, proj, gate, n, lw.wDown(), null, dim, hidden);       // (n, dim)
-    for (int i = 0; i < n * dim; i++) x[i] += proj[i];
+    Gemm.swiglu(pool, gate, xb, n, lw.wGateUp());                            // (n, hidden)
+    Gemm.matmulAdd(pool, x, gate, n, lw.wDown());                            // x (n, dim) += gate · w_downᵀ
   }
 
   @Override

@@ -2,7 +2,7 @@ package io.longsieve.cpu.policy;
 
 import io.longsieve.cpu.kernels.CpuOps;
 import io.longsieve.cpu.kernels.KvCache;
-import io.longsieve.model.Rope;
+import io.longsieve.cpu.kernels.RopeTable;
 import java.util.Arrays;
 
 /**
@@ -56,45 +56,6 @@ final class ListAttention {
     for (int i = 0; i < count; i++) {
       System.arraycopy(keys, slots[so + i] * kv.kvDim + kvh * d, dst, dstOff + i * d, d);
       rope.rotate(dst, dstOff + i * d, i);
-    }
-  }
-
-  /** cos/sin of every position up to a bound, computed once per request so compact RoPE is a table lookup. */
-  static final class RopeTable {
-    private final Rope rope;
-    private final int half;
-    private float[] cos = new float[0]; // (positions, headDim / 2)
-    private float[] sin = new float[0]; // (positions, headDim / 2)
-    private int positions;
-
-    RopeTable(Rope rope) {
-      this.rope = rope;
-      this.half = rope.headDim() / 2;
-    }
-
-    void ensure(int n) {
-      if (n <= positions) return;
-      int m = Math.max(n, positions * 2);
-      float[] c = Arrays.copyOf(cos, m * half), s = Arrays.copyOf(sin, m * half);
-      float[] tc = new float[half], ts = new float[half];
-      for (int p = positions; p < m; p++) {
-        rope.angles(p, tc, ts);
-        System.arraycopy(tc, 0, c, p * half, half);
-        System.arraycopy(ts, 0, s, p * half, half);
-      }
-      cos = c;
-      sin = s;
-      positions = m;
-    }
-
-    /** Rotates one head vector v[off .. off+headDim) at pos (the same rotate-half math as {@link Rope#apply}). */
-    void rotate(float[] v, int off, int pos) {
-      int t = pos * half;
-      for (int i = 0; i < half; i++) {
-        float x1 = v[off + i], x2 = v[off + half + i];
-        v[off + i] = x1 * cos[t + i] - x2 * sin[t + i];
-        v[off + half + i] = x2 * cos[t + i] + x1 * sin[t + i];
-      }
     }
   }
 }

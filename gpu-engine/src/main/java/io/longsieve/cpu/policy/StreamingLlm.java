@@ -1,6 +1,7 @@
 package io.longsieve.cpu.policy;
 
 import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.cpu.kernels.RopeTable;
 import io.longsieve.policy.PolicyTerm;
 import io.longsieve.policy.SelectionStats;
 
@@ -56,7 +57,7 @@ final class StreamingLlm {
     private final SelectionStats stats;
     private final int sinks, recent, heads, d, group, kvHeads;
     private final boolean compact;
-    private final ListAttention.RopeTable table;
+    private final RopeTable table;
     private int[] list = new int[0];       // (listLen) sinks ++ recent slots
     private float[] keyBuf = new float[0]; // (kvHeads, listLen, headDim) keys rotated at list index
 
@@ -69,7 +70,7 @@ final class StreamingLlm {
       d = ctx.config().headDim();
       group = ctx.config().group();
       kvHeads = ctx.config().numKvHeads();
-      table = new ListAttention.RopeTable(ctx.rope());
+      table = new RopeTable(ctx.rope());
     }
 
     @Override

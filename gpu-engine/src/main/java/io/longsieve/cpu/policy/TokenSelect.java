@@ -2,6 +2,7 @@ package io.longsieve.cpu.policy;
 
 import io.longsieve.cpu.kernels.CpuOps;
 import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.cpu.kernels.RopeTable;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.policy.PolicyTerm;
 import io.longsieve.policy.SelectionStats;
@@ -47,7 +48,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
   private final TokenSelectParams params;
   private final float voteScale;
   private final int heads, kvHeads, d, group, lists;
-  private final ListAttention.RopeTable table;
+  private final RopeTable table;
 
   private final float[] qf;             // (heads * headDim) fingerprint of this call
   private final float[] qPos;           // (heads * headDim) score=rope: mean of the call's queries rotated at their positions
@@ -74,7 +75,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     group = c.group();
     lists = params.perKvHead() ? kvHeads : 1;
     qPos = new float[params.ropeScore() ? heads * d : 0];
-    table = new ListAttention.RopeTable(ctx.rope());
+    table = new RopeTable(ctx.rope());
     qf = new float[heads * d];
     cache = new SelectionCache(c.numLayers(), heads * d);
     index = new Int4KeyIndex(c.numLayers(), kvHeads, d);
