@@ -8,32 +8,34 @@ package io.longsieve.cpu.kernels;
 final class ScalarTiles {
   private ScalarTiles() {}
 
-  // e^x in fp32 (Cephes expf): x = n·ln2 + r, |r| ≤ ln2/2, e^r by a degree-5 polynomial
-  static final float EXP_LO = -87.3f;  // below: 0 (e^-87.3 is the smallest normal result)
-  static final float EXP_HI = 88.3f;   // above: e^88.3 (2^127 · e^r stays finite)
+  // 2^x in fp32 (Cephes exp2f): x = n + r with n an integer and |r| ≤ 1/2, 2^r = 1 + r·P(r), P of
+  // degree 5, within 2e-7 relative; 2^n goes straight into the exponent bits
+  static final float EXP2_LO = -126f;  // below: 0 (2^-126 is the smallest normal result)
+  static final float EXP2_HI = 127f;   // above: 2^127 · 2^r, still finite
   static final float LOG2E = 1.44269504088896341f;
-  static final float LN2_HI = 0.693359375f;
-  static final float LN2_LO = -2.12194440e-4f;
-  static final float P0 = 1.9875691500e-4f, P1 = 1.3981999507e-3f, P2 = 8.3334519073e-3f;
-  static final float P3 = 4.1665795894e-2f, P4 = 1.6666665459e-1f, P5 = 5.0000001201e-1f;
-  private static final float MAGIC = 12582912f; // 1.5 · 2^23
-  private static final int MAGIC_BITS = Float.floatToRawIntBits(MAGIC);
+  static final float P0 = 1.535336188319500e-4f, P1 = 1.339887440266574e-3f, P2 = 9.618437357674640e-3f;
+  static final float P3 = 5.550332471162809e-2f, P4 = 2.402264791363012e-1f, P5 = 6.931472028550421e-1f;
+  static final float MAGIC = 12582912f; // 1.5 · 2^23: adding it rounds to an integer, kept in the low bits
+  static final int MAGIC_BITS = Float.floatToRawIntBits(MAGIC);
 
-  /** e^x within 2 ulp; the operations of {@link VectorTiles#exp}, one lane. */
-  static float exp(float x) {
-    if (!(x >= EXP_LO)) return x < EXP_LO ? 0f : x; // NaN stays NaN
-    x = Math.min(x, EXP_HI);
-    float t = Math.fma(x, LOG2E, MAGIC);
-    float n = t - MAGIC;
-    float r = Math.fma(n, -LN2_HI, x);
-    r = Math.fma(n, -LN2_LO, r);
+  /** 2^x; the operations of {@link VectorTiles#exp2}, one lane. */
+  static float exp2(float x) {
+    if (!(x >= EXP2_LO)) return x < EXP2_LO ? 0f : x; // NaN stays NaN
+    x = Math.min(x, EXP2_HI);
+    float t = x + MAGIC;
+    float r = x - (t - MAGIC);
     float p = Math.fma(r, P0, P1);
     p = Math.fma(p, r, P2);
     p = Math.fma(p, r, P3);
     p = Math.fma(p, r, P4);
     p = Math.fma(p, r, P5);
-    float y = p * (r * r) + r + 1f;
-    return y * Float.intBitsToFloat((Float.floatToRawIntBits(t) - MAGIC_BITS + 127) << 23);
+    float y = Math.fma(p, r, 1f);
+    return y * Float.intBitsToFloat((Float.floatToRawIntBits(t) - (MAGIC_BITS - 127)) << 23);
+  }
+
+  /** e^x = 2^(x·log2 e). */
+  static float exp(float x) {
+    return exp2(x * LOG2E);
   }
 
   static void tile(int rows, float[] a, int ao, int lda, float[] b, int bo, int k, float[] c, int co, int ldc,
@@ -51,7 +53,7 @@ final class ScalarTiles {
       if (mode == Tiles.SWIGLU) {
         for (int j = 0; j < cols; j++) {
           float g = acc[j];
-          c[o + j] = g / (exp(-g) + 1f) * acc[half + j];
+          c[o + j] = g / (exp2(g * -LOG2E) + 1f) * acc[half + j];
         }
         continue;
       }
@@ -66,17 +68,21 @@ final class ScalarTiles {
     }
   }
 
-  static boolean softmaxStep(float[] s, int so, int n, float[] m, float[] l, int r, float[] o, int oo, int width) {
-    float tileMax = Float.NEGATIVE_INFINITY;
+  static boolean softmaxStep(float[] s, int so, float[] m, float[] l, int r, float[] o, int oo, int width) {
+    int n = TiledAttention.KEY_TILE;
+    float mOld = m[r], mNew = mOld, tileMax = Float.NEGATIVE_INFINITY;
     for (int j = 0; j < n; j++) tileMax = Math.max(tileMax, s[so + j]);
-    if (tileMax == Float.NEGATIVE_INFINITY) {
-      java.util.Arrays.fill(s, so, so + n, 0f);
-      return false;
+    if (mOld == Float.NEGATIVE_INFINITY || tileMax > mOld + Tiles.SLACK) {
+      if (tileMax == Float.NEGATIVE_INFINITY) {
+        java.util.Arrays.fill(s, so, so + n, 0f);
+        return false;
+      }
+      mNew = Math.max(mOld, tileMax);
     }
-    float mOld = m[r], mNew = Math.max(mOld, tileMax), total = 0;
-    for (int j = 0; j < n; j++) total += s[so + j] = exp(s[so + j] - mNew);
+    float total = 0;
+    for (int j = 0; j < n; j++) total += s[so + j] = exp2(s[so + j] - mNew);
     if (mNew != mOld) {
-      float alpha = exp(mOld - mNew);
+      float alpha = exp2(mOld - mNew);
       l[r] *= alpha;
       for (int e = 0; e < width; e++) o[oo + e] *= alpha;
       m[r] = mNew;

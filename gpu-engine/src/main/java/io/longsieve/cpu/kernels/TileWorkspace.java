@@ -15,13 +15,13 @@ final class TileWorkspace {
   private int rows, heads, positions, d, dPad;
   private float[] q = new float[0];     // (rows, d) queries, rotated and scaled; row r = position r / heads, head r % heads
   private float[] o = new float[0];     // (rows, dPad) unnormalised outputs
-  private float[] m = new float[0];     // (rows) running max of the scores
-  private float[] l = new float[0];     // (rows) running sum of exp(score − max)
+  private float[] m = new float[0];     // (rows) running max of the scores (log2 units)
+  private float[] l = new float[0];     // (rows, LANES) running sums of 2^(score − max), per vector lane
   private int[] from = new int[0];      // (positions) first entry seen
   private int[] to = new int[0];        // (positions) one past the last entry seen
   private float[] vp = new float[0];    // (dPad / NR, KT, NR) one value tile (decode)
   private final float[] s = new float[BLOCK * KT];  // (BLOCK, KT) scores, then probabilities, of a row block
-  private final float[] biasTile = new float[KT];   // (KT) logit bias of a tile's entries (decode)
+  private final float[] biasTile = new float[KT];   // (KT) logit bias of a tile's entries times log2 e (decode)
   private final int[] keyAt = new int[KT];          // (KT) where each entry's key starts (decode)
 
   static int padded(int d) {
@@ -40,7 +40,7 @@ final class TileWorkspace {
     if (o.length < r * dp) o = new float[r * dp];
     if (m.length < r) {
       m = new float[r];
-      l = new float[r];
+      l = new float[r * Tiles.LANES];
     }
     if (from.length < positions) {
       from = new int[positions];
@@ -54,19 +54,23 @@ final class TileWorkspace {
     this.dPad = dp;
   }
 
-  /** Positions [i0, i1) of group g: their queries (times the scale) and the entries they see. */
+  /**
+   * Positions [i0, i1) of group g: their queries and the entries they see. The queries are
+   * multiplied by the softmax scale and log2 e, so scores come out in log2 units for exp2.
+   */
   void queries(TiledAttention.Problem p, int g, int i0, int i1, float scale) {
+    float f = scale * ScalarTiles.LOG2E;
     for (int i = i0; i < i1; i++) {
       from[i - i0] = p.from(g, i);
       to[i - i0] = p.to(g, i);
       for (int hh = 0; hh < heads; hh++) {
         int off = ((i - i0) * heads + hh) * d;
         p.query(g, i, hh, q, off);
-        Tiles.scale(q, off, scale, q, off, d);
+        Tiles.scale(q, off, f, q, off, d);
       }
     }
     Arrays.fill(m, 0, rows, Float.NEGATIVE_INFINITY);
-    Arrays.fill(l, 0, rows, 0f);
+    Arrays.fill(l, 0, rows * Tiles.LANES, 0f);
     Arrays.fill(o, 0, rows * dPad, 0f);
   }
 
@@ -114,7 +118,7 @@ final class TileWorkspace {
         int col = j - j0, vo = list.valueOffset(j);
         keyAt[col] = list.keyOffset(j);
         for (int c = 0; c * nr < d; c++) System.arraycopy(values, vo + c * nr, vp, (c * KT + col) * nr, Math.min(nr, d - c * nr));
-        if (bias != null) biasTile[col] = bias[list.biasBase() + list.slot(j) * list.biasStride()];
+        if (bias != null) biasTile[col] = bias[list.biasBase() + list.slot(j) * list.biasStride()] * ScalarTiles.LOG2E;
       }
       for (int rb = 0; rb < rows; rb += BLOCK) {
         int rn = Math.min(BLOCK, rows - rb);
@@ -143,7 +147,7 @@ final class TileWorkspace {
       int a = Math.max(from[i], jStart) - j0, b = Math.max(a, Math.min(to[i], jEnd) - j0);
       if (a > 0) Arrays.fill(s, so, so + a, Float.NEGATIVE_INFINITY);
       if (b < KT) Arrays.fill(s, so + b, so + KT, Float.NEGATIVE_INFINITY);
-      Tiles.softmaxStep(s, so, KT, m, l, r, o, r * dPad, dPad);
+      Tiles.softmaxStep(s, so, m, l, r, o, r * dPad, dPad);
     }
     for (int c = 0; c < dPad / nr; c++) {
       Tiles.tile(rn, s, kOff, KT, vt, vo + (c * KT + kOff) * nr, jEnd - jStart, o, rb * dPad + c * nr, dPad, nr,
@@ -155,7 +159,8 @@ final class TileWorkspace {
   void write(TiledAttention.Problem p, int g, int i0, float[] out) {
     for (int r = 0; r < rows; r++) {
       int off = p.outOffset(g, i0 + r / heads, r % heads);
-      if (l[r] > 0) Tiles.scale(o, r * dPad, 1f / l[r], out, off, d);
+      float sum = Tiles.rowSum(l, r);
+      if (sum > 0) Tiles.scale(o, r * dPad, 1f / sum, out, off, d);
       else Arrays.fill(out, off, off + d, 0f);
     }
   }
@@ -164,6 +169,6 @@ final class TileWorkspace {
   void keepPartial(float[] partO, float[] partM, float[] partL, int t) {
     System.arraycopy(o, 0, partO, t * rows * dPad, rows * dPad);
     System.arraycopy(m, 0, partM, t * rows, rows);
-    System.arraycopy(l, 0, partL, t * rows, rows);
+    for (int r = 0; r < rows; r++) partL[t * rows + r] = Tiles.rowSum(l, r);
   }
 }

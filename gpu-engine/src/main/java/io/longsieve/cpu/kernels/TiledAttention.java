@@ -24,8 +24,8 @@ import java.util.Arrays;
  * partial outputs merge by their maxima at the end.
  *
  * <p>Arithmetic against the plain definition (softmax, then Σ p·v, as in ListAttention): the query
- * is multiplied by the scale before the dot products, exponentials are fp32 polynomials
- * ({@link ScalarTiles#exp}), sums run per tile, and the output is divided by the sum at the end:
+ * is multiplied by the scale and log2 e before the dot products, exponentials are fp32 polynomials
+ * of base 2 ({@link ScalarTiles#exp2}), sums run per tile, and the output is divided by the sum at the end:
  * the results agree to float rounding, not bit for bit.
  */
 public final class TiledAttention {
@@ -115,7 +115,7 @@ public final class TiledAttention {
         Arrays.fill(acc, 0f);
         float sum = 0;
         for (int t = first[g]; t < first[g + 1]; t++) {
-          float w = ScalarTiles.exp(partM[t * heads + hh] - max); // 0 for a segment the head saw nothing of
+          float w = ScalarTiles.exp2(partM[t * heads + hh] - max); // 0 for a segment the head saw nothing of
           sum += partL[t * heads + hh] * w;
           int o = (t * heads + hh) * dPad;
           for (int e = 0; e < d; e++) acc[e] += partO[o + e] * w;
@@ -140,7 +140,7 @@ public final class TiledAttention {
     int[] base = new int[0];      // (groups + 1) the group's first tile in the buffers
     float[] k = new float[0];     // (tiles, KEY_TILE / NR, d, NR) keys, transposed into panels
     float[] v = new float[0];     // (tiles, dPad / NR, KEY_TILE, NR) values in panels
-    float[] b = new float[0];     // (tiles, KEY_TILE) logit biases, when the list has them
+    float[] b = new float[0];     // (tiles, KEY_TILE) logit biases times log2 e, when the list has them
 
     void plan(int groups, int positions, int d, Problem p) {
       if (lo.length < groups) {
@@ -189,7 +189,7 @@ public final class TiledAttention {
         for (int c = 0; c * nr < d; c++) {
           System.arraycopy(values, vo + c * nr, v, vb + (c * KEY_TILE + col) * nr, Math.min(nr, d - c * nr));
         }
-        if (bias) b[t * KEY_TILE + col] = bs[list.biasBase() + list.slot(j) * list.biasStride()];
+        if (bias) b[t * KEY_TILE + col] = bs[list.biasBase() + list.slot(j) * list.biasStride()] * ScalarTiles.LOG2E;
       }
     }
   }

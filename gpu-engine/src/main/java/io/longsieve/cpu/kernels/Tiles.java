@@ -54,14 +54,31 @@ final class Tiles {
   }
 
   /**
-   * One online-softmax step of row r over its scores s[so .. so+n) (n a multiple of NR; entries the
-   * row must not see are −∞): the running max m[r] and sum l[r] are updated, the scores become
-   * exp(s − m[r]), and the row's unnormalised output o[oo .. oo+width) is rescaled when the max
-   * grew. Returns false, with the scores zeroed, when the row sees nothing in this tile.
+   * How far (log2 units) a tile's scores may rise above a row's running max before the max moves:
+   * within it the old max stays (probabilities up to 2^SLACK, far from overflow), which spares most
+   * tiles the max reduction and the rescale of the row's output.
    */
-  static boolean softmaxStep(float[] s, int so, int n, float[] m, float[] l, int r, float[] o, int oo, int width) {
-    return CpuOps.VECTOR ? VectorTiles.softmaxStep(s, so, n, m, l, r, o, oo, width)
-        : ScalarTiles.softmaxStep(s, so, n, m, l, r, o, oo, width);
+  static final float SLACK = 8f;
+
+  /** Floats of running sum per row ({@code l} of {@link #softmaxStep}): one per vector lane. */
+  static final int LANES = CpuOps.VECTOR ? VectorTiles.L : 1;
+
+  /**
+   * One online-softmax step of row r over its KEY_TILE scores s[so ..) in log2 units (the query
+   * carries log2 e; entries the row must not see are −∞). The running max m[r] moves up to the
+   * tile's max when a score exceeds it by more than {@link #SLACK}; the scores become 2^(s − m[r]),
+   * their sum goes into the row's lane sums l[r · LANES ..), and the row's unnormalised output
+   * o[oo .. oo+width) and lane sums are rescaled when the max moved. Returns false, with the scores
+   * zeroed, when the row has seen nothing so far and sees nothing in this tile.
+   */
+  static boolean softmaxStep(float[] s, int so, float[] m, float[] l, int r, float[] o, int oo, int width) {
+    return CpuOps.VECTOR ? VectorTiles.softmaxStep(s, so, m, l, r, o, oo, width)
+        : ScalarTiles.softmaxStep(s, so, m, l, r, o, oo, width);
+  }
+
+  /** Row r's running sum from its lane sums. */
+  static float rowSum(float[] l, int r) {
+    return CpuOps.VECTOR ? VectorTiles.rowSum(l, r) : l[r];
   }
 
   /** dst[dO + i] = src[so + i] · f for i &lt; n. */

@@ -173,7 +173,7 @@ final class VectorTiles {
   private static void epilogue(float[] acc, int ao, float[] c, int o, int cols, int mode, float[] aux, int auxo) {
     FloatVector v0 = FloatVector.fromArray(S, acc, ao), v1 = FloatVector.fromArray(S, acc, ao + L);
     if (mode == Tiles.SWIGLU) {
-      FloatVector g = v0.div(exp(v0.neg()).add(1f)).mul(v1); // silu(gate) · up
+      FloatVector g = v0.div(exp2(v0.mul(-ScalarTiles.LOG2E)).add(1f)).mul(v1); // silu(gate) · up = g / (1 + e^-g) · up
       if (cols >= L) g.intoArray(c, o);
       else g.intoArray(c, o, S.indexInRange(0, cols));
       return;
@@ -232,32 +232,48 @@ final class VectorTiles {
     }
   }
 
-  /** See {@link Tiles#softmaxStep}; n is a multiple of L, width of NR. */
-  static boolean softmaxStep(float[] s, int so, int n, float[] m, float[] l, int r, float[] o, int oo, int width) {
-    FloatVector mx = FloatVector.fromArray(S, s, so);
-    for (int j = L; j < n; j += L) mx = mx.max(FloatVector.fromArray(S, s, so + j));
-    float tileMax = mx.reduceLanes(VectorOperators.MAX);
-    if (tileMax == Float.NEGATIVE_INFINITY) {
-      FloatVector zero = FloatVector.zero(S);
-      for (int j = 0; j < n; j += L) zero.intoArray(s, so + j);
-      return false;
+  /** See {@link Tiles#softmaxStep}; l holds L lane sums per row. */
+  static boolean softmaxStep(float[] s, int so, float[] m, float[] l, int r, float[] o, int oo, int width) {
+    final int n = TiledAttention.KEY_TILE; // a constant: the loops unroll and their bounds checks merge
+    float mOld = m[r], mNew = mOld;
+    boolean exceeds = mOld == Float.NEGATIVE_INFINITY;
+    if (!exceeds) {
+      FloatVector limit = FloatVector.broadcast(S, mOld + Tiles.SLACK);
+      VectorMask<Float> above = FloatVector.fromArray(S, s, so).compare(VectorOperators.GT, limit);
+      for (int j = L; j < n; j += L) above = above.or(FloatVector.fromArray(S, s, so + j).compare(VectorOperators.GT, limit));
+      exceeds = above.anyTrue();
     }
-    float mOld = m[r], mNew = Math.max(mOld, tileMax);
+    if (exceeds) {
+      FloatVector mx = FloatVector.fromArray(S, s, so);
+      for (int j = L; j < n; j += L) mx = mx.max(FloatVector.fromArray(S, s, so + j));
+      float tileMax = mx.reduceLanes(VectorOperators.MAX);
+      if (tileMax == Float.NEGATIVE_INFINITY) {
+        FloatVector zero = FloatVector.zero(S);
+        for (int j = 0; j < n; j += L) zero.intoArray(s, so + j);
+        return false;
+      }
+      mNew = Math.max(mOld, tileMax);
+    }
     FloatVector shift = FloatVector.broadcast(S, mNew), sum = FloatVector.zero(S);
     for (int j = 0; j < n; j += L) {
-      FloatVector p = expClamped(FloatVector.fromArray(S, s, so + j).sub(shift));
+      FloatVector p = exp2Below(FloatVector.fromArray(S, s, so + j).sub(shift));
       p.intoArray(s, so + j);
       sum = sum.add(p);
     }
-    float total = sum.reduceLanes(VectorOperators.ADD);
+    FloatVector lanes = FloatVector.fromArray(S, l, r * L);
     if (mNew != mOld) {
-      float alpha = ScalarTiles.exp(mOld - mNew); // 0 while the row had seen nothing (mOld = −∞)
-      l[r] *= alpha;
+      FloatVector alpha = FloatVector.broadcast(S, ScalarTiles.exp2(mOld - mNew)); // 0 while the row had seen nothing
+      lanes = lanes.mul(alpha);
       for (int e = 0; e < width; e += L) FloatVector.fromArray(S, o, oo + e).mul(alpha).intoArray(o, oo + e);
       m[r] = mNew;
     }
-    l[r] += total;
+    lanes.add(sum).intoArray(l, r * L);
     return true;
+  }
+
+  /** The sum of row r's L lane sums. */
+  static float rowSum(float[] l, int r) {
+    return FloatVector.fromArray(S, l, r * L).reduceLanes(VectorOperators.ADD);
   }
 
   /** dst[i] = src[i] · f over n values. */
@@ -276,35 +292,30 @@ final class VectorTiles {
     }
   }
 
-  private static final float MAGIC = 12582912f; // 1.5 · 2^23: adding it rounds to an integer in the low bits
-  private static final int MAGIC_BITS = Float.floatToRawIntBits(MAGIC);
-
   /**
-   * e^x per lane, Cephes' expf (range reduction by ln 2 in two parts, degree-5 polynomial, within
-   * 2 ulp of the true value); lanes below −87.3 (−∞ included) give 0, lanes above 88.3 give e^88.3.
-   * The lane arithmetic is {@link ScalarTiles#exp}'s, operation for operation. (Constants go in as
-   * vectors: JDK 17 compiles the scalar-argument forms of max, min and the integer ops less well.)
+   * 2^x per lane ({@link ScalarTiles#exp2}'s operations, lane by lane): lanes below −126 (−∞
+   * included) give 0, lanes above 127 give 2^127 · 2^r. Constants go in as vectors: JDK 17 compiles
+   * the scalar-argument forms of min, max and the integer operations less well.
    */
-  static FloatVector exp(FloatVector x) {
-    return expClamped(x.min(FloatVector.broadcast(S, ScalarTiles.EXP_HI)));
+  static FloatVector exp2(FloatVector x) {
+    return exp2Below(x.min(FloatVector.broadcast(S, ScalarTiles.EXP2_HI)));
   }
 
-  /** {@link #exp} for x ≤ 88.3 (softmax arguments are ≤ 0): no upper clamp needed. */
-  static FloatVector expClamped(FloatVector x) {
-    VectorMask<Float> under = x.compare(VectorOperators.LT, FloatVector.broadcast(S, ScalarTiles.EXP_LO));
-    FloatVector magic = FloatVector.broadcast(S, MAGIC);
-    FloatVector t = x.fma(FloatVector.broadcast(S, ScalarTiles.LOG2E), magic);
-    FloatVector n = t.sub(magic);
-    FloatVector r = n.fma(FloatVector.broadcast(S, -ScalarTiles.LN2_HI), x);
-    r = n.fma(FloatVector.broadcast(S, -ScalarTiles.LN2_LO), r);
+  /** {@link #exp2} for x ≤ 127 (softmax arguments are ≤ 0): no upper clamp. */
+  static FloatVector exp2Below(FloatVector x) {
+    VectorMask<Float> under = x.compare(VectorOperators.LT, FloatVector.broadcast(S, ScalarTiles.EXP2_LO));
+    FloatVector magic = FloatVector.broadcast(S, ScalarTiles.MAGIC);
+    FloatVector t = x.add(magic);
+    FloatVector r = x.sub(t.sub(magic));
     FloatVector p = r.fma(FloatVector.broadcast(S, ScalarTiles.P0), FloatVector.broadcast(S, ScalarTiles.P1));
     p = p.fma(r, FloatVector.broadcast(S, ScalarTiles.P2));
     p = p.fma(r, FloatVector.broadcast(S, ScalarTiles.P3));
     p = p.fma(r, FloatVector.broadcast(S, ScalarTiles.P4));
     p = p.fma(r, FloatVector.broadcast(S, ScalarTiles.P5));
-    FloatVector y = p.mul(r.mul(r)).add(r).add(FloatVector.broadcast(S, 1f));
+    FloatVector y = p.fma(r, FloatVector.broadcast(S, 1f));
     // 2^n from the low bits of t: (n + 127) << 23; lanes that underflow are replaced below
-    IntVector bits = t.reinterpretAsInts().sub(IntVector.broadcast(IntVector.SPECIES_PREFERRED, MAGIC_BITS - 127))
+    IntVector bits = t.reinterpretAsInts()
+        .sub(IntVector.broadcast(IntVector.SPECIES_PREFERRED, ScalarTiles.MAGIC_BITS - 127))
         .lanewise(VectorOperators.LSHL, 23);
     return y.mul(bits.reinterpretAsFloats()).blend(FloatVector.zero(S), under);
   }
