@@ -37,6 +37,9 @@ public final class TiledAttention {
 
   /** What a caller supplies; called from the pool's threads, so it must only read shared state. */
   public interface Problem {
+    /** Query positions of group g (each with the group's heads). */
+    int positions(int g);
+
     /** The key/value list of group g. */
     KvList keys(int g);
 
@@ -54,23 +57,27 @@ public final class TiledAttention {
   }
 
   /**
-   * Runs the problem: groups × positions × heads query rows of head dimension d, softmax scale
-   * {@code scale}, outputs into out.
+   * Runs the problem: per group g, positions(g) × heads query rows of head dimension d, softmax
+   * scale {@code scale}, outputs into out.
    */
-  public static void run(ThreadPool pool, int groups, int positions, int heads, int d, float scale, Problem p,
-                         float[] out) {
-    if (positions == 1) {
-      runOnePosition(pool, groups, heads, d, scale, p, out);
+  public static void run(ThreadPool pool, int groups, int heads, int d, float scale, Problem p, float[] out) {
+    int most = 0;
+    for (int g = 0; g < groups; g++) most = Math.max(most, p.positions(g));
+    if (most <= 1) {
+      if (most == 1) runOnePosition(pool, groups, heads, d, scale, p, out);
       return;
     }
     PackedTiles packed = PackedTiles.LOCAL.get();
-    packed.plan(groups, positions, d, p);
+    packed.plan(groups, d, p);
     pool.forEach(packed.tiles, t -> packed.pack(t, p));
-    int per = Math.max(1, TASK_ROWS / heads);
-    int tiles = (positions + per - 1) / per;
-    pool.forEach(groups * tiles, t -> {
-      int g = t % groups, tile = tiles - 1 - t / groups; // the last positions see the most entries: they go first
-      int i0 = tile * per, i1 = Math.min(positions, i0 + per);
+    int per = Math.max(1, TASK_ROWS / heads), maxTiles = (most + per - 1) / per;
+    int[] task = new int[groups * maxTiles]; // (group, tile) as tile · groups + g: the last positions see the most
+    int tasks = 0;                           // entries, so the latest tiles go first
+    for (int tile = maxTiles - 1; tile >= 0; tile--) {
+      for (int g = 0; g < groups; g++) if (tile * per < p.positions(g)) task[tasks++] = tile * groups + g;
+    }
+    pool.forEach(tasks, t -> {
+      int g = task[t] % groups, i0 = task[t] / groups * per, i1 = Math.min(p.positions(g), i0 + per);
       TileWorkspace ws = TileWorkspace.get(i1 - i0, heads, d);
       ws.queries(p, g, i0, i1, scale);
       ws.attendPacked(packed, g);
@@ -80,16 +87,18 @@ public final class TiledAttention {
 
   private static void runOnePosition(ThreadPool pool, int groups, int heads, int d, float scale, Problem p,
                                      float[] out) {
-    int[] first = new int[groups + 1];   // tasks of group g: first[g] .. first[g + 1] - 1
+    int[] first = new int[groups + 1];   // tasks of group g: first[g] .. first[g + 1] - 1 (none without a position)
     for (int g = 0; g < groups; g++) {
-      int from = p.from(g, 0), to = p.to(g, 0);
-      first[g + 1] = first[g] + (to - from <= SEGMENT ? 1 : (to - 1) / SEGMENT - from / SEGMENT + 1);
+      int from = p.positions(g) == 0 ? 0 : p.from(g, 0), to = p.positions(g) == 0 ? 0 : p.to(g, 0);
+      first[g + 1] = first[g] + (to == 0 ? 0 : to - from <= SEGMENT ? 1 : (to - 1) / SEGMENT - from / SEGMENT + 1);
     }
     int tasks = first[groups];
     int dPad = TileWorkspace.padded(d);
-    float[] partO = tasks == groups ? null : new float[tasks * heads * dPad]; // (task, head, dPad) unnormalised outputs
-    float[] partM = tasks == groups ? null : new float[tasks * heads];        // (task, head) running max
-    float[] partL = tasks == groups ? null : new float[tasks * heads];        // (task, head) running sum
+    boolean anySplit = false;
+    for (int g = 0; g < groups; g++) anySplit |= first[g + 1] - first[g] > 1;
+    float[] partO = anySplit ? new float[tasks * heads * dPad] : null; // (task, head, dPad) unnormalised outputs
+    float[] partM = anySplit ? new float[tasks * heads] : null;        // (task, head) running max
+    float[] partL = anySplit ? new float[tasks * heads] : null;        // (task, head) running sum
     pool.forEach(tasks, t -> {
       int g = 0;
       while (first[g + 1] <= t) g++;
@@ -105,10 +114,10 @@ public final class TiledAttention {
       if (split) ws.keepPartial(partO, partM, partL, t);
       else ws.write(p, g, 0, out);
     });
-    if (tasks == groups) return;
+    if (!anySplit) return;
     float[] acc = new float[dPad];
     for (int g = 0; g < groups; g++) {
-      if (first[g + 1] - first[g] == 1) continue;
+      if (first[g + 1] - first[g] <= 1) continue;
       for (int hh = 0; hh < heads; hh++) {
         float max = Float.NEGATIVE_INFINITY;
         for (int t = first[g]; t < first[g + 1]; t++) max = Math.max(max, partM[t * heads + hh]);
@@ -142,7 +151,7 @@ public final class TiledAttention {
     float[] v = new float[0];     // (tiles, dPad / NR, KEY_TILE, NR) values in panels
     float[] b = new float[0];     // (tiles, KEY_TILE) logit biases times log2 e, when the list has them
 
-    void plan(int groups, int positions, int d, Problem p) {
+    void plan(int groups, int d, Problem p) {
       if (lo.length < groups) {
         lo = new int[groups];
         hi = new int[groups];
@@ -154,12 +163,12 @@ public final class TiledAttention {
       this.dPad = TileWorkspace.padded(d);
       for (int g = 0; g < groups; g++) {
         int a = Integer.MAX_VALUE, z = 0;
-        for (int i = 0; i < positions; i++) {
+        for (int i = 0; i < p.positions(g); i++) {
           a = Math.min(a, p.from(g, i));
           z = Math.max(z, p.to(g, i));
         }
-        lo[g] = a;
-        hi[g] = Math.max(a, z);
+        lo[g] = a == Integer.MAX_VALUE ? 0 : a;
+        hi[g] = Math.max(lo[g], z);
         firstTile[g] = a / KEY_TILE;
         base[g + 1] = base[g] + (hi[g] + KEY_TILE - 1) / KEY_TILE - firstTile[g];
       }
