@@ -144,7 +144,7 @@ final class TileWorkspace {
     for (int r = rb; r < rb + rn; r++) {
       int so = (r - rb) * KT, i = r / heads;
       if (bias != null) Tiles.addRow(s, so, bias, bo, KT);
-      int a = Math.max(from[i], jStart) - j0, b = Math.max(a, Math.min(to[i], jEnd) - j0);
+      int a = Math.min(KT, Math.max(from[i], jStart) - j0), b = Math.max(a, Math.min(to[i], jEnd) - j0); // sees [a, b)
       if (a > 0) Arrays.fill(s, so, so + a, Float.NEGATIVE_INFINITY);
       if (b < KT) Arrays.fill(s, so + b, so + KT, Float.NEGATIVE_INFINITY);
       Tiles.softmaxStep(s, so, m, l, r, o, r * dPad, dPad);
