@@ -60,14 +60,14 @@ public final class TiledAttention {
    * Runs the problem: per group g, positions(g) × heads query rows of head dimension d, softmax
    * scale {@code scale}, outputs into out.
    */
-  public static void run(ThreadPool pool, int groups, int heads, int d, float scale, Problem p, float[] out) {
+  public static void run(ThreadPool pool, PackedTiles packed, int groups, int heads, int d, float scale, Problem p,
+                         float[] out) {
     int most = 0;
     for (int g = 0; g < groups; g++) most = Math.max(most, p.positions(g));
     if (most <= 1) {
       if (most == 1) runOnePosition(pool, groups, heads, d, scale, p, out);
       return;
     }
-    PackedTiles packed = PackedTiles.LOCAL.get();
     packed.plan(groups, d, p);
     pool.forEach(packed.tiles, t -> packed.pack(t, p));
     int per = Math.max(1, TASK_ROWS / heads), maxTiles = (most + per - 1) / per;
@@ -136,10 +136,11 @@ public final class TiledAttention {
 
   /**
    * The key/value tiles of one call, packed once for all its tasks: per group, the tiles covering
-   * the entries any of its positions sees. The caller thread's, reused from call to call.
+   * the entries any of its positions sees (for a prefill chunk, the whole cache so far: about as
+   * many bytes as the layer's keys and values). One per model, reused from call to call: calls
+   * must not overlap (the CPU model runs one forward at a time).
    */
-  static final class PackedTiles {
-    private static final ThreadLocal<PackedTiles> LOCAL = ThreadLocal.withInitial(PackedTiles::new);
+  public static final class PackedTiles {
 
     int tiles, d, dPad, groups;
     boolean bias;

@@ -2,14 +2,19 @@ package io.longsieve.cpu.policy;
 
 import io.longsieve.cpu.kernels.RopeTable;
 import io.longsieve.cpu.kernels.ThreadPool;
+import io.longsieve.cpu.kernels.TiledAttention;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
 
-/** What attention code needs from the model: shapes, RoPE (and its table of angles) and the worker threads. */
-public record AttentionContext(ModelConfig config, Rope rope, ThreadPool pool, RopeTable ropeTable) {
+/**
+ * What attention code needs from the model: shapes, RoPE (and its table of angles), the worker
+ * threads and the buffers of the tiled attention core (one model runs one forward at a time).
+ */
+public record AttentionContext(ModelConfig config, Rope rope, ThreadPool pool, RopeTable ropeTable,
+                               TiledAttention.PackedTiles tiles) {
 
   public AttentionContext(ModelConfig config, Rope rope, ThreadPool pool) {
-    this(config, rope, pool, new RopeTable(rope));
+    this(config, rope, pool, new RopeTable(rope), new TiledAttention.PackedTiles());
   }
 
   public float scale() {

@@ -46,7 +46,7 @@ public final class DenseAttention implements AttentionPolicy {
     int heads = c.numHeads(), group = c.group(), d = c.headDim(), window = ctx.window(layer);
     RopeTable table = ctx.ropeTable();
     table.ensure(pos0 + n);
-    TiledAttention.run(ctx.pool(), c.numKvHeads(), group, d, ctx.scale(), new TiledAttention.Problem() {
+    TiledAttention.run(ctx.pool(), ctx.tiles(), c.numKvHeads(), group, d, ctx.scale(), new TiledAttention.Problem() {
       @Override
       public int positions(int g) {
         return n;

@@ -95,7 +95,7 @@ final class Quest implements ComposedPolicy.Decode {
     RopeTable table = ctx.ropeTable();
     table.ensure(pos + 1);
     int[] l = lists, len = listLen;
-    TiledAttention.run(ctx.pool(), heads, 1, d, scale, new TiledAttention.Problem() { // a group per head: own lists
+    TiledAttention.run(ctx.pool(), ctx.tiles(), heads, 1, d, scale, new TiledAttention.Problem() { // a group per head: own lists
       @Override
       public int positions(int h) {
         return 1;

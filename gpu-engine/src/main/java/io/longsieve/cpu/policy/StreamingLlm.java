@@ -96,7 +96,7 @@ final class StreamingLlm {
       int[] slots = list;
       float[] keys = keyBuf;
       RopeTable real = ctx.ropeTable();
-      TiledAttention.run(ctx.pool(), kvHeads, group, d, ctx.scale(), new TiledAttention.Problem() {
+      TiledAttention.run(ctx.pool(), ctx.tiles(), kvHeads, group, d, ctx.scale(), new TiledAttention.Problem() {
         @Override
         public int positions(int g) {
           return 1;

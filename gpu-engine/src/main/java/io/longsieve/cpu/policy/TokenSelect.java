@@ -308,7 +308,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     int[] slots = list;
     float[] keys = keyBuf;
     RopeTable real = ctx.ropeTable();
-    TiledAttention.run(ctx.pool(), kvHeads, group, d, ctx.scale(), new TiledAttention.Problem() {
+    TiledAttention.run(ctx.pool(), ctx.tiles(), kvHeads, group, d, ctx.scale(), new TiledAttention.Problem() {
       @Override
       public int positions(int g) {
         return m;

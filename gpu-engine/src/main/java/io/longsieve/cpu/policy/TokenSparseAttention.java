@@ -207,7 +207,7 @@ final class TokenSparseAttention implements ComposedPolicy.Prefill {
     int[] l = lists;
     RopeTable table = ctx.ropeTable();
     table.ensure(pos0 + n);
-    TiledAttention.run(ctx.pool(), heads, 1, d, ctx.scale(), new TiledAttention.Problem() {
+    TiledAttention.run(ctx.pool(), ctx.tiles(), heads, 1, d, ctx.scale(), new TiledAttention.Problem() {
       @Override
       public int positions(int h) {
         return len - firstQuery[h];
