@@ -6,11 +6,14 @@ import io.longsieve.cpu.kernels.RopeTable;
 import java.util.Arrays;
 
 /**
- * Attention of one query head over a list of cache slots, the kernel every sparse policy ends in:
- * {@code softmax(q·Kᵀ·scale + bias)·V} restricted to the list. Keys come either from the cache's
- * keys rotated at their original positions, or from a caller-filled buffer of keys rotated at
- * their index in the list (compact positions, TokenSelect's and StreamingLLM's re-positioning).
- * Values and the per-slot logit bias always come from the cache.
+ * Attention of one query head over a list of cache slots, the definition every sparse policy's
+ * attention follows: {@code softmax(q·Kᵀ·scale + bias)·V} restricted to the list, in plain loops.
+ * Keys come either from the cache's keys rotated at their original positions, or from a
+ * caller-filled buffer of keys rotated at their index in the list (compact positions, TokenSelect's
+ * and StreamingLLM's re-positioning). Values and the per-slot logit bias always come from the cache.
+ * The policies run the same lists through the tiled core ({@link io.longsieve.cpu.kernels.TiledAttention}
+ * with {@link io.longsieve.cpu.kernels.KvList#slots} and {@link io.longsieve.cpu.kernels.KvList#gathered});
+ * TiledAttentionTest holds the two together, and the GPU's list kernels are tested against this one.
  */
 final class ListAttention {
   private ListAttention() {}

@@ -4,7 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.cpu.kernels.KvList;
 import io.longsieve.cpu.kernels.ThreadPool;
+import io.longsieve.cpu.kernels.TiledAttention;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.RopeScaling;
 import java.util.Arrays;
@@ -18,7 +20,8 @@ import org.junit.jupiter.api.Test;
  * ({@link Fixture#reference}) on random shapes: GQA groups of 1 to 8, head sizes that are not
  * multiples of the vector width, chunks of odd lengths after a cached prefix, logit biases, decode
  * over caches longer than one split segment, sliding windows by position (also after a
- * compaction left gaps), and results that do not change with the thread count.
+ * compaction left gaps), and results that do not change with the thread count. Lists of slots and
+ * gathered keys (the sparse policies' attention) against the plain {@link ListAttention}.
  */
 class TiledAttentionTest {
 
@@ -82,6 +85,72 @@ class TiledAttentionTest {
         new DenseAttention().prefill(0, q, n, before, kv, a, f.ctx);
         new DenseAttention().prefill(0, q, n, before, kv, b, single);
         assertArrayEquals(b, a, "before " + before + " n " + n);
+      }
+    }
+  }
+
+  @Test
+  void slotListsAndGatheredKeysMatchThePlainListAttention() {
+    Random r = new Random(23);
+    for (int t = 0; t < 12; t++) {
+      int[] s = SHAPES[t % SHAPES.length];
+      try (Fixture f = new Fixture(1, s[0], s[1], s[2], 300 + t)) {
+        int cached = 50 + r.nextInt(400), len = 1 + r.nextInt(Math.min(cached, 300)), m = 1 + r.nextInt(Math.min(len, 40));
+        KvCache kv = f.cache(cached, cached);
+        if (t % 2 == 1) fillBias(kv, f.r);
+        int heads = s[0], kvHeads = s[1], d = s[2], group = heads / kvHeads;
+        int[] lists = new int[kvHeads * len]; // per KV head: ascending distinct slots
+        for (int g = 0; g < kvHeads; g++) {
+          int[] pick = r.ints(0, cached).distinct().limit(len).sorted().toArray();
+          System.arraycopy(pick, 0, lists, g * len, len);
+        }
+        boolean gathered = t % 3 == 0;
+        float[] keyBuf = gathered ? f.rand(kvHeads * len * d) : null; // entry keys already "rotated"
+        float[] q = f.rand(m * heads * d), tiled = new float[q.length], plain = new float[q.length];
+        float scale = f.ctx.scale();
+        TiledAttention.run(f.pool, f.ctx.tiles(), kvHeads, group, d, scale, new TiledAttention.Problem() {
+          @Override
+          public int positions(int g) {
+            return m;
+          }
+
+          @Override
+          public KvList keys(int g) {
+            return gathered ? KvList.gathered(kv, 0, g, lists, g * len, keyBuf, g * len * d)
+                : KvList.slots(kv, 0, g, lists, g * len);
+          }
+
+          @Override
+          public void query(int g, int i, int hh, float[] dst, int off) {
+            System.arraycopy(q, (i * heads + g * group + hh) * d, dst, off, d);
+          }
+
+          @Override
+          public int from(int g, int i) {
+            return i % 3 == 2 ? i : 0; // some rows start later in the list
+          }
+
+          @Override
+          public int to(int g, int i) {
+            return len - m + i + 1;
+          }
+
+          @Override
+          public int outOffset(int g, int i, int hh) {
+            return (i * heads + g * group + hh) * d;
+          }
+        }, tiled);
+        for (int i = 0; i < m; i++) {
+          int from = i % 3 == 2 ? i : 0, count = len - m + i + 1 - from;
+          for (int h = 0; h < heads; h++) {
+            int g = h / group, o = (i * heads + h) * d;
+            ListAttention.attend(0, g, q, o, lists, g * len + from, count, keyBuf, g * len * d + from * d, kv, plain, o,
+                scale);
+          }
+        }
+        double err = Fixture.relErr(tiled, plain);
+        assertTrue(err < 1e-5, "shape " + s[0] + "/" + s[1] + "/" + d + " len " + len + " m " + m + " gathered "
+            + gathered + ": off by " + err);
       }
     }
   }
