@@ -4,6 +4,7 @@ import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.IntVector;
 import jdk.incubator.vector.VectorMask;
 import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorShuffle;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
@@ -213,7 +214,15 @@ final class VectorTiles {
           a0 = FloatVector.fromArray(S, q, q0 + e).fma(kv, a0);
           a1 = FloatVector.fromArray(S, q, q1 + e).fma(kv, a1);
         }
-        float s0 = a0.reduceLanes(VectorOperators.ADD), s1 = a1.reduceLanes(VectorOperators.ADD);
+        float s0, s1;
+        if (HALVES) { // both sums in one butterfly: row 0 in the low lanes, row 1 in the high ones
+          FloatVector t = foldToHalves(a0.blend(a1, HIGH).add(a1.blend(a0, HIGH).rearrange(SWAP_HALVES)));
+          s0 = t.lane(0);
+          s1 = t.lane(L / 2);
+        } else {
+          s0 = a0.reduceLanes(VectorOperators.ADD);
+          s1 = a1.reduceLanes(VectorOperators.ADD);
+        }
         for (int e = vd; e < d; e++) {
           s0 = Math.fma(q[q0 + e], keys[k + e], s0);
           s1 = Math.fma(q[q1 + e], keys[k + e], s1);
@@ -225,11 +234,27 @@ final class VectorTiles {
         int q0 = qo + r * d;
         FloatVector a0 = FloatVector.zero(S);
         for (int e = 0; e < vd; e += L) a0 = FloatVector.fromArray(S, q, q0 + e).fma(FloatVector.fromArray(S, keys, k + e), a0);
-        float s0 = a0.reduceLanes(VectorOperators.ADD);
+        float s0 = HALVES ? foldToHalves(a0.add(a0.rearrange(SWAP_HALVES))).lane(0) : a0.reduceLanes(VectorOperators.ADD);
         for (int e = vd; e < d; e++) s0 = Math.fma(q[q0 + e], keys[k + e], s0);
         s[r * lds + col] = s0;
       }
     }
+  }
+
+  // Horizontal sums by lane swaps (JDK 17 reduces a float vector's lanes one after the other): for
+  // 16 or 8 lanes, rearrange + add folds each half of the vector into its first lane.
+  private static final boolean HALVES = L == 16 || L == 8;
+  private static final VectorMask<Float> HIGH = VectorMask.fromLong(S, ((1L << L) - 1) & ~((1L << (L / 2)) - 1));
+  private static final VectorShuffle<Float> SWAP_HALVES = VectorShuffle.fromOp(S, i -> i ^ (L / 2));
+  private static final VectorShuffle<Float> SWAP4 = VectorShuffle.fromOp(S, i -> i ^ 4);
+  private static final VectorShuffle<Float> SWAP2 = VectorShuffle.fromOp(S, i -> i ^ 2);
+  private static final VectorShuffle<Float> SWAP1 = VectorShuffle.fromOp(S, i -> i ^ 1);
+
+  /** Each half of t (L/2 lanes, already pair-summed across halves) summed into its first lane. */
+  private static FloatVector foldToHalves(FloatVector t) {
+    if (L == 16) t = t.add(t.rearrange(SWAP4));
+    t = t.add(t.rearrange(SWAP2));
+    return t.add(t.rearrange(SWAP1));
   }
 
   /** See {@link Tiles#softmaxStep}; l holds L lane sums per row. */
