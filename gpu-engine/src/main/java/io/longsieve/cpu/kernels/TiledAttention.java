@@ -70,7 +70,9 @@ public final class TiledAttention {
     }
     packed.plan(groups, d, p);
     pool.forEach(packed.tiles, t -> packed.pack(t, p));
-    int per = Math.max(1, TASK_ROWS / heads), maxTiles = (most + per - 1) / per;
+    // positions per task: about TASK_ROWS rows, a whole number of 8-row blocks (3 heads: 24 positions, 72 rows)
+    int unit = 8 / gcd(heads, 8), per = ((TASK_ROWS + heads - 1) / heads + unit - 1) / unit * unit;
+    int maxTiles = (most + per - 1) / per;
     int[] task = new int[groups * maxTiles]; // (group, tile) as tile · groups + g: the last positions see the most
     int tasks = 0;                           // entries, so the latest tiles go first
     for (int tile = maxTiles - 1; tile >= 0; tile--) {
@@ -83,6 +85,10 @@ public final class TiledAttention {
       ws.attendPacked(packed, g);
       ws.write(p, g, i0, out);
     });
+  }
+
+  private static int gcd(int a, int b) {
+    return b == 0 ? a : gcd(b, a % b);
   }
 
   private static void runOnePosition(ThreadPool pool, int groups, int heads, int d, float scale, Problem p,
