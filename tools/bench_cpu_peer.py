@@ -252,6 +252,8 @@ def main():
     ap.add_argument("--warmup-tokens", type=int, default=2048)
     ap.add_argument("--engine-root", default=REPO, help="checkout whose bin/longsieve is measured")
     ap.add_argument("--baseline-root", help="another checkout measured the same way (an earlier engine)")
+    ap.add_argument("--baseline-lengths", default="2048,8192", help="lengths the baseline runs (it may be slow)")
+    ap.add_argument("--baseline-models", default="bundled", help="checkpoints the baseline runs")
     ap.add_argument("--seed", type=int, default=35)
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--model-dir", help=argparse.SUPPRESS)
@@ -283,7 +285,13 @@ def main():
         entry["torch"] = torch_side(args, folder, files)
         entry["load"]["engine_before"] = load_average()
         for label, root in roots:
-            entry[label] = engine_side(args, root, folder, files)
+            if label == "baseline":
+                if name not in args.baseline_models.split(","):
+                    continue
+                keep = [int(x) for x in args.baseline_lengths.split(",")]
+                entry[label] = engine_side(args, root, folder, {L: p for L, p in files.items() if L in keep})
+            else:
+                entry[label] = engine_side(args, root, folder, files)
             entry["load"][f"{label}_after"] = load_average()
         report["models"][name] = entry
         rows = []
@@ -291,16 +299,17 @@ def main():
             t, e = entry["torch"]["runs"][str(L)], entry["engine"][str(L)]
             row = {"L": L, "torch_prefill_s": statistics.median(t["prefill_s"]), "torch_decode_ms": statistics.median(t["decode_ms"]),
                    "engine_prefill_s": statistics.median(e["prefill_s"]), "engine_decode_ms": statistics.median(e["decode_ms"])}
-            if "baseline" in entry:
+            if str(L) in entry.get("baseline", {}):
                 b = entry["baseline"][str(L)]
                 row["baseline_prefill_s"], row["baseline_decode_ms"] = statistics.median(b["prefill_s"]), statistics.median(b["decode_ms"])
             rows.append(row)
         entry["medians"] = rows
         md += table(name, cfg, rows, report["ceiling"]["fma_gflops_per_cpu_second"], args.threads)
-        if "baseline" in entry:
-            md += ["", "Baseline engine (" + args.baseline_root + "): prefill s " + ", ".join(
-                f"{r['L']}: {r['baseline_prefill_s']:.2f}" for r in rows) + "; decode ms/token " + ", ".join(
-                f"{r['L']}: {r['baseline_decode_ms']:.2f}" for r in rows)]
+        base = [r for r in rows if "baseline_prefill_s" in r]
+        if base:
+            md += ["", "Baseline engine (" + args.baseline_root + ", same run): prefill s " + ", ".join(
+                f"{r['L']}: {r['baseline_prefill_s']:.2f}" for r in base) + "; decode ms/token " + ", ".join(
+                f"{r['L']}: {r['baseline_decode_ms']:.2f}" for r in base)]
         md += ["", f"{note}. Load (1/5/15-minute averages): before PyTorch {entry['load']['torch_before']}, before the "
                f"engine {entry['load']['engine_before']}, after {entry['load']['engine_after']}.", ""]
     report["load_end"] = load_average()
