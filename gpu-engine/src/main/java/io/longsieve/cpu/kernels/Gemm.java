@@ -13,7 +13,8 @@ public final class Gemm {
   private Gemm() {}
 
   private static final int ROW_BLOCK = 64;     // rows per task: a multiple of every tile height
-  private static final long SERIAL_WORK = 65_536; // below this many multiply-adds threads cost more than they save
+  private static final long SERIAL_WORK = 262_144; // below this many multiply-adds (1 MB of weights at one row) handing
+                                                  // work to other threads costs more than it saves
 
   /** out (n, w.rows) = x (n, w.cols) · Wᵀ, plus W's bias when it has one. */
   public static void matmul(ThreadPool pool, float[] out, float[] x, int n, PackedMatrix w) {
