@@ -7,12 +7,12 @@ import picocli.CommandLine.Command;
 
 /**
  * Entry point of the engine's own commands, which need no Spark and so also run from the portable
- * bundle on a GPU host: {@code generate}, {@code profile}, {@code eval-engine}. {@code bench} is not
+ * bundle on a GPU host: {@code generate}, {@code profile}, {@code eval-engine}, {@code inspect}. {@code bench} is not
  * here: the benchmarks are a module of their own (gpu-bench, io.longsieve.bench.BenchCli), outside
  * the engine's jar.
  */
 @Command(name = "longsieve-engine", mixinStandardHelpOptions = true,
-    subcommands = {GenerateCommand.class, ProfileCommand.class, EvalEngineCommand.class},
+    subcommands = {GenerateCommand.class, ProfileCommand.class, EvalEngineCommand.class, InspectCommand.class},
     description = "LongSieve engine commands (no Spark).")
 public final class EngineCli {
 

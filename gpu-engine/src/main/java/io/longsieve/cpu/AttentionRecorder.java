@@ -3,6 +3,7 @@ package io.longsieve.cpu;
 import io.longsieve.cpu.kernels.AttendedKeys;
 import io.longsieve.cpu.kernels.CpuOps;
 import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.cpu.policy.AttentionContext;
 import io.longsieve.engine.spi.AttentionRecall;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
@@ -55,12 +56,12 @@ final class AttentionRecorder implements AttendedKeys {
   }
 
   /** Before the policy attends rows [0, n) at positions pos0.. of layer: keep their keys, values and probed queries. */
-  void beforeAttention(int layer, float[] q, float[] k, float[] v, int n, int pos0, boolean decode) {
+  void beforeAttention(int layer, float[] q, float[] k, float[] v, int n, int pos0, boolean decode, AttentionContext ctx) {
     if (shadow.length(layer) != pos0) {
       throw new IllegalStateException("attention recall must be recorded from the sequence's first token (layer "
           + layer + " has " + shadow.length(layer) + " tokens, the call starts at " + pos0 + ")");
     }
-    shadow.append(layer, k, 0, v, 0, n, pos0);
+    shadow.append(layer, k, 0, v, 0, n, pos0, ctx.rope());                  // the layer's own RoPE
     int lo = lowerBound(pos0), hi = lowerBound(pos0 + n);
     int m = hi - lo, qDim = c.qDim();
     probedRows = new int[m];
@@ -103,13 +104,14 @@ final class AttentionRecorder implements AttendedKeys {
   }
 
   /** After the policy's call: the recall of each probed (row, head) against dense attention over every key so far. */
-  void afterAttention(int layer) {
-    float scale = (float) (1.0 / Math.sqrt(d));
+  void afterAttention(int layer, AttentionContext ctx) {
+    float scale = ctx.scale();
+    Rope rope = ctx.rope();
     float[] qr = new float[d], cos = new float[d / 2], sin = new float[d / 2];
     for (int r = 0; r < probedRows.length; r++) {
       int pos = callPos0 + probedRows[r];
       int end = pos + 1;
-      int start = c.slidingWindow() > 0 ? Math.max(0, end - c.slidingWindow()) : 0;
+      int start = ctx.window() > 0 ? Math.max(0, end - ctx.window()) : 0;  // the layer's sliding window
       double[] prob = new double[end - start];
       rope.angles(pos, cos, sin);
       for (int h = 0; h < heads; h++) {

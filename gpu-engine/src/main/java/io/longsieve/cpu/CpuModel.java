@@ -2,8 +2,11 @@ package io.longsieve.cpu;
 
 import io.longsieve.cpu.kernels.CpuOps;
 import io.longsieve.cpu.kernels.FamilyOps;
+import io.longsieve.cpu.kernels.Gemm;
 import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.cpu.kernels.RopeTable;
 import io.longsieve.cpu.kernels.ThreadPool;
+import io.longsieve.cpu.kernels.TiledAttention;
 import io.longsieve.cpu.policy.AttentionContext;
 import io.longsieve.cpu.policy.AttentionPolicy;
 import io.longsieve.model.FamilyTraits;
@@ -32,6 +35,10 @@ public final class CpuModel implements AutoCloseable {
   private final CpuWeights w;
   private final Rope rope;                   // the full-attention layers' table (the model-level context's)
   private final Rope[] layerRopes;           // (layers) each layer's table at the config's length; one instance per kind
+  private final TiledAttention.PackedTiles tiles = new TiledAttention.PackedTiles(); // attention's packed key tiles
+  // RoPE angle tables by the Rope they tabulate: per layer kind, plus per call for length-dependent scalings
+  // (a weak map: a dynamic-NTK call's table is dropped with its Rope)
+  private final Map<Rope, RopeTable> ropeTables = java.util.Collections.synchronizedMap(new java.util.WeakHashMap<>());
   private final AttentionContext[] layerCtx; // (layers) each layer's context at the config's length
   private final boolean ropeByLength;        // dynamic NTK or LongRoPE: tables follow each call's reach
   private final ThreadPool pool;
@@ -47,8 +54,8 @@ public final class CpuModel implements AutoCloseable {
   private float[] v;             // (chunk, kvDim)
   private float[] att;           // (chunk, nHeads * headDim) attention output
   private float[] proj;          // (chunk, dim) output of wo / wDown
-  private float[] gate;          // (chunk, hidden)
-  private float[] up;            // (chunk, hidden)
+  private float[] gate;          // (chunk, hidden) act(gate) · up
+  private float[] up;            // (chunk, hidden) GeGLU families only
   private final float[] last;    // (dim) final-normed last position
   private final float[] qRow;    // (qDim) one batched decode row's query, for its own policy
   private final float[] attRow;  // (qDim) its attention output
@@ -77,11 +84,11 @@ public final class CpuModel implements AutoCloseable {
       int layer = l;
       layerRopes[l] = byKind.computeIfAbsent(c.layerKind(l), k -> Rope.forLayer(c, layer));
       if (full == null && !c.layerKind(l).sliding()) full = layerRopes[l];
-      layerCtx[l] = new AttentionContext(c, layerRopes[l], pool, c.window(l));
+      layerCtx[l] = context(layerRopes[l], c.window(l));
       byLength |= layerRopes[l].dependsOnLength();
     }
     this.rope = full != null ? full : new Rope(c);
-    this.actx = new AttentionContext(c, rope, pool);
+    this.actx = context(rope, c.slidingLayers() == c.numLayers() ? c.slidingWindow() : 0);
     this.ropeByLength = byLength;
     int dim = c.hiddenSize();
     allocate(maxChunk);
@@ -144,7 +151,7 @@ public final class CpuModel implements AutoCloseable {
    */
   public AttentionContext attentionContext(int length) {
     Rope r = rope.atLength(length);
-    return r == rope ? actx : new AttentionContext(c, r, pool);
+    return r == rope ? actx : context(r, actx.window());
   }
 
   /**
@@ -158,9 +165,17 @@ public final class CpuModel implements AutoCloseable {
     Map<Rope, AttentionContext> seen = new IdentityHashMap<>();
     for (int l = 0; l < out.length; l++) {
       int layer = l;
-      out[l] = seen.computeIfAbsent(layerRopes[l], r -> new AttentionContext(c, r.atLength(length), pool, c.window(layer)));
+      out[l] = seen.computeIfAbsent(layerRopes[l], r -> context(r.atLength(length), c.window(layer)));
     }
     return out;
+  }
+
+  /**
+   * A context rotating with r: one table of r's angles however many layers share r (the layers of
+   * one kind), and the model's one set of attention tile buffers (one forward runs at a time).
+   */
+  private AttentionContext context(Rope r, int window) {
+    return new AttentionContext(c, r, pool, window, ropeTables.computeIfAbsent(r, RopeTable::new), tiles);
   }
 
   /** Installs (or with null removes) a layer observer; the forward pass is otherwise unchanged. */
@@ -204,7 +219,7 @@ public final class CpuModel implements AutoCloseable {
     int dim = c.hiddenSize();
     int lastRow = (to - from - 1) % step;
     CpuOps.rmsNorm(last, 0, x, lastRow * dim, w.finalNorm(), dim, c.rmsNormEps());
-    CpuOps.matmul(pool, logits, last, 1, w.lmHead(), null, c.vocabSize(), dim);
+    Gemm.matmul(pool, logits, last, 1, w.lmHead());
     softcap(logits, 1);
   }
 
@@ -217,10 +232,11 @@ public final class CpuModel implements AutoCloseable {
   /**
    * One decode step for {@code b} sequences: row i runs tokens[i] at positions[i] on caches[i]
    * with policies[i] and writes logits[i] (vocab). The weight matmuls take the rows together, so
-   * each weight row is read once per four rows instead of once per row; attention runs per row on
-   * its own cache with its own policy. Every element is the same dot product, in the same order, as
-   * in a single-row {@link #forward}, so each row's logits equal its own decode's exactly. With a
-   * layer observer installed, or a cache recording attention recall, the rows run one by one.
+   * each weight is read once per step for all of them ({@link Gemm}); attention runs per row on its
+   * own cache with its own policy. Every element is the same fma chain, in the same order, as in a
+   * single-row {@link #forward}, so each row's logits equal its own decode's exactly. With a layer
+   * observer installed, a length-dependent RoPE, or a cache recording attention recall, the rows run
+   * one by one.
    */
   public synchronized void decodeBatch(int[] tokens, int[] positions, KvCache[] caches, AttentionPolicy[] policies,
                                        int b, float[][] logits) {
@@ -262,7 +278,7 @@ public final class CpuModel implements AutoCloseable {
       logitRows = new float[n * vocab];
     }
     for (int i = 0; i < n; i++) CpuOps.rmsNorm(lastRows, i * dim, x, i * dim, w.finalNorm(), dim, eps);
-    CpuOps.matmul(pool, logitRows, lastRows, n, w.lmHead(), null, vocab, dim);  // (n, vocab)
+    Gemm.matmul(pool, logitRows, lastRows, n, w.lmHead());                   // (n, vocab)
     softcap(logitRows, n);
     for (int i = 0; i < n; i++) System.arraycopy(logitRows, i * vocab, logits[g + i], 0, vocab);
   }
@@ -280,10 +296,10 @@ public final class CpuModel implements AutoCloseable {
       queriesKeysValues(lw, n);
       kv.append(l, k, 0, v, 0, n, pos0, ctx.rope());                           // keys stored before RoPE
       AttentionRecorder recorder = kv.attended instanceof AttentionRecorder r ? r : null; // evaluation runs only
-      if (recorder != null) recorder.beforeAttention(l, q, k, v, n, pos0, decode);
+      if (recorder != null) recorder.beforeAttention(l, q, k, v, n, pos0, decode, ctx);
       if (decode) policy.decode(l, q, pos0, kv, att, ctx);
       else policy.prefill(l, q, n, pos0, kv, att, ctx);                        // (n, qDim)
-      if (recorder != null) recorder.afterAttention(l);
+      if (recorder != null) recorder.afterAttention(l, ctx);
       outputAndFeedForward(lw, n);
       if (observer != null) observer.layer(l, hIn, x, n, dim);
     }
@@ -304,9 +320,9 @@ public final class CpuModel implements AutoCloseable {
   private void queriesKeysValues(CpuWeights.Layer lw, int n) {
     int dim = c.hiddenSize(), d = c.headDim();
     for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.attnNorm(), dim, c.rmsNormEps());
-    CpuOps.matmul(pool, q, xb, n, lw.wq(), lw.bq(), c.qDim(), dim);          // (n, qDim)
-    CpuOps.matmul(pool, k, xb, n, lw.wk(), lw.bk(), c.kvDim(), dim);         // (n, kvDim)
-    CpuOps.matmul(pool, v, xb, n, lw.wv(), lw.bv(), c.kvDim(), dim);         // (n, kvDim)
+    Gemm.matmul(pool, q, xb, n, lw.wq());                                    // (n, qDim)
+    Gemm.matmul(pool, k, xb, n, lw.wk());                                    // (n, kvDim)
+    Gemm.matmul(pool, v, xb, n, lw.wv());                                    // (n, kvDim)
     if (lw.qNorm() != null) {
       FamilyOps.headNorm(q, 0, n, c.qDim(), c.numHeads(), d, lw.qNorm(), c.rmsNormEps());    // (n, nHeads, d)
       FamilyOps.headNorm(k, 0, n, c.kvDim(), c.numKvHeads(), d, lw.kNorm(), c.rmsNormEps()); // (n, nKv, d)
@@ -321,17 +337,28 @@ public final class CpuModel implements AutoCloseable {
   private void outputAndFeedForward(CpuWeights.Layer lw, int n) {
     int dim = c.hiddenSize(), hidden = c.intermediateSize();
     double eps = c.rmsNormEps();
-    CpuOps.matmul(pool, proj, att, n, lw.wo(), null, dim, c.qDim());         // (n, dim)
-    if (lw.postAttnNorm() != null) for (int i = 0; i < n; i++) CpuOps.rmsNorm(proj, i * dim, proj, i * dim, lw.postAttnNorm(), dim, eps);
-    for (int i = 0; i < n * dim; i++) x[i] += proj[i];
+    if (lw.postAttnNorm() == null) {
+      Gemm.matmulAdd(pool, x, att, n, lw.wo());                              // x (n, dim) += att · woᵀ
+    } else {
+      Gemm.matmul(pool, proj, att, n, lw.wo());                              // (n, dim)
+      for (int i = 0; i < n; i++) CpuOps.rmsNorm(proj, i * dim, proj, i * dim, lw.postAttnNorm(), dim, eps);
+      for (int i = 0; i < n * dim; i++) x[i] += proj[i];
+    }
     for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.ffnNorm(), dim, eps);
-    CpuOps.matmul(pool, gate, xb, n, lw.wGate(), null, hidden, dim);         // (n, hidden)
-    CpuOps.matmul(pool, up, xb, n, lw.wUp(), null, hidden, dim);             // (n, hidden)
-    if (c.traits().geglu()) FamilyOps.geglu(gate, up, n * hidden);
-    else CpuOps.swiglu(gate, up, n * hidden);
-    CpuOps.matmul(pool, proj, gate, n, lw.wDown(), null, dim, hidden);       // (n, dim)
-    if (lw.postFfnNorm() != null) for (int i = 0; i < n; i++) CpuOps.rmsNorm(proj, i * dim, proj, i * dim, lw.postFfnNorm(), dim, eps);
-    for (int i = 0; i < n * dim; i++) x[i] += proj[i];
+    if (lw.wGateUp() != null) {
+      Gemm.swiglu(pool, gate, xb, n, lw.wGateUp());                          // (n, hidden) silu(gate) · up
+    } else {
+      Gemm.matmul(pool, gate, xb, n, lw.wGate());                            // (n, hidden)
+      Gemm.matmul(pool, up, xb, n, lw.wUp());                                // (n, hidden)
+      FamilyOps.geglu(gate, up, n * hidden);                                 // gelu_tanh(gate) · up
+    }
+    if (lw.postFfnNorm() == null) {
+      Gemm.matmulAdd(pool, x, gate, n, lw.wDown());                          // x (n, dim) += gate · w_downᵀ
+    } else {
+      Gemm.matmul(pool, proj, gate, n, lw.wDown());                          // (n, dim)
+      for (int i = 0; i < n; i++) CpuOps.rmsNorm(proj, i * dim, proj, i * dim, lw.postFfnNorm(), dim, eps);
+      for (int i = 0; i < n * dim; i++) x[i] += proj[i];
+    }
   }
 
   @Override

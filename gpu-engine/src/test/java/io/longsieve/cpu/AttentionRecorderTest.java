@@ -42,17 +42,17 @@ class AttentionRecorderTest {
       float[] q = rand(r, (n + 1) * C.qDim()), k = rand(r, (n + 1) * C.kvDim()), v = rand(r, (n + 1) * C.kvDim());
       float[] out = new float[(n + 1) * C.qDim()];
       kv.append(0, k, 0, v, 0, n, 0);
-      rec.beforeAttention(0, q, k, v, n, 0, false);
+      rec.beforeAttention(0, q, k, v, n, 0, false, ctx);
       p.prefill(0, q, n, 0, kv, out, ctx);
-      rec.afterAttention(0);
+      rec.afterAttention(0, ctx);
       p.afterPrefill(kv, ctx);
       float[] qd = Arrays.copyOfRange(q, n * C.qDim(), (n + 1) * C.qDim());
       float[] kd = Arrays.copyOfRange(k, n * C.kvDim(), (n + 1) * C.kvDim());
       float[] vd = Arrays.copyOfRange(v, n * C.kvDim(), (n + 1) * C.kvDim());
       kv.append(0, kd, 0, vd, 0, 1, n);
-      rec.beforeAttention(0, qd, kd, vd, 1, n, true);
+      rec.beforeAttention(0, qd, kd, vd, 1, n, true, ctx);
       p.decode(0, qd, n, kv, new float[C.qDim()], ctx);
-      rec.afterAttention(0);
+      rec.afterAttention(0, ctx);
       if (keysOut != null) {
         for (int i = 0; i <= n; i++) for (int e = 0; e < C.kvDim(); e++) keysOut[i][e] = k[i * C.kvDim() + e];
         qOut[0] = q;
@@ -135,7 +135,7 @@ class AttentionRecorderTest {
     KvCache kv = new KvCache(C, ROPE, 8);
     AttentionRecorder rec = new AttentionRecorder(C, ROPE, kv, new int[] {5});
     float[] k = new float[C.kvDim()];
-    assertThrows(IllegalStateException.class, () -> rec.beforeAttention(0, new float[C.qDim()], k, k, 1, 3, true));
+    assertThrows(IllegalStateException.class, () -> rec.beforeAttention(0, new float[C.qDim()], k, k, 1, 3, true, null));
     assertThrows(IllegalArgumentException.class, () -> new AttentionRecorder(C, ROPE, kv, new int[] {5, 5}));
   }
 }

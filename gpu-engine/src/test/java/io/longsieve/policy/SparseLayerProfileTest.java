@@ -33,7 +33,7 @@ class SparseLayerProfileTest {
   @Test
   void theMeasuredPolicyKeepsItsSettingsWithTheLayersReplaced() {
     PolicySpec p = SparseLayerProfile.withLayers(PolicySpec.parse("tsa:tau=0.01 + selkv"), new boolean[] {false, true, true, false, true});
-    assertEquals("tsa:tau=0.01,min=1024,window=128,pool=7,layers=1-2/4,keep=0.0", p.prefill().canonical());
+    assertEquals("tsa:tau=0.01,min=1024,window=128,pool=7,layers=1-2/4,keep=0.0,chunk=4096", p.prefill().canonical());
     assertEquals("selkv", p.kv().name());
     assertThrows(IllegalArgumentException.class, () -> SparseLayerProfile.withLayers(PolicySpec.parse("tokenselect"),
         new boolean[] {true}));
@@ -44,7 +44,7 @@ class SparseLayerProfileTest {
     assertEquals("auto-unprofiled(3-5)", LayerList.describe("auto", "3-5", tmp));
     assertEquals("auto-unprofiled(3-5)", LayerList.describe("auto", "3-5", null));
     assertEquals("all(0-5)", LayerList.describe("all", "0-5", tmp));
-    assertEquals("tsa:tau=0.005,min=1024,window=128,pool=7,layers=auto-unprofiled(3-5),keep=0.0 + none + dense",
+    assertEquals("tsa:tau=0.005,min=1024,window=128,pool=7,layers=auto-unprofiled(3-5),keep=0.0,chunk=4096 + none + dense",
         PolicySpec.parse("tsa").resolved(LayerList.describe("auto", "3-5", tmp)));
   }
 }

@@ -7,9 +7,17 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * A fixed set of daemon worker threads for data-parallel loops. {@link #forRange} splits [0, n)
- * into contiguous slices, one per worker, and runs the last slice on the calling thread.
+ * into contiguous slices, one per worker, and runs the last slice on the calling thread;
+ * {@link #forEach} hands out tasks one at a time, so uneven tasks (causal attention tiles) and a
+ * worker that the OS preempts (a shared machine) do not leave the others idle.
  */
 public final class ThreadPool implements AutoCloseable {
+
+  /** Body of a parallel loop over tasks: runs task t. */
+  @FunctionalInterface
+  public interface TaskBody {
+    void run(int task);
+  }
 
   /** Body of a parallel loop over [from, to). */
   @FunctionalInterface
@@ -52,6 +60,40 @@ public final class ThreadPool implements AutoCloseable {
     }
     body.run((int) ((long) n * (parts - 1) / parts), n);
     RuntimeException failure = null;
+    for (int p = 0; p < parts - 1; p++) {
+      try {
+        pending[p].get();
+      } catch (Exception e) {
+        if (failure == null) failure = new RuntimeException("parallel loop failed", e.getCause() != null ? e.getCause() : e);
+      }
+      pending[p] = null;
+    }
+    if (failure != null) throw failure;
+  }
+
+  /**
+   * Runs body(t) for every t in [0, n), each task claimed by whichever thread is free next (the
+   * caller works too); returns when all are done. Order tasks heaviest first for the best balance.
+   * A task's result must not depend on which thread runs it.
+   */
+  public synchronized void forEach(int n, TaskBody body) {
+    int parts = Math.min(threads, n);
+    if (parts <= 1) {
+      for (int t = 0; t < n; t++) body.run(t);
+      return;
+    }
+    AtomicInteger next = new AtomicInteger();
+    Runnable claim = () -> {
+      for (int t = next.getAndIncrement(); t < n; t = next.getAndIncrement()) body.run(t);
+    };
+    for (int p = 0; p < parts - 1; p++) pending[p] = workers.submit(claim);
+    RuntimeException failure = null;
+    try {
+      claim.run();
+    } catch (RuntimeException e) {
+      failure = e;
+      next.set(n); // the others stop claiming
+    }
     for (int p = 0; p < parts - 1; p++) {
       try {
         pending[p].get();

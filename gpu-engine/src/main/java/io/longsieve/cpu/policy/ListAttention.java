@@ -2,15 +2,18 @@ package io.longsieve.cpu.policy;
 
 import io.longsieve.cpu.kernels.CpuOps;
 import io.longsieve.cpu.kernels.KvCache;
-import io.longsieve.model.Rope;
+import io.longsieve.cpu.kernels.RopeTable;
 import java.util.Arrays;
 
 /**
- * Attention of one query head over a list of cache slots, the kernel every sparse policy ends in:
- * {@code softmax(q·Kᵀ·scale + bias)·V} restricted to the list. Keys come either from the cache's
- * keys rotated at their original positions, or from a caller-filled buffer of keys rotated at
- * their index in the list (compact positions, TokenSelect's and StreamingLLM's re-positioning).
- * Values and the per-slot, per-query-head logit bias always come from the cache.
+ * Attention of one query head over a list of cache slots, the definition every sparse policy's
+ * attention follows: {@code softmax(q·Kᵀ·scale + bias)·V} restricted to the list, in plain loops.
+ * Keys come either from the cache's keys rotated at their original positions, or from a
+ * caller-filled buffer of keys rotated at their index in the list (compact positions, TokenSelect's
+ * and StreamingLLM's re-positioning). Values and the per-slot, per-query-head logit bias always come from the cache.
+ * The policies run the same lists through the tiled core ({@link io.longsieve.cpu.kernels.TiledAttention}
+ * with {@link io.longsieve.cpu.kernels.KvList#slots} and {@link io.longsieve.cpu.kernels.KvList#gathered});
+ * TiledAttentionTest holds the two together, and the GPU's list kernels are tested against this one.
  */
 final class ListAttention {
   private ListAttention() {}
@@ -57,51 +60,6 @@ final class ListAttention {
     for (int i = 0; i < count; i++) {
       System.arraycopy(keys, slots[so + i] * kv.kvDim + kvh * d, dst, dstOff + i * d, d);
       rope.rotate(dst, dstOff + i * d, i);
-    }
-  }
-
-  /**
-   * cos/sin of every position up to a bound, computed once per request so compact RoPE is a table
-   * lookup. It follows the RoPE table of the call ({@link #use}): layers of another kind, or a
-   * length-dependent scaling that moved on (dynamic NTK, LongRoPE), start it afresh.
-   */
-  static final class RopeTable {
-    private Rope rope;
-    private int half;                   // rotaryDim / 2
-    private float[] cos = new float[0]; // (positions, rotaryDim / 2) times the attention factor
-    private float[] sin = new float[0]; // (positions, rotaryDim / 2)
-    private int positions;
-
-    RopeTable(Rope rope) {
-      use(rope);
-    }
-
-    /** Rotates with {@code r} from now on (a no-op when it already does). */
-    void use(Rope r) {
-      if (r == rope) return;
-      rope = r;
-      half = r.rotaryDim() / 2;
-      positions = 0;
-    }
-
-    void ensure(int n) {
-      if (n <= positions) return;
-      int m = Math.max(n, positions * 2);
-      float[] c = Arrays.copyOf(cos, m * half), s = Arrays.copyOf(sin, m * half);
-      float[] tc = new float[half], ts = new float[half];
-      for (int p = positions; p < m; p++) {
-        rope.angles(p, tc, ts);
-        System.arraycopy(tc, 0, c, p * half, half);
-        System.arraycopy(ts, 0, s, p * half, half);
-      }
-      cos = c;
-      sin = s;
-      positions = m;
-    }
-
-    /** Rotates one head vector v[off .. off+headDim) at pos (the rotate-half math of {@link Rope#apply}). */
-    void rotate(float[] v, int off, int pos) {
-      rope.apply(v, off, 1, cos, sin, pos * half);
     }
   }
 }

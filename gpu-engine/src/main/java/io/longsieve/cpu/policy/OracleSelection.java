@@ -60,7 +60,7 @@ final class OracleSelection implements ComposedPolicy.Prefill, ComposedPolicy.De
 
   /** Keys attended by rows 0..n-1 whose first sees before + 1 slots, summed over heads. */
   private double attendedPairs(int n, int before, AttentionContext ctx) {
-    int window = ctx.config().slidingWindow();
+    int window = ctx.window();
     double pairs = 0;
     for (int i = 0; i < n; i++) {
       int end = before + i + 1;
@@ -84,7 +84,7 @@ final class OracleSelection implements ComposedPolicy.Prefill, ComposedPolicy.De
       for (int task = from; task < to; task++) {
         int i = task / heads, h = task % heads, kvh = h / group;
         int end = before + i + 1;
-        int start = c.slidingWindow() > 0 ? Math.max(0, end - c.slidingWindow()) : 0;
+        int start = ctx.window() > 0 ? Math.max(0, end - ctx.window()) : 0;  // the layer's sliding window
         int visible = end - start, kk = budget(visible);
         ctx.rope().angles(pos0 + i, cos, sin);
         System.arraycopy(q, (i * heads + h) * d, qr, 0, d);
@@ -103,11 +103,11 @@ final class OracleSelection implements ComposedPolicy.Prefill, ComposedPolicy.De
         float[] bias = kv.logitBias[layer];
         for (int s = start; s < end; s++) {
           float v = CpuOps.dot(qr, 0, keys, s * kv.kvDim + kvh * d, d) * scale;
-          if (bias != null) v += bias[s * kv.nKvHeads() + kvh];
+          if (bias != null) v += bias[s * kv.nHeads() + h];
           logits[s - start] = v;
         }
         int m = TopK.select(logits, 0, visible, kk, work, chosen, 0, start);
-        ListAttention.attend(layer, kvh, qr, 0, chosen, 0, m, null, 0, kv, out, oo, scale);
+        ListAttention.attend(layer, h, qr, 0, chosen, 0, m, null, 0, kv, out, oo, scale);
       }
     });
   }

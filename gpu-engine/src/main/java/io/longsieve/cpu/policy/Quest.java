@@ -1,6 +1,9 @@
 package io.longsieve.cpu.policy;
 
 import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.cpu.kernels.KvList;
+import io.longsieve.cpu.kernels.RopeTable;
+import io.longsieve.cpu.kernels.TiledAttention;
 import io.longsieve.policy.PolicyTerm;
 import io.longsieve.policy.SelectionStats;
 import java.util.Arrays;
@@ -89,16 +92,41 @@ final class Quest implements ComposedPolicy.Decode {
       }
     });
     stats.selectionNanos += System.nanoTime() - t0;
-    ctx.pool().forRange(heads, (from, to) -> {
-      RotationScratch rs = RotationScratch.of(d);
-      float[] qr = rs.qr, cos = rs.cos, sin = rs.sin;
-      ctx.rope().angles(pos, cos, sin);
-      for (int h = from; h < to; h++) {
-        System.arraycopy(q, h * d, qr, 0, d);
-        ctx.rope().apply(qr, 0, 1, cos, sin);
-        ListAttention.attend(layer, h, qr, 0, lists, h * cap, listLen[h], null, 0, kv, out, h * d, scale);
+    RopeTable table = ctx.ropeTable();
+    table.ensure(pos + 1);
+    int[] l = lists, len = listLen;
+    TiledAttention.run(ctx.pool(), ctx.tiles(), heads, 1, d, scale, new TiledAttention.Problem() { // a group per head: own lists
+      @Override
+      public int positions(int h) {
+        return 1;
       }
-    });
+
+      @Override
+      public KvList keys(int h) {
+        return KvList.headSlots(kv, layer, h, l, h * cap);
+      }
+
+      @Override
+      public void query(int h, int i, int hh, float[] dst, int off) {
+        System.arraycopy(q, h * d, dst, off, d);
+        table.rotate(dst, off, pos);
+      }
+
+      @Override
+      public int from(int h, int i) {
+        return 0;
+      }
+
+      @Override
+      public int to(int h, int i) {
+        return len[h];
+      }
+
+      @Override
+      public int outOffset(int h, int i, int hh) {
+        return h * d;
+      }
+    }, out, kv.attended, layer);
     double attended = 0;
     for (int h = 0; h < heads; h++) attended += listLen[h];
     stats.decode(layer, attended, pos + 1, heads);

@@ -1,6 +1,9 @@
 package io.longsieve.cpu.policy;
 
 import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.cpu.kernels.KvList;
+import io.longsieve.cpu.kernels.RopeTable;
+import io.longsieve.cpu.kernels.TiledAttention;
 import io.longsieve.policy.PolicyTerm;
 import io.longsieve.policy.SelectionStats;
 
@@ -56,7 +59,7 @@ final class StreamingLlm {
     private final SelectionStats stats;
     private final int sinks, recent, heads, d, group, kvHeads;
     private final boolean compact;
-    private final ListAttention.RopeTable table;
+    private final RopeTable table;
     private int[] list = new int[0];       // (listLen) sinks ++ recent slots
     private float[] keyBuf = new float[0]; // (kvHeads, listLen, headDim) keys rotated at list index
 
@@ -69,7 +72,7 @@ final class StreamingLlm {
       d = ctx.config().headDim();
       group = ctx.config().group();
       kvHeads = ctx.config().numKvHeads();
-      table = new ListAttention.RopeTable(ctx.rope());
+      table = new RopeTable(ctx.rope());
     }
 
     @Override
@@ -90,23 +93,43 @@ final class StreamingLlm {
         if (keyBuf.length < kvHeads * len * d) keyBuf = new float[kvHeads * len * d];
         for (int g = 0; g < kvHeads; g++) ListAttention.gatherCompact(layer, g, list, 0, len, kv, table, keyBuf, g * len * d);
       }
-      float scale = ctx.scale();
-      ctx.pool().forRange(heads, (from, to) -> {
-        RotationScratch rs = RotationScratch.of(d);
-        float[] qr = rs.qr, cos = rs.cos, sin = rs.sin;
-        for (int h = from; h < to; h++) {
-          int g = h / group;
-          System.arraycopy(q, h * d, qr, 0, d);
-          if (compact) {
-            table.rotate(qr, 0, len - 1);
-            ListAttention.attend(layer, h, qr, 0, list, 0, len, keyBuf, g * len * d, kv, out, h * d, scale);
-          } else {
-            ctx.rope().angles(pos, cos, sin);
-            ctx.rope().apply(qr, 0, 1, cos, sin);
-            ListAttention.attend(layer, h, qr, 0, list, 0, len, null, 0, kv, out, h * d, scale);
-          }
+      if (!compact) ctx.ropeTable().ensure(pos + 1);
+      int[] slots = list;
+      float[] keys = keyBuf;
+      RopeTable real = ctx.ropeTable();
+      TiledAttention.run(ctx.pool(), ctx.tiles(), kvHeads, group, d, ctx.scale(), new TiledAttention.Problem() {
+        @Override
+        public int positions(int g) {
+          return 1;
         }
-      });
+
+        @Override
+        public KvList keys(int g) {
+          return compact ? KvList.gathered(kv, layer, g, slots, 0, keys, g * len * d) : KvList.slots(kv, layer, g, slots, 0);
+        }
+
+        @Override
+        public void query(int g, int i, int hh, float[] dst, int off) {
+          System.arraycopy(q, (g * group + hh) * d, dst, off, d);
+          if (compact) table.rotate(dst, off, len - 1);
+          else real.rotate(dst, off, pos);
+        }
+
+        @Override
+        public int from(int g, int i) {
+          return 0;
+        }
+
+        @Override
+        public int to(int g, int i) {
+          return len;
+        }
+
+        @Override
+        public int outOffset(int g, int i, int hh) {
+          return (g * group + hh) * d;
+        }
+      }, out, kv.attended, layer);
       stats.decode(layer, (double) len * heads, pos + 1, heads);
     }
   }

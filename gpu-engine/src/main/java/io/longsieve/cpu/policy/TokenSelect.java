@@ -2,6 +2,9 @@ package io.longsieve.cpu.policy;
 
 import io.longsieve.cpu.kernels.CpuOps;
 import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.cpu.kernels.KvList;
+import io.longsieve.cpu.kernels.RopeTable;
+import io.longsieve.cpu.kernels.TiledAttention;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.policy.PolicyTerm;
 import io.longsieve.policy.SelectionStats;
@@ -48,7 +51,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
   private final TokenSelectParams params;
   private final float voteScale;
   private final int heads, kvHeads, d, group, lists;
-  private final ListAttention.RopeTable table;
+  private final RopeTable table;
 
   private final float[] qf;             // (heads * headDim) fingerprint of this call
   private final float[] qPos;           // (heads * headDim) score=rope: mean of the call's queries rotated at their positions
@@ -75,7 +78,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     group = c.group();
     lists = params.perKvHead() ? kvHeads : 1;
     qPos = new float[params.ropeScore() ? heads * d : 0];
-    table = new ListAttention.RopeTable(ctx.rope());
+    table = new RopeTable(ctx.rope());
     qf = new float[heads * d];
     cache = new SelectionCache(c.numLayers(), heads * d);
     index = new Int4KeyIndex(c.numLayers(), kvHeads, d);
@@ -286,10 +289,14 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     }
   }
 
-  /** Row i sees the first listLen − m + i + 1 entries of its list (its own slot is the last of them). */
+  /**
+   * Row i sees the first listLen − m + i + 1 entries of its list (its own slot is the last of them);
+   * the query heads of KV head g share its list (TiledAttention, one group per KV head).
+   */
   private void attendLists(int layer, float[] q, int row0, int m, int pos0, int listLen, KvCache kv, float[] out,
                            AttentionContext ctx) {
-    if (params.compact()) {
+    boolean compact = params.compact();
+    if (compact) {
       table.ensure(listLen);
       if (keyBuf.length < kvHeads * listLen * d) keyBuf = new float[kvHeads * listLen * d];
       ctx.pool().forRange(kvHeads, (from, to) -> {
@@ -298,26 +305,45 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
           ListAttention.gatherCompact(layer, g, list, at, listLen, kv, table, keyBuf, g * listLen * d);
         }
       });
+    } else {
+      ctx.ropeTable().ensure(pos0 + m);
     }
-    float scale = ctx.scale();
-    ctx.pool().forRange(m * heads, (from, to) -> {
-      RotationScratch rs = RotationScratch.of(d);
-      float[] qr = rs.qr, cos = rs.cos, sin = rs.sin;
-      for (int task = from; task < to; task++) {
-        int i = task / heads, h = task % heads, g = h / group;
-        int visible = listLen - m + i + 1;
-        System.arraycopy(q, ((row0 + i) * heads + h) * d, qr, 0, d);
-        int lo = (params.perKvHead() ? g : 0) * listLen;
-        int oo = ((row0 + i) * heads + h) * d;
-        if (params.compact()) {
-          table.rotate(qr, 0, visible - 1);
-          ListAttention.attend(layer, h, qr, 0, list, lo, visible, keyBuf, g * listLen * d, kv, out, oo, scale);
-        } else {
-          ctx.rope().angles(pos0 + i, cos, sin);
-          ctx.rope().apply(qr, 0, 1, cos, sin);
-          ListAttention.attend(layer, h, qr, 0, list, lo, visible, null, 0, kv, out, oo, scale);
-        }
+    int[] slots = list;
+    float[] keys = keyBuf;
+    RopeTable real = ctx.ropeTable();
+    TiledAttention.run(ctx.pool(), ctx.tiles(), kvHeads, group, d, ctx.scale(), new TiledAttention.Problem() {
+      @Override
+      public int positions(int g) {
+        return m;
       }
-    });
+
+      @Override
+      public KvList keys(int g) {
+        int at = (params.perKvHead() ? g : 0) * listLen;
+        return compact ? KvList.gathered(kv, layer, g, slots, at, keys, g * listLen * d) : KvList.slots(kv, layer, g, slots, at);
+      }
+
+      @Override
+      public void query(int g, int i, int hh, float[] dst, int off) {
+        System.arraycopy(q, ((row0 + i) * heads + g * group + hh) * d, dst, off, d);
+        if (compact) table.rotate(dst, off, listLen - m + i); // its own entry's list index
+        else real.rotate(dst, off, pos0 + i);
+      }
+
+      @Override
+      public int from(int g, int i) {
+        return 0;
+      }
+
+      @Override
+      public int to(int g, int i) {
+        return listLen - m + i + 1;
+      }
+
+      @Override
+      public int outOffset(int g, int i, int hh) {
+        return ((row0 + i) * heads + g * group + hh) * d;
+      }
+    }, out, kv.attended, layer);
   }
 }

@@ -2,6 +2,9 @@ package io.longsieve.cpu.policy;
 
 import io.longsieve.cpu.kernels.CpuOps;
 import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.cpu.kernels.KvList;
+import io.longsieve.cpu.kernels.RopeTable;
+import io.longsieve.cpu.kernels.TiledAttention;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.policy.LayerList;
 import io.longsieve.policy.PolicyTerm;
@@ -191,27 +194,56 @@ final class TokenSparseAttention implements ComposedPolicy.Prefill {
     }
   }
 
-  /** Queries in a head's list attend to list entries up to themselves; the rest of the head's rows are zero. */
+  /**
+   * Queries in a head's list attend to list entries up to themselves; the rest of the head's rows are
+   * zero. Lists ascend, so a head's queries (slots ≥ before) are its list's last entries: one
+   * TiledAttention group per head over them.
+   */
   private void attend(int layer, float[] q, int n, int pos0, int before, int len, KvCache kv, float[] out,
                       AttentionContext ctx) {
-    float scale = ctx.scale();
-    ctx.pool().forRange(heads, (from, to) -> {
-      RotationScratch rs = RotationScratch.of(d);
-      float[] qr = rs.qr, cos = rs.cos, sin = rs.sin;
-      for (int h = from; h < to; h++) {
-        int lo = h * len;
-        for (int i = 0; i < n; i++) Arrays.fill(out, (i * heads + h) * d, (i * heads + h + 1) * d, 0f);
-        for (int e = 0; e < len; e++) {
-          int slot = lists[lo + e];
-          if (slot < before) continue; // a key of an earlier chunk, not a query of this one
-          int i = slot - before;
-          System.arraycopy(q, (i * heads + h) * d, qr, 0, d);
-          ctx.rope().angles(pos0 + i, cos, sin);
-          ctx.rope().apply(qr, 0, 1, cos, sin);
-          ListAttention.attend(layer, h, qr, 0, lists, lo, e + 1, null, 0, kv, out, (i * heads + h) * d, scale);
-        }
+    for (int i = 0; i < n; i++) Arrays.fill(out, i * heads * d, (i + 1) * heads * d, 0f);
+    int[] firstQuery = new int[heads]; // (heads) first list entry that is a query of this chunk
+    for (int h = 0; h < heads; h++) {
+      int e = len;
+      while (e > 0 && lists[h * len + e - 1] >= before) e--;
+      firstQuery[h] = e;
+    }
+    int[] l = lists;
+    RopeTable table = ctx.ropeTable();
+    table.ensure(pos0 + n);
+    TiledAttention.run(ctx.pool(), ctx.tiles(), heads, 1, d, ctx.scale(), new TiledAttention.Problem() {
+      @Override
+      public int positions(int h) {
+        return len - firstQuery[h];
       }
-    });
+
+      @Override
+      public KvList keys(int h) {
+        return KvList.headSlots(kv, layer, h, l, h * len);
+      }
+
+      @Override
+      public void query(int h, int k, int hh, float[] dst, int off) {
+        int i = l[h * len + firstQuery[h] + k] - before;
+        System.arraycopy(q, (i * heads + h) * d, dst, off, d);
+        table.rotate(dst, off, pos0 + i);
+      }
+
+      @Override
+      public int from(int h, int k) {
+        return 0;
+      }
+
+      @Override
+      public int to(int h, int k) {
+        return firstQuery[h] + k + 1;
+      }
+
+      @Override
+      public int outOffset(int h, int k, int hh) {
+        return ((l[h * len + firstQuery[h] + k] - before) * heads + h) * d;
+      }
+    }, out, kv.attended, layer);
     double attended = 0;
     for (int h = 0; h < heads; h++) {
       for (int e = 0; e < len; e++) if (lists[h * len + e] >= before) attended += e + 1;

@@ -22,8 +22,13 @@ final class Fixture implements AutoCloseable {
   final Random r;
 
   Fixture(int layers, int heads, int kvHeads, int headDim, long seed) {
-    c = new ModelConfig("llama", heads * headDim, 16, layers, heads, kvHeads, headDim, 32, 1e-5, 10000.0,
-        RopeScaling.NONE, 1 << 16, false, false, 0, -1, List.of());
+    this(new ModelConfig("llama", heads * headDim, 16, layers, heads, kvHeads, headDim, 32, 1e-5, 10000.0,
+        RopeScaling.NONE, 1 << 16, false, false, 0, -1, List.of()), seed);
+  }
+
+  /** Over a given model shape (a sliding window, say). */
+  Fixture(ModelConfig c, long seed) {
+    this.c = c;
     rope = new Rope(c);
     pool = new ThreadPool(2);
     ctx = new AttentionContext(c, rope, pool);

@@ -1,6 +1,7 @@
 package io.longsieve.cpu.policy;
 
 import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.cpu.kernels.RopeTable;
 import io.longsieve.model.Rope;
 
 /**
@@ -22,7 +23,7 @@ public final class ListAttentionRef {
     float[] out = new float[n * nHeads * d];
     float[] keyBuf = null;
     if (compact) {
-      ListAttention.RopeTable table = new ListAttention.RopeTable(rope);
+      RopeTable table = new RopeTable(rope);
       table.ensure(listLen);
       keyBuf = new float[nKv * listLen * d];
       for (int g = 0; g < nKv; g++) {

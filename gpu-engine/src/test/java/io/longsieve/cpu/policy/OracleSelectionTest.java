@@ -63,7 +63,7 @@ class OracleSelectionTest {
           int kvh = h / f.c.group(), visible = n - m + i + 1, qOff = (i * heads + h) * d;
           int[] want = bruteTopK(f, kv, layer, q, qOff, n - m + i, kvh, visible, k);
           assertArrayEquals(want, cap.byRowHead.get(i * heads + h), "row " + i + " head " + h);
-          double[] ref = f.reference(kv, layer, q, qOff, n - m + i, kvh, want, want);
+          double[] ref = f.reference(kv, layer, q, qOff, n - m + i, h, want, want);
           assertTrue(Fixture.relErr(out, qOff, ref) < 1e-5, "output row " + i + " head " + h);
         }
       }

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.cpu.kernels.RopeTable;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.policy.PolicyTerm;
 import io.longsieve.policy.SelectionStats;
@@ -166,7 +167,7 @@ class TokenSelectTest {
     try (Fixture f = new Fixture(14)) {
       KvCache kv = f.cache(64, 50);
       int d = f.c.headDim();
-      ListAttention.RopeTable table = new ListAttention.RopeTable(f.rope);
+      RopeTable table = new RopeTable(f.rope);
       table.ensure(50);
       int[] all = Fixture.range(0, 50);
       float[] buf = new float[50 * d], q = f.rand(f.c.qDim()), out = new float[f.c.qDim()], dense = new float[f.c.qDim()];
