@@ -32,7 +32,7 @@ import java.util.function.Supplier;
  *                      KIND rope (TSA: rotated at their positions) or pre (TokenSelect: before RoPE)
  * </pre>
  * An event reads its keys as keys[0:end] of its layer's file: the cache of these policies only
- * appends, which is checked each time a layer's keys grow (a prefix that changed fails the run).
+ * appends, which every event checks (keys that changed under an earlier event fail the run).
  * Not thread-safe beyond one run: the engine reports on its own thread, the methods are synchronised.
  */
 final class SelectionDump implements SelectionProbe.Listener {
@@ -43,7 +43,6 @@ final class SelectionDump implements SelectionProbe.Listener {
   private final ArrayNode events = JSON.createArrayNode();
   private final Map<String, float[]> keys = new HashMap<>();    // file name -> (end, kvHeads, headDim) f32
   private final Map<String, Integer> keyLayer = new HashMap<>(); // file name -> layer
-  private final Map<String, Integer> keyEnd = new HashMap<>();    // slots in keys' copy
 
   /** Creates DIR (and its parents); fails with an IOException naming it when it cannot be written. */
   SelectionDump(Path dir) throws IOException {
@@ -87,20 +86,18 @@ final class SelectionDump implements SelectionProbe.Listener {
   }
 
   /**
-   * Keeps a layer's keys over the longest end seen: reads them only when this end is longer, and
-   * checks that the longer copy starts with the shorter one (the cache only appended); returns the
-   * key file's name.
+   * Keeps a layer's keys over the longest end seen, checking that this event's keys and the kept copy
+   * agree on the slots both hold (the cache only appended); returns the key file's name.
    */
   private String grow(String kind, int layer, int end, Supplier<float[]> read) {
     String name = String.format("keys_%s_%02d.f32", kind, layer);
-    if (keyEnd.getOrDefault(name, 0) >= end) return name;
     float[] k = read.get(), old = keys.get(name);
-    if (old != null && !Arrays.equals(old, 0, old.length, k, 0, old.length)) {
+    int both = old == null ? 0 : Math.min(old.length, k.length);
+    if (old != null && !Arrays.equals(old, 0, both, k, 0, both)) {
       throw new IllegalStateException("selection dump: layer " + layer + "'s cached keys changed between two "
           + "selections (a KV policy compacted the cache?); dump TSA or TokenSelect alone");
     }
-    keys.put(name, k);
-    keyEnd.put(name, end);
+    if (old == null || k.length > old.length) keys.put(name, k);
     keyLayer.put(name, layer);
     return name;
   }
