@@ -139,6 +139,8 @@ class TokenSelectCheck:
         if off:
             return (f"{', '.join(off)}: the official code is heads=layer, gqa=mod (h % nKv), scale=none, index=full,"
                     " score=neutral")
+        if self.dump.config["rope_scaling"] != "default":
+            return f"RoPE scaling {self.dump.config['rope_scaling']}: the official RotaryEmbedding has none"
         if e["rows"] > int(p["window"]):
             return f"{e['rows']} rows > window {p['window']}: the engine's local window grows, the official n_local does not"
         return None

@@ -165,8 +165,6 @@ def main(argv):
         except (OSError, ValueError, KeyError) as e:
             print(f"official_crosscheck: {folder}: {e}", file=sys.stderr)
             return 2
-        if dump.config.get("rope_scaling", "default") != "default":
-            skipped.append((folder, "all", "RoPE scaling: the official TokenSelect RotaryEmbedding has none"))
         checks = [TsaCheck(dump, sparse_cluster, kernel, device, args.tsa_rel),
                   TokenSelectCheck(dump, token_retrieval, device, args.f32_rel)]
         for check in checks:
