@@ -10,6 +10,7 @@ import io.longsieve.engine.GenerationStats;
 import io.longsieve.engine.spi.EngineSpec;
 import io.longsieve.engine.spi.SamplingParams;
 import io.longsieve.policy.PolicySpec;
+import io.longsieve.policy.SelectionProbe;
 import io.longsieve.policy.PolicyStats;
 import io.longsieve.structured.OutputSchema;
 import io.longsieve.structured.SchemaException;
@@ -107,6 +108,11 @@ public final class GenerateCommand implements Callable<Integer> {
 
   private OutputSchema schema; // --json-schema, parsed once
 
+  @Option(names = "--dump-selections", paramLabel = "DIR", description = "Write every sparse selection of TSA and "
+      + "TokenSelect with its inputs to DIR (one run: one prompt, one --max-new-tokens); decode steps run without CUDA "
+      + "graphs meanwhile. Input of tools/gpu_host/official_crosscheck.py (docs/sparse-policies.md).")
+  Path dumpSelections;
+
   @Option(names = "--stats", description = "Print timing and token statistics to stderr (and one 'stats_json {...}' line per run).")
   boolean stats;
 
@@ -135,6 +141,19 @@ public final class GenerateCommand implements Callable<Integer> {
     }
     List<int[]> idPrompts = new ArrayList<>();
     if (promptIds != null) for (Path p : promptIds) idPrompts.add(readIds(p));
+    if (dumpSelections != null && (idPrompts.size() > 1 || maxNewTokens.length > 1 || warmupTokens > 0)) {
+      System.err.println("generate: --dump-selections records one run: one prompt, one --max-new-tokens, no --warmup-tokens");
+      return 2;
+    }
+    SelectionDump dump = null;
+    if (dumpSelections != null) {
+      try {
+        dump = new SelectionDump(dumpSelections);
+      } catch (IOException e) {
+        System.err.println("generate: --dump-selections " + dumpSelections + ": " + e.getMessage());
+        return 2;
+      }
+    }
     policySpec = PolicySpec.compose(policy, prefill, kv, decode); // parsed here, once; typed from here on
     EngineSpec spec = EngineSpec.of(checkpoint.model).withDevice(device).withThreads(checkpoint.threads).withDefaultPolicy(policySpec)
         .withPrefillChunk(prefillChunk);
@@ -149,7 +168,7 @@ public final class GenerateCommand implements Callable<Integer> {
         for (int n : maxNewTokens) {
           GenerationRequest r = request(n);
           if (!idPrompts.isEmpty()) r = r.withPromptIds(idPrompts.get(i));
-          GenerationResult res = engine.generate(r);
+          GenerationResult res = dump == null ? engine.generate(r) : dumped(engine, r, dump);
           System.out.println(res.text());
           String json = statsJson(res, n, promptIds == null ? null : promptIds.get(i));
           if (stats) printStats(res, json);
@@ -162,6 +181,20 @@ public final class GenerateCommand implements Callable<Integer> {
       }
     }
     return 0;
+  }
+
+  /** Runs r with the dump listening, then writes its index (one line on stderr says where and how many). */
+  private GenerationResult dumped(Engine engine, GenerationRequest r, SelectionDump dump) throws IOException {
+    GenerationResult res;
+    SelectionProbe.install(dump);
+    try {
+      res = engine.generate(r);
+    } finally {
+      SelectionProbe.install(null);
+    }
+    int events = dump.finish(checkpoint.model, engine.model().config(), res.stats());
+    System.err.println("generate: " + events + " selections with their inputs in " + dumpSelections);
+    return res;
   }
 
   private GenerationRequest request(int maxNew) {

@@ -7,6 +7,7 @@ import io.longsieve.cpu.kernels.RopeTable;
 import io.longsieve.cpu.kernels.TiledAttention;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.policy.PolicyTerm;
+import io.longsieve.policy.SelectionProbe;
 import io.longsieve.policy.SelectionStats;
 import io.longsieve.policy.TokenSelectParams;
 import java.util.Arrays;
@@ -66,6 +67,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
   private float[] keyBuf = new float[0];  // (kvHeads, listLen, headDim) keys rotated at list index
   private int listLen;                    // entries per list of the last sparse call (tests)
   private int votedCands;                 // candidates of the last scored call (tests)
+  private boolean scored;                 // the last sparse call scored (no Selection Cache hit)
 
   TokenSelect(PolicyTerm t, SelectionStats stats, AttentionContext ctx) {
     this.stats = stats;
@@ -144,8 +146,18 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     this.listLen = listLen;
     buildLists(count, listLen, end, local);
     stats.selectionNanos += System.nanoTime() - t0;
+    if (scored && SelectionProbe.active()) probe(layer, q, row0, m, pos0, end, decode, kv);
     attendLists(layer, q, row0, m, pos0, listLen, kv, out, ctx);
     record(layer, m, pos0 + m, end, listLen, decode);
+  }
+
+  /** The selection and its inputs for {@link SelectionProbe} (a scored block; a cache hit scored nothing). */
+  private void probe(int layer, float[] q, int row0, int m, int pos0, int end, boolean decode, KvCache kv) {
+    float[] keys = kv.keys[layer];
+    int kvDim = kv.kvDim;
+    SelectionProbe.report(new SelectionProbe.TokenSelect(layer, pos0, m, end, decode, lists,
+        Arrays.copyOfRange(q, row0 * heads * d, (row0 + m) * heads * d), () -> Arrays.copyOf(keys, end * kvDim),
+        lastVotes(), lastLists()));
   }
 
   /** Counts the block's work; the context is the sequence so far (context ≥ end once the cache was compressed). */
@@ -162,6 +174,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
                      AttentionContext ctx) {
     fingerprint(q, row0, m);
     int count = Math.min(kk, cands);
+    scored = false;
     if (params.cacheOn()) {
       stats.cacheLookups++;
       // a hit needs the same budget: with k_frac the budget grows with the context and forces a fresh
@@ -176,6 +189,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     if (params.ropeScore()) realPositionQuery(q, row0, m, pos0, ctx);
     score(layer, cands, kv, ctx);
     votedCands = cands;
+    scored = true;
     ensureTop(count);
     if (work.length < cands) work = new long[cands];
     for (int g = 0; g < lists; g++) {

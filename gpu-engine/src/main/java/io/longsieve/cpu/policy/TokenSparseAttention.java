@@ -8,6 +8,7 @@ import io.longsieve.cpu.kernels.TiledAttention;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.policy.LayerList;
 import io.longsieve.policy.PolicyTerm;
+import io.longsieve.policy.SelectionProbe;
 import io.longsieve.policy.SelectionStats;
 import io.longsieve.policy.TsaKeep;
 import io.longsieve.policy.TsaSelections;
@@ -95,8 +96,25 @@ final class TokenSparseAttention implements ComposedPolicy.Prefill {
     selectPerHead(prefix, keep, w, len, end);
     stats.selectionNanos += System.nanoTime() - t0;
     if (TsaSelections.active()) TsaSelections.report(layer, pos0, lists, heads, len, pos0 - before);
+    if (SelectionProbe.active()) probe(layer, q, n, pos0, w, prefix, len, kv, ctx);
     stats.markSparse(layer);
     attend(layer, q, n, pos0, before, len, kv, out, ctx);
+  }
+
+  /** The selection and its inputs for {@link SelectionProbe}: the window's queries rotated as the proxy rotates them. */
+  private void probe(int layer, float[] q, int n, int pos0, int w, int prefix, int len, KvCache kv, AttentionContext ctx) {
+    float[] window = new float[w * heads * d]; // (w, heads, d)
+    RotationScratch rs = RotationScratch.of(d); // caller thread only
+    for (int r = 0; r < w; r++) {
+      int row = n - w + r;
+      ctx.rope().angles(pos0 + row, rs.cos, rs.sin);
+      System.arraycopy(q, row * heads * d, window, r * heads * d, heads * d);
+      ctx.rope().apply(window, r * heads * d, heads, rs.cos, rs.sin);
+    }
+    int end = prefix + w;
+    SelectionProbe.report(new SelectionProbe.Tsa(layer, pos0, n, end, w, heads, window,
+        () -> Arrays.copyOf(kv.ropedKeys[layer], end * kv.kvDim), Arrays.copyOf(proxy, heads * prefix),
+        Arrays.copyOf(lists, heads * len)));
   }
 
   private void dense(int layer, float[] q, int n, int pos0, int before, KvCache kv, float[] out, AttentionContext ctx) {

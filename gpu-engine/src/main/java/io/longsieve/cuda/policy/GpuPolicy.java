@@ -5,6 +5,7 @@ import io.longsieve.policy.LayerList;
 import io.longsieve.policy.PolicyCatalog.Backend;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.policy.PolicyStats;
+import io.longsieve.policy.SelectionProbe;
 import io.longsieve.policy.SelectionStats;
 import java.util.ArrayList;
 import java.util.List;
@@ -145,10 +146,11 @@ public final class GpuPolicy implements AutoCloseable {
   /**
    * Whether this policy's decode steps can run inside a captured step ({@link #planStep},
    * {@link #launchStep}): a decode part that splits its decisions from its launches
-   * (TokenSelect), and nothing rewriting the cache after a step.
+   * (TokenSelect), and nothing rewriting the cache after a step. Not while a SelectionProbe listens:
+   * its reports read the selections back after each eager launch.
    */
   public boolean capturesDecode() {
-    return decode instanceof GpuParts.CapturedDecode && kvPart == null;
+    return decode instanceof GpuParts.CapturedDecode && kvPart == null && !SelectionProbe.active();
   }
 
   /** The host half of a captured step; see {@link GpuParts.CapturedDecode#planStep}. Requires {@link #capturesDecode}. */

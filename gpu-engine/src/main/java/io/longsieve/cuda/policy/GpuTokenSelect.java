@@ -9,6 +9,7 @@ import io.longsieve.cuda.kernels.ListKernels;
 import io.longsieve.cuda.kernels.SelectKernels;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.policy.PolicyTerm;
+import io.longsieve.policy.SelectionProbe;
 import io.longsieve.policy.SelectionStats;
 import io.longsieve.policy.TokenSelectParams;
 import java.util.Arrays;
@@ -294,8 +295,21 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Captured
     CUdeviceptr q = select(c, row0, m, bp, end, c.pos0() + row0, possible, null);
     if (decode) stats.selectionNanos += System.nanoTime() - t0;
     else timer.stop(e0);
+    if (SelectionProbe.active()) probe(c, row0, m, end, decode, bp);
     attend(c, out, q, m, bp);
     record(layer, m, c.pos0() + row0 + m, end, bp.listLen(), decode);
+  }
+
+  /**
+   * The selection of a sparse block and its inputs for {@link SelectionProbe}, read back from the
+   * device (synchronises); a Selection Cache hit scored nothing and reports nothing.
+   */
+  private void probe(LayerCall c, int row0, int m, int end, boolean decode, TokenSelectParams.Block bp) {
+    if (params.cacheOn() && hit.downloadInts(1)[0] != 0) return;
+    float[] queries = ProbeReadback.f32Rows(env, c.qPre(), c.qStride(), row0, m, qDim);
+    SelectionProbe.report(new SelectionProbe.TokenSelect(c.layer(), c.pos0() + row0, m, end, decode, lists, queries,
+        () -> ProbeReadback.keys(env, c.kv(), false, end), votes.downloadFloats(lists * bp.cands()),
+        list.downloadInts(lists * bp.listLen())));
   }
 
   /**

@@ -6,6 +6,7 @@ import io.longsieve.cuda.kernels.Kernels;
 import io.longsieve.cuda.kernels.TsaKernels;
 import io.longsieve.policy.LayerList;
 import io.longsieve.policy.PolicyTerm;
+import io.longsieve.policy.SelectionProbe;
 import io.longsieve.policy.SelectionStats;
 import io.longsieve.policy.TsaKeep;
 import io.longsieve.policy.TsaSelections;
@@ -112,10 +113,20 @@ public final class GpuTsa implements GpuParts.Prefill {
     if (TsaSelections.active()) {  // tests only: reads the lists back (synchronises)
       TsaSelections.report(c.layer(), c.pos0(), downloadLists(keep + w), heads, keep + w, c.pos0() - c.before());
     }
+    if (SelectionProbe.active()) probe(c, w, prefix, keep);
     attend(c, w, keep);
     double attended = 0;
     for (int h = 0; h < heads; h++) attended += attendedPairs(keep + w, info[2 + h]);
     stats.prefill(c.layer(), attended, SelectionStats.densePairs(n, c.before(), heads));
+  }
+
+  /** The selection and its inputs for {@link SelectionProbe}, read back from the device (synchronises). */
+  private void probe(LayerCall c, int w, int prefix, int keep) {
+    int end = c.before() + c.n();
+    float[] window = ProbeReadback.bf16(env, c.q().withByteOffset((long) (c.n() - w) * heads * d * 2), w * heads * d);
+    SelectionProbe.report(new SelectionProbe.Tsa(c.layer(), c.pos0(), c.n(), end, w, heads, window,
+        () -> ProbeReadback.keys(env, c.kv(), true, end), pooled.buf.downloadFloats(heads * prefix),
+        downloadLists(keep + w)));
   }
 
   /** Pairs one head attends: its list entries f .. len - 1 are queries, entry e attends e + 1 keys. */
