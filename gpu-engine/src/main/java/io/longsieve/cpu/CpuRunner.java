@@ -13,6 +13,7 @@ import io.longsieve.model.Checkpoint;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.policy.PolicyStats;
+import io.longsieve.policy.PrefixReuse;
 import java.nio.file.Path;
 
 /** The CPU reference backend: fp32 weights on the heap, {@link CpuModel} for the math. */
@@ -72,6 +73,65 @@ public final class CpuRunner implements ModelRunner {
     return Math.max(free / 2, kvBytesPerSlot());
   }
 
+  /**
+   * Prefix reuse: prefill parts are cut into forward chunks of the request's prefill chunk; dense
+   * prefill computes each token the same wherever a chunk starts (every matmul row and attention row
+   * is its own dot products in a fixed order; EngineTest and PrefixReuseTest hold it), so a dense
+   * prefix may end anywhere.
+   */
+  @Override
+  public PrefixReuse.Cuts prefixCuts() {
+    return new PrefixReuse.Cuts(RequestLimits.prefillChunk(model.maxChunk()), true);
+  }
+
+  /** A quarter of the default KV budget: kept prefixes are heap arrays beside the running caches. */
+  @Override
+  public long defaultPrefixCacheBytes() {
+    return defaultKvBudgetBytes() / 4;
+  }
+
+  /** The fork copies the prefix's slots into its own cache (the CPU has no pages to share). */
+  @Override
+  public Sequence openFork(int capacity, PolicySpec policy, KeptPrefix prefix) {
+    CpuPrefix p = (CpuPrefix) prefix;
+    if (p.kv == null) throw new IllegalStateException("the kept prefix was closed");
+    KvCache kv = model.newCache(capacity);
+    kv.copyPrefix(p.kv, p.tokens);
+    ComposedPolicy cp = ComposedPolicy.of(policy, modelDir);
+    cp.adoptPrefixState(p.state, kv, model.attentionContext());
+    return new CpuSequence(kv, cp);
+  }
+
+  /** A kept prefix on the heap: a cache of exactly its slots and the policy's state at its end. */
+  private static final class CpuPrefix implements KeptPrefix {
+    private final int tokens;
+    private final long bytes;
+    private KvCache kv;  // null once closed
+    private final ComposedPolicy.PrefixState state;
+
+    CpuPrefix(KvCache kv, int tokens, ComposedPolicy.PrefixState state, long bytes) {
+      this.kv = kv;
+      this.tokens = tokens;
+      this.state = state;
+      this.bytes = bytes;
+    }
+
+    @Override
+    public int tokens() {
+      return tokens;
+    }
+
+    @Override
+    public long bytes() {
+      return bytes;
+    }
+
+    @Override
+    public void close() {
+      kv = null; // the garbage collector takes the arrays once no fork is being copied from them
+    }
+  }
+
   /** Batched decode: the rows go through the weight matmuls together ({@link CpuModel#decodeBatch}). */
   @Override
   public void decodeBatch(Sequence[] seqs, int[] tokens, int[] positions, float[][] logits, Sampler[] samplers,
@@ -99,11 +159,11 @@ public final class CpuRunner implements ModelRunner {
 
   private final class CpuSequence extends KvSizedSequence {
     private final KvCache kv;
-    private final AttentionPolicy policy;
+    private final ComposedPolicy policy;
     private final TimedPolicy timed;
     private final int[] one = new int[1]; // the decode step's token
 
-    CpuSequence(KvCache kv, AttentionPolicy policy) {
+    CpuSequence(KvCache kv, ComposedPolicy policy) {
       this.kv = kv;
       this.policy = policy;
       this.timed = new TimedPolicy(policy);
@@ -133,6 +193,17 @@ public final class CpuRunner implements ModelRunner {
       if (!last) return -1;
       afterPrefill();
       return sampler.next(logits, logits.length);
+    }
+
+    @Override
+    public KeptPrefix keepPrefix(int tokens) {
+      for (int l = 0; l < kv.layers; l++) {
+        if (kv.length(l) != tokens) throw new IllegalStateException("layer " + l + " holds " + kv.length(l) + " slots, not " + tokens);
+      }
+      KvCache copy = model.newCache(tokens);
+      copy.copyPrefix(kv, tokens);
+      ComposedPolicy.PrefixState state = policy.keepPrefixState(tokens, model.attentionContext());
+      return new CpuPrefix(copy, tokens, state, tokens * kvBytesPerSlot() + state.bytes());
     }
 
     @Override

@@ -6,6 +6,7 @@ import io.longsieve.engine.spi.RequestLimits;
 import io.longsieve.engine.spi.Sampler;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.policy.PolicyStats;
+import io.longsieve.policy.PrefixReuse;
 import java.util.Arrays;
 
 /**
@@ -36,6 +37,11 @@ public final class GenerationTask implements AutoCloseable {
   private final float[] logits;    // (vocab) this request's scratch
   private final int[] out;         // (capacity - prompt) generated ids
   private final Sampler sampler;
+  private final SharedPrefix shared; // what the caller says the prompt shares with other requests
+  private PrefixCache.Key prefixKey; // the prefix it may reuse or keep (null: none), once asked
+  private boolean prefixPlanned;
+  private int keepAt;              // keep the prefix once this many prompt tokens are cached; 0: none
+  private int reused;              // prompt tokens taken from a kept prefix
   private ModelRunner.Sequence seq; // open between open() and the end
   private int prefilled;           // prompt tokens run so far
   private boolean prefillDone;
@@ -53,7 +59,13 @@ public final class GenerationTask implements AutoCloseable {
 
   GenerationTask(LoadedModel model, ModelRunner runner, int maxContext, PolicySpec defaultPolicy, GenerationRequest r,
                  RequestLimits limits) {
+    this(model, runner, maxContext, defaultPolicy, r, limits, SharedPrefix.NONE);
+  }
+
+  GenerationTask(LoadedModel model, ModelRunner runner, int maxContext, PolicySpec defaultPolicy, GenerationRequest r,
+                 RequestLimits limits, SharedPrefix shared) {
     this.t0 = System.nanoTime();
+    this.shared = shared;
     this.model = model;
     this.runner = runner;
     this.request = r;
@@ -81,6 +93,55 @@ public final class GenerationTask implements AutoCloseable {
     seq = runner.open(capacity, policy);
   }
 
+  /**
+   * The kept prefix this request may start from or keep (prefix reuse): the prompt's first tokens as
+   * far as its shared count and its policy allow ({@link PrefixReuse}), under the policy's state key;
+   * null when none, or when the prefix alone would take more than {@code budgetBytes}. Decided once,
+   * under the request's limits (a smaller prefill chunk moves where a prefix may end).
+   */
+  PrefixCache.Key prefixKey(long budgetBytes) {
+    if (prefixPlanned) return prefixKey;
+    prefixPlanned = true;
+    if (shared.tokens() <= 0) return null;
+    prefixKey = limits.with(() -> {
+      PrefixReuse.Cuts cuts = runner.prefixCuts();
+      if (cuts == null) return null;
+      int tokens = PrefixReuse.reusableTokens(policy, shared.tokens(), prompt.length, cuts);
+      if (tokens <= 0 || (double) tokens * runner.kvBytesPerSlot() > budgetBytes) return null;
+      return new PrefixCache.Key(PrefixReuse.stateKey(policy, cuts), Arrays.copyOf(prompt, tokens));
+    });
+    return prefixKey;
+  }
+
+  /** Who kept the prefix this request shares (the caller's scope). */
+  String prefixScope() {
+    return shared.scope();
+  }
+
+  /** Opens the sequence as a fork of a kept prefix: its prefill goes on after the prefix's tokens. */
+  void openFork(ModelRunner.KeptPrefix prefix) {
+    seq = runner.openFork(capacity, policy, prefix);
+    prefilled = prefix.tokens();
+    reused = prefix.tokens();
+  }
+
+  /** Makes this request stop its prefill after {@code tokens} prompt tokens once, for {@link #keepPrefix}. */
+  void keepAfter(int tokens) {
+    keepAt = tokens;
+  }
+
+  /** Whether the prefill has just reached the tokens {@link #keepAfter} asked to keep. */
+  boolean atKeepPoint() {
+    return keepAt > 0 && prefilled == keepAt;
+  }
+
+  /** Keeps the prompt prefix cached so far (at {@link #atKeepPoint}); the prefill then goes on. */
+  ModelRunner.KeptPrefix keepPrefix() {
+    int tokens = keepAt;
+    keepAt = 0;
+    return seq.keepPrefix(tokens);
+  }
+
   public boolean prefilling() {
     return !prefillDone;
   }
@@ -95,6 +156,7 @@ public final class GenerationTask implements AutoCloseable {
       limits.check();
       int step = Math.max(1, seq.prefillPartTokens());
       int to = (int) Math.min((long) prefilled + step, prompt.length);
+      if (keepAt > prefilled) to = Math.min(to, keepAt); // a part ends where the kept prefix does
       int next = seq.prefillPart(prompt, prefilled, to, logits, sampler);
       prefilled = to;
       if (to == prompt.length) afterPrefill(next);
@@ -187,7 +249,8 @@ public final class GenerationTask implements AutoCloseable {
     double totalMs = ms(System.nanoTime() - t0);
     GenerationStats stats = new GenerationStats(prompt.length, produced, ttft, prefillMs, decodeMs, totalMs,
         runner.backend(), runner.device(), policy.canonical(), seq.policyResolved(), measured, kvBefore,
-        Math.max(0, prefillAttentionMs - prefillSelectionMs), batchedSteps == 0 ? Double.NaN : (double) batchedSequences / batchedSteps);
+        Math.max(0, prefillAttentionMs - prefillSelectionMs), batchedSteps == 0 ? Double.NaN : (double) batchedSequences / batchedSteps,
+        reused);
     result = new GenerationResult(request.id(), text, ids, finish, stats);
     close();
   }

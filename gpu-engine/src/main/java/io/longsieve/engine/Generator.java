@@ -34,7 +34,12 @@ public final class Generator {
    * @throws IllegalArgumentException for an unknown policy or an empty prompt
    */
   public GenerationTask start(GenerationRequest r, RequestLimits limits) {
-    return new GenerationTask(model, runner, maxContext, defaultPolicy, r, limits);
+    return start(r, limits, SharedPrefix.NONE);
+  }
+
+  /** {@link #start(GenerationRequest, RequestLimits)} for a request that shares a prompt prefix with others. */
+  public GenerationTask start(GenerationRequest r, RequestLimits limits, SharedPrefix shared) {
+    return new GenerationTask(model, runner, maxContext, defaultPolicy, r, limits, shared);
   }
 
   /**
