@@ -5,8 +5,11 @@ import io.longsieve.cuda.driver.CudaStream;
 import io.longsieve.cuda.driver.KernelModule;
 import io.longsieve.cuda.kernels.Gemv;
 import io.longsieve.cuda.kernels.Kernels;
+import io.longsieve.cuda.kv.KeptPages;
+import io.longsieve.cuda.kv.KvPagePool;
 import io.longsieve.cuda.kv.PagedKvCache;
 import io.longsieve.cuda.policy.GpuEnv;
+import io.longsieve.cuda.policy.GpuParts;
 import io.longsieve.cuda.policy.GpuPolicy;
 import io.longsieve.engine.spi.EngineSpec;
 import io.longsieve.engine.spi.KvSizedSequence;
@@ -18,6 +21,8 @@ import io.longsieve.model.Checkpoint;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.policy.PolicyStats;
+import io.longsieve.policy.PrefixReuse;
+import java.util.Arrays;
 
 /**
  * The CUDA backend: one context on the GPU the spec names, the checkpoint's weights in bf16 on it,
@@ -29,6 +34,12 @@ import io.longsieve.policy.PolicyStats;
  * the context may then be poisoned and the engine must be closed (executors exit and are replaced).
  * Every entry point makes the context current on the calling thread. Not thread-safe: the engine's
  * lock serialises requests.
+ *
+ * <p>Prefix reuse (a spec with a prefix cache): every sequence's pages come from one shared
+ * {@link KvPagePool} made at open from {@link #POOL_SHARE} of the memory left, each sequence taking its
+ * whole capacity when it opens (so running out shows at open, where the engine defers it); a kept
+ * prefix holds its full pages by reference and forks share them ({@link PagedKvCache#fork}). Without
+ * it each sequence has a private pool, as before.
  */
 public final class CudaRunner implements ModelRunner {
 
@@ -42,10 +53,20 @@ public final class CudaRunner implements ModelRunner {
   private final CudaWeights weights;
   private final CudaModel model;
   private final GpuEnv env;
+  private final KvPagePool pool;    // the shared page pool (prefix reuse); null: a private pool per sequence
   private CudaSequence tokenOwner;  // whose last pick the model's device token slot holds (sequences interleave)
 
+  /**
+   * Share of the device memory left after weights and activations that the shared page pool takes
+   * with prefix reuse on; the rest is for what each sequence allocates besides its pages (page table,
+   * logit bias, policy workspaces, decode scratch), which a private pool per sequence would take from
+   * the same memory.
+   */
+  public static final double POOL_SHARE = 0.85;
+
   private CudaRunner(ModelConfig config, CudaContext ctx, KernelModule module, CudaStream stream, CudaWeights weights,
-                     CudaModel model, java.nio.file.Path modelDir) {
+                     CudaModel model, java.nio.file.Path modelDir, KvPagePool pool) {
+    this.pool = pool;
     this.config = config;
     this.ctx = ctx;
     this.module = module;
@@ -70,7 +91,15 @@ public final class CudaRunner implements ModelRunner {
       }
       int chunk = Math.max(spec.prefillChunk(), MIN_GPU_CHUNK);
       CudaModel model = new CudaModel(c, ctx, new Kernels(module, stream, Gemv.forBatch(spec.maxBatch())), weights, chunk);
-      return new CudaRunner(c, ctx, module, stream, weights, model, loaded.dir());
+      KvPagePool pool = null;
+      if (spec.prefixCacheBytes() != 0) {
+        // no more than maxBatch full-context sequences and as much again for kept prefixes and spare need
+        long left = ctx.budgetBytes() - ctx.usedBytes();
+        int context = spec.maxContext() > 0 ? spec.maxContext() : c.maxPositions();
+        long need = (spec.maxBatch() + 2L) * ((context + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE);
+        pool = new KvPagePool(ctx, c, (int) Math.max(1, Math.min(need, KvPagePool.pagesFitting(c, (long) (left * POOL_SHARE)))));
+      }
+      return new CudaRunner(c, ctx, module, stream, weights, model, loaded.dir(), pool);
     } catch (RuntimeException | Error e) {
       if (weights != null) weights.close();
       if (stream != null) stream.close();
@@ -111,13 +140,81 @@ public final class CudaRunner implements ModelRunner {
           + " engine's default policy, which device auto then runs on cpu)");
     }
     ctx.makeCurrent();
-    PagedKvCache kv = new PagedKvCache(ctx, config, capacity);
+    PagedKvCache kv = pool == null ? new PagedKvCache(ctx, config, capacity) : new PagedKvCache(ctx, config, capacity, pool);
     try {
+      kv.reserve(capacity);  // a shared pool's pages now, not mid-prefill (no-op with a private pool)
       model.reserveDecode(kv.capacity);
       return new CudaSequence(kv, GpuPolicy.open(p, env));
     } catch (RuntimeException | Error e) {
       kv.close();
       throw e;
+    }
+  }
+
+  /**
+   * Prefix reuse cuts: whole prefill chunks (the GEMMs' tiling depends on a chunk's row count, so a
+   * prefix ends where a chunk does and the fork's chunks are the ones it runs alone); null (no reuse)
+   * without the shared pool.
+   */
+  @Override
+  public PrefixReuse.Cuts prefixCuts() {
+    return pool == null ? null : new PrefixReuse.Cuts(model.maxChunk(), false);
+  }
+
+  /** A quarter of the shared page pool. */
+  @Override
+  public long defaultPrefixCacheBytes() {
+    return pool == null ? 0 : (long) pool.pages * KvPagePool.pageBytes(config) / 4;
+  }
+
+  @Override
+  public Sequence openFork(int capacity, PolicySpec p, KeptPrefix prefix) {
+    CudaPrefix kept = (CudaPrefix) prefix;
+    if (GpuPolicy.unsupportedReason(p) != null) return open(capacity, p); // refuses it as open does
+    ctx.makeCurrent();
+    PagedKvCache kv = PagedKvCache.fork(ctx, config, capacity, kept.pages, stream);
+    GpuPolicy policy = null;
+    try {
+      kv.reserve(capacity - kept.pages.tokens());
+      model.reserveDecode(kv.capacity);
+      policy = GpuPolicy.open(p, env);
+      policy.adoptPrefixState(kept.state);
+      return new CudaSequence(kv, policy);
+    } catch (RuntimeException | Error e) {
+      if (policy != null) policy.close();
+      kv.close();
+      throw e;
+    }
+  }
+
+  /** A kept prefix on the device: its pages in the shared pool and the policy's state at its end. */
+  private final class CudaPrefix implements KeptPrefix {
+    private final KeptPages pages;
+    private final GpuParts.KeptState state;  // null: the policy keeps none
+
+    CudaPrefix(KeptPages pages, GpuParts.KeptState state) {
+      this.pages = pages;
+      this.state = state;
+    }
+
+    @Override
+    public int tokens() {
+      return pages.tokens();
+    }
+
+    @Override
+    public long bytes() {
+      return pages.deviceBytes() + (state == null ? 0 : state.bytes());
+    }
+
+    @Override
+    public void close() {
+      ctx.makeCurrent();
+      try {
+        pages.close();
+      } finally {
+        if (state != null) state.close();
+      }
     }
   }
 
@@ -235,6 +332,7 @@ public final class CudaRunner implements ModelRunner {
     try {
       stream.synchronize();
     } finally {
+      if (pool != null) pool.close();
       model.close();
       weights.close();
       stream.close();
@@ -295,6 +393,46 @@ public final class CudaRunner implements ModelRunner {
         return next;
       } finally {
         model.profile(null);
+      }
+    }
+
+    /**
+     * Prompt tokens [from, to) at their positions: a prefix reuse part (the one that ends at a kept
+     * prefix, or a fork's rest). The whole prompt in one part is {@link #prefillNext}.
+     */
+    @Override
+    public int prefillPart(int[] tokens, int from, int to, float[] logits, Sampler sampler) {
+      if (from == 0 && to == tokens.length) return prefillNext(tokens, logits, sampler);
+      ctx.makeCurrent();
+      boolean last = to == tokens.length;
+      try (CudaModel.Profile p = new CudaModel.Profile()) {
+        model.profile(p);
+        tokenOwner = null;
+        model.prefill(Arrays.copyOfRange(tokens, from, to), from, kv, policy);  // waits for its chunks
+        model.profile(null);
+        int next = -1;
+        if (last) {
+          compressMeasured(() -> policy.afterPrefill(kv));
+          next = pick(sampler);
+        } else {
+          lastOnDevice = false;
+        }
+        prefillAttentionMs += p.millis()[CudaModel.Profile.ATTENTION];
+        return next;
+      } finally {
+        model.profile(null);
+      }
+    }
+
+    @Override
+    public KeptPrefix keepPrefix(int tokens) {
+      ctx.makeCurrent();
+      KeptPages pages = kv.keep(tokens, stream);
+      try {
+        return new CudaPrefix(pages, policy.keepPrefixState());
+      } catch (RuntimeException | Error e) {
+        pages.close();
+        throw e;
       }
     }
 

@@ -266,13 +266,24 @@ class PrefixReuseTest {
    */
   static List<Future<GenerationResult>> concurrently(BatchingEngine engine, List<GenerationRequest> rows,
                                                      RequestLimits secondLimits) throws Exception {
+    return concurrently(engine, rows, shared(), secondLimits);
+  }
+
+  /** {@link #concurrently} with the rows sharing {@code shared} (CudaPrefixReuseTest's document). */
+  static List<Future<GenerationResult>> concurrentlyOn(BatchingEngine engine, List<GenerationRequest> rows,
+                                                       SharedPrefix shared) throws Exception {
+    return concurrently(engine, rows, shared, null);
+  }
+
+  private static List<Future<GenerationResult>> concurrently(BatchingEngine engine, List<GenerationRequest> rows,
+      SharedPrefix shared, RequestLimits secondLimits) throws Exception {
     ExecutorService pool = Executors.newFixedThreadPool(rows.size());
     List<Future<GenerationResult>> out = new ArrayList<>();
     engine.pauseAdmission(true);
     try {
       for (int i = 0; i < rows.size(); i++) {
         GenerationRequest r = rows.get(i);
-        Supplier<GenerationResult> call = () -> engine.generate(r, shared());
+        Supplier<GenerationResult> call = () -> engine.generate(r, shared);
         RequestLimits limits = i == 1 ? secondLimits : null;
         out.add(pool.submit(() -> limits == null ? call.get() : limits.with(call)));
         long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);

@@ -30,6 +30,7 @@ public final class GpuPolicy implements AutoCloseable {
   private final GpuParts.Decode decode;
   private final List<GpuParts.Part> parts = new ArrayList<>();
   private final String described;
+  private final GpuEnv env;
   private final long id = IDS.incrementAndGet();
   private static final AtomicLong IDS = new AtomicLong();
 
@@ -49,6 +50,7 @@ public final class GpuPolicy implements AutoCloseable {
   }
 
   private GpuPolicy(PolicySpec spec, GpuEnv env) {
+    this.env = env;
     stats = new SelectionStats(env.config().numLayers());
     String desc = spec.canonical();
     try {
@@ -103,9 +105,26 @@ public final class GpuPolicy implements AutoCloseable {
     prefill.prefill(c);
   }
 
-  /** Once after the whole prompt is cached, before the first decode step. */
+  /**
+   * The state a kept prompt prefix carries to its forks (prefix reuse): the prefill part's (TokenSelect's
+   * Selection Cache); null when it has none. Statistics are not kept: a fork counts its own work.
+   */
+  public GpuParts.KeptState keepPrefixState() {
+    return prefill.keepState();
+  }
+
+  /** Starts this (fresh) policy from a kept prefix's state, kept under the same prefill policy. */
+  public void adoptPrefixState(GpuParts.KeptState state) {
+    if (state != null) prefill.adoptState(state);
+  }
+
+  /**
+   * Once after the whole prompt is cached, before the first decode step. KV compression rewrites the
+   * cache in place, so pages shared with a kept prefix or a fork are copied first.
+   */
   public void afterPrefill(PagedKvCache kv) {
     if (kvPart == null) return;
+    kv.unshare(env.k().stream());
     kvPart.compress(kv);
     stats.kvBytesAfter = kv.bf16Bytes();
     decode.reset();
