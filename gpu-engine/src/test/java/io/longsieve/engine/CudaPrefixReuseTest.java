@@ -2,6 +2,7 @@ package io.longsieve.engine;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.longsieve.bootstrap.Backends;
@@ -79,6 +80,43 @@ class CudaPrefixReuseTest {
         assertEquals(q == 0 ? 0 : 2048, got.stats().prefixTokensReused(), "row " + q + " under " + policy);
       }
       assertEquals(3, engine.prefixCounters().forks(), engine.prefixCounters().toString());
+    }
+  }
+
+  @Test
+  void anEvictedPrefixIsComputedAgain() {
+    long onePrefix;
+    try (BatchingEngine probe = reusing()) {
+      probe.generate(row("p", 9, 0, "dense"), new SharedPrefix(DOC, "t"));
+      onePrefix = probe.prefixCounters().heldBytes();
+    }
+    try (BatchingEngine engine = (BatchingEngine) Backends.open(EngineSpec.of(MODEL).withDevice("cuda")
+        .withPrefixCacheBytes(onePrefix * 3 / 2))) {
+      int[] seeds = {3, 3, 4, 4, 3};
+      int[] expected = {0, 2048, 0, 2048, 0}; // the third document-3 row computes it again
+      for (int i = 0; i < seeds.length; i++) {
+        GenerationRequest r = row("r" + i, seeds[i], i, "dense");
+        GenerationResult got = engine.generate(r, new SharedPrefix(DOC, "t"));
+        assertArrayEquals(alone.generate(r).tokenIds(), got.tokenIds(), "row " + i);
+        assertEquals(expected[i], got.stats().prefixTokensReused(), "row " + i);
+      }
+      assertEquals(2, engine.prefixCounters().evicted(), engine.prefixCounters().toString());
+      assertTrue(engine.prefixCounters().peakBytes() <= onePrefix * 3 / 2);
+    }
+  }
+
+  @Test
+  void aRowThatFailsBeforeKeepingThePrefixHandsItToTheNext() throws Exception {
+    List<GenerationRequest> rows = new ArrayList<>();
+    for (int q = 0; q < 3; q++) rows.add(row("q" + q, 5, q, "snapkv:window=8,capacity=256"));
+    try (BatchingEngine engine = reusing()) {
+      // the first row's deadline has passed when its prefill starts: it fails, the second computes the prefix
+      List<Future<GenerationResult>> got = PrefixReuseTest.concurrentlyOn(engine, rows, new SharedPrefix(DOC, "t"), 0,
+          io.longsieve.engine.spi.RequestLimits.of(1, 0));
+      assertThrows(java.util.concurrent.ExecutionException.class, () -> got.get(0).get());
+      for (int q = 1; q < 3; q++) assertArrayEquals(alone.generate(rows.get(q)).tokenIds(), got.get(q).get().tokenIds());
+      assertEquals(0, got.get(1).get().stats().prefixTokensReused());
+      assertEquals(2048, got.get(2).get().stats().prefixTokensReused());
     }
   }
 

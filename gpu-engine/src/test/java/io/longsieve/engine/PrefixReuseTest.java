@@ -272,11 +272,22 @@ class PrefixReuseTest {
   /** {@link #concurrently} with the rows sharing {@code shared} (CudaPrefixReuseTest's document). */
   static List<Future<GenerationResult>> concurrentlyOn(BatchingEngine engine, List<GenerationRequest> rows,
                                                        SharedPrefix shared) throws Exception {
-    return concurrently(engine, rows, shared, null);
+    return concurrently(engine, rows, shared, -1, null);
+  }
+
+  /** As above, row {@code limited} under {@code limits}. */
+  static List<Future<GenerationResult>> concurrentlyOn(BatchingEngine engine, List<GenerationRequest> rows,
+      SharedPrefix shared, int limited, RequestLimits limits) throws Exception {
+    return concurrently(engine, rows, shared, limited, limits);
   }
 
   private static List<Future<GenerationResult>> concurrently(BatchingEngine engine, List<GenerationRequest> rows,
       SharedPrefix shared, RequestLimits secondLimits) throws Exception {
+    return concurrently(engine, rows, shared, 1, secondLimits);
+  }
+
+  private static List<Future<GenerationResult>> concurrently(BatchingEngine engine, List<GenerationRequest> rows,
+      SharedPrefix shared, int limited, RequestLimits secondLimits) throws Exception {
     ExecutorService pool = Executors.newFixedThreadPool(rows.size());
     List<Future<GenerationResult>> out = new ArrayList<>();
     engine.pauseAdmission(true);
@@ -284,7 +295,7 @@ class PrefixReuseTest {
       for (int i = 0; i < rows.size(); i++) {
         GenerationRequest r = rows.get(i);
         Supplier<GenerationResult> call = () -> engine.generate(r, shared);
-        RequestLimits limits = i == 1 ? secondLimits : null;
+        RequestLimits limits = i == limited ? secondLimits : null;
         out.add(pool.submit(() -> limits == null ? call.get() : limits.with(call)));
         long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
         while (engine.waiting() < i + 1 && System.nanoTime() < until) Thread.sleep(1); // queue order = row order
