@@ -9,7 +9,6 @@ import io.longsieve.cuda.kv.KeptPages;
 import io.longsieve.cuda.kv.KvPagePool;
 import io.longsieve.cuda.kv.PagedKvCache;
 import io.longsieve.cuda.policy.GpuEnv;
-import io.longsieve.cuda.policy.GpuParts;
 import io.longsieve.cuda.policy.GpuPolicy;
 import io.longsieve.engine.spi.EngineSpec;
 import io.longsieve.engine.spi.KvSizedSequence;
@@ -93,11 +92,9 @@ public final class CudaRunner implements ModelRunner {
       CudaModel model = new CudaModel(c, ctx, new Kernels(module, stream, Gemv.forBatch(spec.maxBatch())), weights, chunk);
       KvPagePool pool = null;
       if (spec.prefixCacheBytes() != 0) {
-        // no more than maxBatch full-context sequences and as much again for kept prefixes and spare need
-        long left = ctx.budgetBytes() - ctx.usedBytes();
         int context = spec.maxContext() > 0 ? spec.maxContext() : c.maxPositions();
-        long need = (spec.maxBatch() + 2L) * ((context + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE);
-        pool = new KvPagePool(ctx, c, (int) Math.max(1, Math.min(need, KvPagePool.pagesFitting(c, (long) (left * POOL_SHARE)))));
+        pool = new KvPagePool(ctx, c, KvPagePool.sharedPages(c, (long) ((ctx.budgetBytes() - ctx.usedBytes()) * POOL_SHARE),
+            spec.maxBatch(), context));
       }
       return new CudaRunner(c, ctx, module, stream, weights, model, loaded.dir(), pool);
     } catch (RuntimeException | Error e) {
@@ -172,49 +169,18 @@ public final class CudaRunner implements ModelRunner {
     CudaPrefix kept = (CudaPrefix) prefix;
     if (GpuPolicy.unsupportedReason(p) != null) return open(capacity, p); // refuses it as open does
     ctx.makeCurrent();
-    PagedKvCache kv = PagedKvCache.fork(ctx, config, capacity, kept.pages, stream);
+    PagedKvCache kv = PagedKvCache.fork(ctx, config, capacity, kept.pages(), stream);
     GpuPolicy policy = null;
     try {
-      kv.reserve(capacity - kept.pages.tokens());
+      kv.reserve(capacity - kept.tokens());
       model.reserveDecode(kv.capacity);
       policy = GpuPolicy.open(p, env);
-      policy.adoptPrefixState(kept.state);
+      policy.adoptPrefixState(kept.state());
       return new CudaSequence(kv, policy);
     } catch (RuntimeException | Error e) {
       if (policy != null) policy.close();
       kv.close();
       throw e;
-    }
-  }
-
-  /** A kept prefix on the device: its pages in the shared pool and the policy's state at its end. */
-  private final class CudaPrefix implements KeptPrefix {
-    private final KeptPages pages;
-    private final GpuParts.KeptState state;  // null: the policy keeps none
-
-    CudaPrefix(KeptPages pages, GpuParts.KeptState state) {
-      this.pages = pages;
-      this.state = state;
-    }
-
-    @Override
-    public int tokens() {
-      return pages.tokens();
-    }
-
-    @Override
-    public long bytes() {
-      return pages.deviceBytes() + (state == null ? 0 : state.bytes());
-    }
-
-    @Override
-    public void close() {
-      ctx.makeCurrent();
-      try {
-        pages.close();
-      } finally {
-        if (state != null) state.close();
-      }
     }
   }
 
@@ -429,7 +395,7 @@ public final class CudaRunner implements ModelRunner {
       ctx.makeCurrent();
       KeptPages pages = kv.keep(tokens, stream);
       try {
-        return new CudaPrefix(pages, policy.keepPrefixState());
+        return new CudaPrefix(ctx, pages, policy.keepPrefixState());
       } catch (RuntimeException | Error e) {
         pages.close();
         throw e;

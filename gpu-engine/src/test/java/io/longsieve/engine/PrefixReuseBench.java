@@ -37,9 +37,17 @@ class PrefixReuseBench {
         questions, repeats));
     sb.append("| document tokens | rows | reuse off s | reuse on s | speed-up | tokens reused |\n");
     try (Engine off = Backends.open(spec); Engine on = Backends.open(spec.withPrefixCacheBytes(EngineSpec.PREFIX_CACHE_DEFAULT))) {
+      List<Object[]> cases = new ArrayList<>(); // (document tokens, one document?)
       for (String t : System.getenv().getOrDefault("LONGSIEVE_BENCH_TOKENS", "4096,8192").split(",")) {
-        int tokens = Integer.parseInt(t.trim());
-        for (boolean shared : new boolean[] {true, false}) {
+        cases.add(new Object[] {Integer.parseInt(t.trim()), true});
+      }
+      for (String t : System.getenv().getOrDefault("LONGSIEVE_BENCH_UNSHARED_TOKENS", "4096").split(",")) {
+        if (!t.isBlank()) cases.add(new Object[] {Integer.parseInt(t.trim()), false});
+      }
+      for (Object[] c : cases) {
+        int tokens = (Integer) c[0];
+        boolean shared = (Boolean) c[1];
+        {
           List<GenerationRequest> rows = rows(off, tokens, questions, shared);
           double[] offS = new double[repeats], onS = new double[repeats];
           long reused = 0;
@@ -51,11 +59,15 @@ class PrefixReuseBench {
             reused = on.prefixCounters().reusedTokens() - before;
             on.releasePrefixes("bench");
             for (int i = 0; i < rows.size(); i++) assertArrayEquals(a.get(i).tokenIds(), b.get(i).tokenIds(), "row " + i);
+            System.out.printf(Locale.ROOT, "  %d tokens, %s, repeat %d: off %.2f s, on %.2f s%n", tokens,
+                shared ? "one document" : "distinct documents", r, offS[r], onS[r]);
           }
           double m0 = median(offS), m1 = median(onS);
-          sb.append(String.format(Locale.ROOT, "| %d | %s | %.2f | %.2f | %.2fx | %d |%n", tokens,
+          String line = String.format(Locale.ROOT, "| %d | %s | %.2f | %.2f | %.2fx | %d |%n", tokens,
               shared ? questions + " questions, one document" : questions + " documents, one question each", m0, m1,
-              m0 / m1, reused));
+              m0 / m1, reused);
+          System.out.print(line); // as it comes: a long run shows its progress
+          sb.append(line);
         }
       }
     }

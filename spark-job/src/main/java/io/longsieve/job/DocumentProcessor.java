@@ -111,16 +111,15 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   public Iterator<Row> call(Iterator<Row> rows, int partition) {
     String executor = SparkEnv.get() == null ? "driver" : SparkEnv.get().executorId();
     TaskContext tc = TaskContext.get();
-    Sharing sharing = new Sharing("partition " + partition + " task " + (tc == null ? "-" : tc.taskAttemptId()));
+    SharedPrefixes.Partition sharing = new SharedPrefixes.Partition(
+        "partition " + partition + " task " + (tc == null ? "-" : tc.taskAttemptId()));
+    SharedPrefixes.Neighbours neighbours = new SharedPrefixes.Neighbours(rows, this::sharedHead);
     return new Iterator<>() {
       private boolean counted; // hasNext() may be asked again after the end: log the counters once
-      private Row ahead;       // the next row, read to see whether it shares the current one's head
-      private SharedPrefixes.Head aheadHead;
-      private String lastKey;  // the head key of the row before
 
       @Override
       public boolean hasNext() {
-        boolean more = ahead != null || rows.hasNext();
+        boolean more = neighbours.hasNext();
         if (!more && !counted) {
           counted = true;
           if (sharing.reachedEngine) ExecutorEngine.get(spec).releasePrefixes(sharing.scope);
@@ -131,36 +130,10 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
 
       @Override
       public Row next() {
-        Row in = ahead != null ? ahead : rows.next();
-        SharedPrefixes.Head head = ahead != null ? aheadHead : sharedHead(in);
-        ahead = null;
-        String next = null;
-        if (head != null && rows.hasNext()) {
-          ahead = rows.next();
-          aheadHead = sharedHead(ahead);
-          next = aheadHead == null ? null : aheadHead.key();
-        }
-        String key = head == null ? null : head.key();
-        boolean shares = key != null && (key.equals(lastKey) || key.equals(next));
-        lastKey = key;
-        return process(in, executor, partition, () -> ExecutorEngine.get(spec), shares ? sharing : null);
+        Row in = neighbours.next();
+        return process(in, executor, partition, () -> ExecutorEngine.get(spec), neighbours.shares() ? sharing : null);
       }
     };
-  }
-
-  /**
-   * A partition's prefix reuse: the scope its engine keeps prefixes under (released when the
-   * partition ends) and the token ids of the last head's own prompt, computed once per group.
-   */
-  static final class Sharing {
-    final String scope;
-    boolean reachedEngine;
-    private String headText;
-    private int[] headIds;
-
-    Sharing(String scope) {
-      this.scope = scope;
-    }
   }
 
   /**
@@ -201,7 +174,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   }
 
   /** As above for a row that shares its head with a neighbour of the partition ({@code sharing}; null: none). */
-  Row process(Row in, String executor, int partition, Supplier<Engine> engines, Sharing sharing) {
+  Row process(Row in, String executor, int partition, Supplier<Engine> engines, SharedPrefixes.Partition sharing) {
     Row r = processOne(in, executor, partition, engines, sharing);
     if (metrics != null) { // the run's own documents (not the shadow audit's second run)
       LongSieveMetrics.record(r);
@@ -220,7 +193,8 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     return r;
   }
 
-  private Row processOne(Row in, String executor, int partition, Supplier<Engine> engines, Sharing sharing) {
+  private Row processOne(Row in, String executor, int partition, Supplier<Engine> engines,
+                         SharedPrefixes.Partition sharing) {
     long t0 = System.nanoTime();
     Out out = new Out(in);
     out.policy = policy.canonical(); // canonical on every row, ok and error alike
@@ -244,7 +218,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     return out.row(runId, executor, partition, t0);
   }
 
-  private void generate(Engine engine, Row in, Out out, Sharing sharing) {
+  private void generate(Engine engine, Row in, Out out, SharedPrefixes.Partition sharing) {
     Settings set = settings(in);
     out.settings = set;
     if (set.template == null) {
@@ -280,18 +254,10 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
       return;
     }
     sharing.reachedEngine = true;
-    out.ok(engine.generate(request, new SharedPrefix(sharedTokens(engine, in, set, request, sharing), sharing.scope)));
-  }
-
-  /** The request's leading prompt tokens that its head's own prompt has too (computed once per head). */
-  private int sharedTokens(Engine engine, Row in, Settings set, GenerationRequest request, Sharing sharing) {
     String head = headText(in, set);
-    if (head == null) return 0;
-    if (!head.equals(sharing.headText)) {
-      sharing.headIds = engine.promptTokens(request(request.id(), new Prompt(head, "", ""), set));
-      sharing.headText = head;
-    }
-    return SharedPrefixes.sharedTokens(request.promptIds(), sharing.headIds);
+    int shared = head == null ? 0
+        : sharing.sharedTokens(request.promptIds(), head, h -> engine.promptTokens(request(id, new Prompt(h, "", ""), set)));
+    out.ok(engine.generate(request, new SharedPrefix(shared, sharing.scope)));
   }
 
   /**

@@ -5,6 +5,9 @@ import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.HexFormat;
+import java.util.Iterator;
+import java.util.function.Function;
+import org.apache.spark.sql.Row;
 
 /**
  * Which rows share a long prompt prefix (several questions over one document), for prefix reuse
@@ -54,5 +57,74 @@ final class SharedPrefixes {
     int n = Math.min(prompt.length, headPrompt.length), i = 0;
     while (i < n && prompt[i] == headPrompt[i]) i++;
     return i;
+  }
+  /**
+   * A partition's prefix reuse on the executor: the scope its engine keeps prefixes under (released when
+   * the partition ends, if a shared row {@link #reachedEngine}) and the last head's prompt ids, computed
+   * once per group.
+   */
+  static final class Partition {
+    final String scope;
+    boolean reachedEngine;
+    private String headText;
+    private int[] headIds;
+
+    Partition(String scope) {
+      this.scope = scope;
+    }
+
+    /** {@link SharedPrefixes#sharedTokens} of the prompt and the head's own prompt ({@code headPrompt} makes it). */
+    int sharedTokens(int[] prompt, String head, Function<String, int[]> headPrompt) {
+      if (!head.equals(headText)) {
+        headIds = headPrompt.apply(head);
+        headText = head;
+      }
+      return SharedPrefixes.sharedTokens(prompt, headIds);
+    }
+  }
+
+  /**
+   * A partition's rows, each with whether it shares its head with the row before or after it (the plan
+   * sorted a group's rows together): reads one row ahead, and only for a row that has a head.
+   */
+  static final class Neighbours implements Iterator<Row> {
+    private final Iterator<Row> rows;
+    private final Function<Row, Head> heads;
+    private Row ahead;        // the next row, read to see whether it shares the current one's head
+    private Head aheadHead;
+    private String lastKey;   // the head key of the row before
+    private boolean shares;
+
+    Neighbours(Iterator<Row> rows, Function<Row, Head> heads) {
+      this.rows = rows;
+      this.heads = heads;
+    }
+
+    @Override
+    public boolean hasNext() {
+      return ahead != null || rows.hasNext();
+    }
+
+    @Override
+    public Row next() {
+      Row in = ahead != null ? ahead : rows.next();
+      Head head = ahead != null ? aheadHead : heads.apply(in);
+      ahead = null;
+      String next = null;
+      if (head != null && rows.hasNext()) {
+        ahead = rows.next();
+        aheadHead = heads.apply(ahead);
+        next = aheadHead == null ? null : aheadHead.key();
+      }
+      String key = head == null ? null : head.key();
+      shares = key != null && (key.equals(lastKey) || key.equals(next));
+      lastKey = key;
+      return in;
+    }
+
+    /** Whether the row {@link #next} returned last shares its head with a neighbour. */
+    boolean shares() {
+      return shares;
+    }
   }
 }

@@ -65,6 +65,15 @@ public final class KvPagePool implements AutoCloseable {
     return 3L * layers * nKv * Kernels.PAGE_SIZE * headDim * 2;
   }
 
+  /**
+   * Pages of a runner's shared pool (prefix reuse): what fits {@code bytes}, but no more than
+   * {@code maxBatch} sequences of {@code context} tokens and two more (kept prefixes, spare), at least one.
+   */
+  public static int sharedPages(ModelConfig c, long bytes, int maxBatch, int context) {
+    long need = (maxBatch + 2L) * ((context + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE);
+    return (int) Math.max(1, Math.min(need, pagesFitting(c, bytes)));
+  }
+
   /** The most pages that fit `bytes` of device memory. */
   public static int pagesFitting(ModelConfig c, long bytes) {
     return (int) Math.min(Integer.MAX_VALUE, Math.max(0, bytes / pageBytes(c)));

@@ -170,7 +170,7 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Captured
     int layers = cachedCount.length;
     DeviceBuffer fingerprints = env.ctx().alloc((long) layers * qDim * 4, "kept TokenSelect fingerprints");
     DeviceBuffer[] tops = new DeviceBuffer[layers];
-    KeptCache kept = new KeptCache(env.ctx(), fingerprints, tops, cachedCount.clone());
+    KeptSelectionCache kept = new KeptSelectionCache(env.ctx(), fingerprints, tops, cachedCount.clone());
     try {
       st.copyOnDevice(fingerprints.ptr(), cachedQf.ptr(), fingerprints.bytes());
       for (int l = 0; l < layers; l++) {
@@ -188,34 +188,16 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Captured
 
   @Override
   public void adoptState(GpuParts.KeptState state) {
-    KeptCache kept = (KeptCache) state;
+    KeptSelectionCache kept = (KeptSelectionCache) state;
     CudaStream st = env.k().stream();
-    st.copyOnDevice(cachedQf.ptr(), kept.fingerprints.ptr(), kept.fingerprints.bytes());
+    st.copyOnDevice(cachedQf.ptr(), kept.fingerprints().ptr(), kept.fingerprints().bytes());
     for (int l = 0; l < cachedCount.length; l++) {
-      int count = kept.tops[l] == null ? 0 : kept.counts[l];
+      int count = kept.tops()[l] == null ? 0 : kept.counts()[l];
       cachedCount[l] = count;
       if (count == 0) continue;
       int room = Math.max(count, params.kFrac() > 0 ? count * 5 / 4 : params.k()); // as cacheSlot sizes it
       cachedTop[l] = grow(cachedTop[l], (long) lists * room * 4, "TokenSelect cached top-k");
-      st.copyOnDevice(cachedTop[l].ptr(), kept.tops[l].ptr(), (long) lists * count * 4);
-    }
-  }
-
-  /** A kept Selection Cache: (layer, heads, headDim) f32 fingerprints and (layer) → (lists, count) int top-k. */
-  private record KeptCache(CudaContext ctx, DeviceBuffer fingerprints, DeviceBuffer[] tops, int[] counts)
-      implements GpuParts.KeptState {
-    @Override
-    public long bytes() {
-      long b = fingerprints.bytes();
-      for (DeviceBuffer t : tops) if (t != null) b += t.bytes();
-      return b;
-    }
-
-    @Override
-    public void close() {
-      ctx.synchronize(); // a fork's queued copy may still read them
-      fingerprints.close();
-      for (DeviceBuffer t : tops) if (t != null) t.close();
+      st.copyOnDevice(cachedTop[l].ptr(), kept.tops()[l].ptr(), (long) lists * count * 4);
     }
   }
 
