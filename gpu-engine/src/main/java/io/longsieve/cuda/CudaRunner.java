@@ -93,8 +93,13 @@ public final class CudaRunner implements ModelRunner {
       KvPagePool pool = null;
       if (spec.prefixCacheBytes() != 0) {
         int context = spec.maxContext() > 0 ? spec.maxContext() : c.maxPositions();
-        pool = new KvPagePool(ctx, c, KvPagePool.sharedPages(c, (long) ((ctx.budgetBytes() - ctx.usedBytes()) * POOL_SHARE),
-            spec.maxBatch(), context));
+        try {
+          pool = new KvPagePool(ctx, c, KvPagePool.sharedPages(c,
+              (long) ((ctx.budgetBytes() - ctx.usedBytes()) * POOL_SHARE), spec.maxBatch(), context));
+        } catch (RuntimeException | Error e) {
+          model.close();
+          throw e;
+        }
       }
       return new CudaRunner(c, ctx, module, stream, weights, model, loaded.dir(), pool);
     } catch (RuntimeException | Error e) {

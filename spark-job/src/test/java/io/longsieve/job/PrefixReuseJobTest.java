@@ -45,7 +45,7 @@ class PrefixReuseJobTest {
     lines.add(JobTestSupport.json("single", "qa", String.join(" ", JobTestSupport.words(100)), "Who runs the farm?"));
     lines.add(JobTestSupport.json("summary", "summary", String.join(" ", JobTestSupport.words(110)), null));
     Path in = JobTestSupport.jsonl(dir, "docs.jsonl", lines.toArray(new String[0]));
-    Map<String, String> common = Map.of("spark.longsieve.prefillChunk", "64", "spark.longsieve.partitions", "3",
+    Map<String, String> common = Map.of("spark.longsieve.prefillChunk", "64", "spark.longsieve.partitions", "2",
         "spark.longsieve.maxNewTokens", "6");
     LongSieveJob.run(spark, JobTestSupport.options(in, dir.resolve("out"), "on", common));
     Map<String, String> off = new HashMap<>(common);
