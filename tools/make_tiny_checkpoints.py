@@ -11,6 +11,9 @@ Writes four model folders under --out (each a complete HF checkpoint plus golden
   llama-bf16   llama-gqa's weights stored as bfloat16 (goldens from those weights upcast to fp32)
 
 All four share one byte-level BPE tokenizer (Llama 3 layout) trained here on a generated corpus.
+tiny_families.py adds the families of issue 34 on the same tokenizer (qwen3-yarn, phi3-longrope,
+gemma3-text, llama-dynamic, mistral-nemo; see its docstring), and --templates-out writes the goldens
+of the families' chat templates (tools/chat_templates) rendered by transformers.
 goldens.json holds, per prompt: input_ids, fp32 logits at the first and last prompt position
 (full vocabulary, exact float32 values), 40 greedy tokens from model.generate (never stopping at
 EOS) with the top1-top2 logit margin of each step, and the chat-template rendering where there
@@ -18,6 +21,8 @@ is a template. Everything runs on CPU in float32 with attn_implementation="eager
 
 Run on a host with torch + transformers + tokenizers + safetensors:
     python3 tools/make_tiny_checkpoints.py --out /tmp/tiny-models
+    python3 tools/make_tiny_checkpoints.py --out /tmp/tiny-models --only qwen3-yarn,gemma3-text \
+        --templates-out /tmp/chat-template-goldens.json
 """
 
 import argparse
@@ -29,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tinylm_common as C  # noqa: E402
+import tiny_families as F  # noqa: E402
 
 CORPUS_SEED = 1234
 TOKENIZER_TRAINED_VOCAB = 1000        # + 5 special tokens; model vocab rounds up to 1024
@@ -194,7 +200,10 @@ def make_goldens(name, model_cls, model_dir, hf_tok, tok_notes, description, see
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="output folder (one sub-folder per model)")
+    ap.add_argument("--only", default="", help="comma-separated fixture names to write (default: all)")
+    ap.add_argument("--templates-out", default="", help="also write the chat-template goldens to this file")
     args = ap.parse_args()
+    only = {n for n in args.only.split(",") if n}
 
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
@@ -205,6 +214,9 @@ def main():
     print("versions:", C.library_versions())
 
     toks = build_tokenizers(out)
+    if args.templates_out:
+        F.template_goldens(args.templates_out)
+        print(f"chat-template goldens: {args.templates_out}")
     hf = toks["llama-gqa"][0]
     n_tok = len(hf)
     vocab = C.round_up(n_tok, 64)
@@ -213,6 +225,14 @@ def main():
     eot_id = hf.convert_tokens_to_ids(C.EOT_ID)
     print(f"tokenizer len {n_tok}, model vocab {vocab}, bos {bos_id}, end_of_text {eot_text_id}, eot {eot_id}")
     summaries = {}
+    families = F.family_specs(vocab, bos_id, eot_id, eot_text_id)
+    raw = C.train_bpe_tokenizer(C.make_corpus(CORPUS_SEED), TOKENIZER_TRAINED_VOCAB)
+    for spec in families:
+        if not only or spec[0] in only:
+            summaries[spec[0]] = F.build_family(spec, out, raw)
+    if only and not only & {"llama-gqa", "llama-tied", "qwen2-bias", "llama-bf16"}:
+        print(json.dumps({k: v["min_margin"] for k, v in summaries.items()}))
+        return
 
     # (a) llama-gqa ------------------------------------------------------------------------------
     llama3_scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,

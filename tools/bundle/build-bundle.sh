@@ -55,7 +55,8 @@ cached_jre "$MODULES" "$OUT/jre.tar.xz"
 XZ_OPT="-9 -T2" tar -C "$WORK" -cJf "$OUT/app.tar.xz" app
 STAMP="$(cat "$OUT/jre.tar.xz" "$OUT/app.tar.xz" | sha1sum | cut -c1-12)"
 echo "$STAMP" >"$OUT/STAMP"
-cp "$ROOT/tools/bundle/longsieve-gpu" "$ROOT/tools/bundle/device-run.sh" "$ROOT/tools/bench_torch_peer.py" "$OUT/"
+cp "$ROOT/tools/bundle/longsieve-gpu" "$ROOT/tools/bundle/device-run.sh" "$ROOT/tools/bench_torch_peer.py" \
+  "$ROOT/tools/bench_fp8_peer.py" "$OUT/"
 chmod +x "$OUT/longsieve-gpu" "$OUT/device-run.sh"
 rm -rf "$WORK"
 SIZE=$(du -cb "$OUT" | tail -1 | cut -f1)

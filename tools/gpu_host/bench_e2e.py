@@ -470,6 +470,8 @@ def main():
     w2.add_argument("--result", required=True)
     ap.add_argument("--out", default="/tmp/e2e", help="folder for e2e.json/.csv/.md, logs and document ids")
     ap.add_argument("--ckpt", default="/tmp/longsieve-e2e-llama8b", help="checkpoint folder (reused when complete)")
+    ap.add_argument("--engine-ckpt", help="the folder the engine reads instead of --ckpt (HF still reads --ckpt): e.g. "
+                    "its FP8 quantization by tools/gpu_host/make_fp8_checkpoint.py --from CKPT (issue 39)")
     ap.add_argument("--rewrite", action="store_true", help="write the checkpoint even when one is there")
     ap.add_argument("--docs", default="32k,128k", help="document lengths: Nk = N*1024-512 tokens, or integers")
     ap.add_argument("--new-tokens", default="64,256")
@@ -544,7 +546,7 @@ def main():
             jl = os.path.join(args.out, f"engine-{i}.jsonl")
             if os.path.exists(jl):
                 os.remove(jl)
-            cmd = [launcher, "generate", "--model", args.ckpt, "--device", "cuda", "--ignore-eos",
+            cmd = [launcher, "generate", "--model", args.engine_ckpt or args.ckpt, "--device", "cuda", "--ignore-eos",
                    "--max-new-tokens", ",".join(map(str, counts)), "--prefill-chunk", str(args.prefill_chunk),
                    "--warmup-tokens", "4096", "--policy", policy, "--stats-json", jl]
             for _, _, path in files:
@@ -562,7 +564,7 @@ def main():
             cases[(name, n_tok, n)] = (rows, floor)
             flat.extend(rows)
     meta = {"device": ck.get("device"), "torch": ck.get("torch"), "transformers": hf.get("transformers"),
-            "ckpt": args.ckpt, "params": ck.get("params"), "matmul_tflops": ceiling, "steps": steps,
+            "ckpt": args.ckpt, "engine_ckpt": args.engine_ckpt or args.ckpt, "params": ck.get("params"), "matmul_tflops": ceiling, "steps": steps,
             "prefill_chunk": args.prefill_chunk, "seed": args.seed, "seconds": time.time() - t_start}
     write_json(os.path.join(args.out, "e2e.json"), {"meta": meta, "rows": flat, "hf": hf})
     keys = ["document", "input_tokens", "new_tokens", "impl", "prefill_s", "decode_ms_per_token", "total_s",

@@ -5,7 +5,7 @@
 // hopper/hopper.cu, built as one sm_90a cubin.
 //
 //   common/       headers only: types, bf16 helpers, attention tiles, split merges
-//   elementwise/  norms, RoPE, activations (Kernels), sampling (HostSampler's device side)
+//   elementwise/  norms, RoPE, activations (Kernels), the families' extra steps (FamilyKernels), sampling
 //   gemm/         matrix products (Kernels.gemm)
 //   prefill/      dense prefill attention (Kernels)
 //   decode/       dense, split and list decode attention (Kernels, ListKernels), Quest (QuestKernels)
@@ -13,7 +13,9 @@
 //   tsa/          Token Sparse Attention (TsaKernels)
 //   kv/           KV compression: scoring, selection, merging, compaction (KvCompressKernels)
 //   select/       TokenSelect: scoring, votes, top-k (SelectKernels)
+//   fp8/          FP8 checkpoints: activation quantization, the FP8-weight decode GEMV (Fp8Kernels)
 #include "elementwise/elementwise.cu"
+#include "elementwise/family.cu"
 #include "gemm/gemm.cu"
 #include "prefill/prefill_attention.cu"
 #include "decode/split_attention.cu"
@@ -34,3 +36,4 @@
 #include "select/ts_score.cu"
 #include "select/ts_score_int4.cu"
 #include "select/ts_votes.cu"
+#include "fp8/fp8.cu"

@@ -5,7 +5,7 @@
 // buffer with cp.async and keeps its own online softmax; the warps merge in shared memory and the
 // block writes the split's unnormalised partial output and (max, sum) in attn_split's format, so
 // attn_combine finishes the job. Keys as in prefill_attention.cu: paged (page, nKv, 64, headDim) bf16,
-// rotated; bias (slots, nKv) f32 or null is added to the logits; row i sees slots
+// rotated; bias (slots, nHeads) f32 or null (per query head) is added to the logits; row i sees slots
 // [max(0, before + i + 1 - window), before + i + 1). CPU twin:
 // cpu/policy/DenseAttention.
 //
@@ -89,8 +89,10 @@ __device__ __forceinline__ void flash_decode(float* __restrict__ partO, float* _
       float x = -INFINITY;
       if (key >= ks && key < ke) {
         x = sv * sl2;
-        // the per-slot logit bias of KV compression (SelKV merges), in log2 units as x
-        if (bias) x += bias[(size_t)key * nKv + kvh] * 1.4426950408889634f;
+        // SelKV's logit bias of (slot, query head), in log2 units as x; tile row r = (lane >> 2) + 8 (e >> 1)
+        // is query head kvh * G + r (rows >= G are padding)
+        const int r = (lane >> 2) + ((e >> 1) << 3);
+        if (bias && r < G) x += bias[(size_t)key * nHeads + kvh * G + r] * 1.4426950408889634f;
       }
       return x;
     });

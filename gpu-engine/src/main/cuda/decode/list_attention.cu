@@ -4,7 +4,7 @@
 // KV head g reads list g, else list 0. Keys: original positions read krope at the slot; compact
 // positions read kpre at the slot and rotate entry e at position e with the (positions, D/2) f32
 // cos/sin tables (rope_table; list_decode computes its rows from the inverse frequencies instead).
-// bias (slots, nKv) f32 or null is added to the scaled logit.
+// bias (slots, nHeads) f32 or null (per query head) is added to the scaled logit.
 //   list_split_core:        CUDA cores, any power-of-two D in [8, 256], up to 8 heads per block.
 //   list_decode_d64 / d128: tensor cores, flash decoding over gathered rows (decode_attention.cu's
 //                           scheme with a per-row slot address), up to 16 heads per KV head.
@@ -57,7 +57,7 @@ __device__ __forceinline__ void rotate8(const bf16* K, size_t row, int d0, int D
 #define LC_HEADS 8
 
 // Grid (nKv * headBlocks, splits, n), block LC_THREADS. Dynamic shared memory: (heads, chunk) f32
-// scores, LC_THREADS * 8 f32 reduction scratch, (chunk) size_t row offsets, (chunk) f32 biases.
+// scores, LC_THREADS * 8 f32 reduction scratch, (chunk) size_t row offsets, (chunk) int slots (for the bias).
 // partO (n, nHeads, splits, D) f32 unnormalised; partML (n, nHeads, splits, 2) f32 (max, sum).
 extern "C" __global__ void __launch_bounds__(LC_THREADS)
     list_split_core(float* __restrict__ partO, float* __restrict__ partML, const bf16* __restrict__ Q,
@@ -78,13 +78,13 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS)
   float* sc = reinterpret_cast<float*>(lc_smem);                  // (H, chunk)
   float* red = sc + H * chunk;                                     // (LC_THREADS * 8)
   size_t* sOff = reinterpret_cast<size_t*>(red + LC_THREADS * 8);  // (chunk)
-  float* sBias = reinterpret_cast<float*>(sOff + chunk);           // (chunk)
+  int* sSlot = reinterpret_cast<int*>(sOff + chunk);               // (chunk) the entries' slots
   const int* list = lists + (perHead ? (size_t)kvh * listLen : 0);
 
   for (int i = tid; i < nk; i += LC_THREADS) {
     int slot = list[ks + i];
     sOff[i] = kv_offset(pageTable, slot, kvh, nKv, pageSize, D);
-    sBias[i] = bias ? bias[(size_t)slot * nKv + kvh] : 0.f;
+    sSlot[i] = slot;
   }
   __syncthreads();
 
@@ -114,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS)
     for (int g = 0; g < LC_HEADS; g++) {
       if (g < H) {
         float s = split_dot(qv[g], kf, TPK);
-        if (sub == 0 && i < nk) sc[g * chunk + i] = s + sBias[i];
+        if (sub == 0 && i < nk) sc[g * chunk + i] = s + (bias ? bias[(size_t)sSlot[i] * nHeads + h0 + g] : 0.f);
       }
     }
   }

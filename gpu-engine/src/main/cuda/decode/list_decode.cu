@@ -6,7 +6,7 @@
 // so that (where the list allows) each warp's tiles all fit its `stages` buffers and every block is
 // resident: one round of loads, no tile waits for another's compute. Warp w takes the split's
 // 16-entry tiles w, w + 4, ...; it looks up the slot offsets (list -> page table: independent loads
-// for all of its buffered tiles, then one wait) and biases, issues every buffered tile's cp.async,
+// for all of its buffered tiles, then one wait), issues every buffered tile's cp.async,
 // and only then looks up its later tiles (long lists: a pipeline of `stages` tiles). Each warp keeps
 // its own online softmax. Compact keys are rotated at their list positions in registers, on the mma
 // fragments (dimension j and j + D/2 sit in the same register of k-steps kk and kk + D/32), and each
@@ -70,8 +70,9 @@ __device__ __forceinline__ void ld_cp_async4(void* smem, const void* gmem) {
 }
 
 // Shared memory (ListKernels.tcSmem): sQ (16, D + 8) bf16; compact only, sInv (D / 2) f32 the inverse
-// frequencies; sOff (chunk) size_t; sBias (chunk) f32; then per warp `stages` buffers of K (16, D + 8) bf16 and
-// V (16, D + 8) bf16.
+// frequencies; sOff (chunk) size_t; sSlot (chunk) int, the entries' slots (SelKV's bias is per slot and query
+// head: read in the softmax, where the tile row gives the head); then per warp `stages` buffers of K (16, D + 8)
+// bf16 and V (16, D + 8) bf16.
 template <int D, bool COMPACT>
 __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restrict__ counters,
                                             float* __restrict__ partO, float* __restrict__ partML,
@@ -89,8 +90,8 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
   bf16* sQ = reinterpret_cast<bf16*>(ld_smem);         // (16, LD) the group's queries, rows >= G zero
   float* sInv = reinterpret_cast<float*>(sQ + 16 * LD);                   // (HALF) inverse frequencies, compact
   size_t* sOff = reinterpret_cast<size_t*>(sInv + (COMPACT ? HALF : 0));  // (chunk) element offset of each row
-  float* sBias = reinterpret_cast<float*>(sOff + chunk);    // (chunk) bias in log2 units, 0 without
-  unsigned char* sKV = reinterpret_cast<unsigned char*>(sBias + chunk);  // per warp: stages x STAGE bytes
+  int* sSlot = reinterpret_cast<int*>(sOff + chunk);        // (chunk) slot of each entry
+  unsigned char* sKV = reinterpret_cast<unsigned char*>(sSlot + chunk);  // per warp: stages x STAGE bytes
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int kvh = blockIdx.x, split = blockIdx.y, row = blockIdx.z, splits = gridDim.y;
   const int G = nHeads / nKv;
@@ -112,7 +113,7 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
   const int myTiles = warp < nT ? (nT - warp + LD_WARPS - 1) / LD_WARPS : 0;  // the warp's tiles: warp + j * 4
   // entry e of the warp's own numbering (its j-th tile, row e % TK) is split entry warpEntry(e)
   auto warpEntry = [&](int e) { return (warp + (e / LD_TK) * LD_WARPS) * LD_TK + e % LD_TK; };
-  // the buffered tiles: every lane's list loads first, then the dependent page-table and bias loads
+  // the buffered tiles: every lane's list loads first, then the dependent page-table loads
   {
     constexpr int PER = (LD_MAX_STAGES * LD_TK + 31) / 32;
     int slot[PER], at[PER];
@@ -126,7 +127,7 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
     for (int u = 0; u < PER; u++)
       if (at[u] < nk) {
         sOff[at[u]] = kv_offset(pageTable, slot[u], kvh, nKv, pageSize, D);
-        sBias[at[u]] = bias ? bias[(size_t)slot[u] * nKv + kvh] * LOG2E : 0.f;
+        sSlot[at[u]] = slot[u];
       }
   }
   __syncwarp();
@@ -155,7 +156,7 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
     if (i < nk) {
       const int slot = list[ks + i];
       sOff[i] = kv_offset(pageTable, slot, kvh, nKv, pageSize, D);
-      sBias[i] = bias ? bias[(size_t)slot * nKv + kvh] * LOG2E : 0.f;
+      sSlot[i] = slot;
     }
   }
   __syncwarp();
@@ -242,7 +243,12 @@ __device__ __forceinline__ void list_decode(bf16* __restrict__ out, int* __restr
     }
     tile_softmax<LD_TK, D>(s, o, mRow, lRow, [&](int j, int e, float sv) {
       int i = t * LD_TK + j * 8 + qd * 2 + (e & 1);
-      return i < nk ? sv * sl2 + sBias[i] : -INFINITY;
+      if (i >= nk) return -INFINITY;
+      float x = sv * sl2;
+      // SelKV's bias of (slot, query head) in log2 units; tile row r = (lane >> 2) + 8 (e >> 1) is head kvh * G + r
+      const int r = (lane >> 2) + ((e >> 1) << 3);
+      if (bias != nullptr && r < G) x += __ldg(bias + (size_t)sSlot[i] * nHeads + kvh * G + r) * LOG2E;
+      return x;
     });
     tile_pv<LD_TK, D, LD>(o, s, v, lane);
     __syncwarp();  // every lane is done with this buffer: refill it `stages` tiles on

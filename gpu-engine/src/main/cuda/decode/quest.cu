@@ -225,7 +225,7 @@ extern "C" __global__ void __launch_bounds__(QA_THREADS)
       const int e = e0 + j0 + lane;
       const int slot = e < pick * qpage ? pages[e / qpage] * qpage + e % qpage : full * qpage + (e - pick * qpage);
       myOff = kv_offset(pageTable, slot, g, nKv, cachePage, d);
-      myBias = bias ? bias[(size_t)slot * nKv + g] : 0.f;
+      myBias = bias ? bias[(size_t)slot * nHeads + h] : 0.f;  // (slot, query head)
       sOff[j0 + lane] = myOff;
     }
     size_t o[QA_KEYS];

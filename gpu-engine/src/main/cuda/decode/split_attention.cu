@@ -85,7 +85,7 @@ __device__ __forceinline__ void attn_split_body(float* __restrict__ partO, float
       for (int g = 0; g < MAXG; g++) {
         if (g < G) {
           float s = split_dot(qv[g], kf, TPK);
-          if (sub == 0 && key < ke) sc[g * chunk + (key - ks)] = s + (bias ? bias[(size_t)key * nKv + kvh] : 0.f);
+          if (sub == 0 && key < ke) sc[g * chunk + (key - ks)] = s + (bias ? bias[(size_t)key * nHeads + kvh * G + g] : 0.f);
         }
       }
     }

@@ -1,17 +1,26 @@
 // Picking the next token on the device, so that a decode step returns only the token id.
 // CPU twins: engine/spi/Sampler.argmax (greedy) and CpuOps.topPIndexOrder (top-p).
+// A JSON-schema request's allowed tokens come as a bitset, mask (ceil(vocab / 64) * 2) u32, bit i of word i / 32
+// (the little-endian view of Sampler's long words): the logits of the others read as -infinity and a top-p
+// nucleus keeps no token of probability 0, as engine/spi/Sampler does with a mask. mask null: every token.
 #include "../common/common.cuh"
 
 #define SAMPLE_THREADS 1024
 
+__device__ __forceinline__ float masked_logit(const float* __restrict__ logits, const unsigned* __restrict__ mask,
+                                              int i) {
+  return mask == nullptr || (mask[i >> 5] >> (i & 31) & 1u) ? logits[i] : -INFINITY;
+}
+
 // token[0] = argmax(logits), the lowest id on ties. One block.
-__device__ __forceinline__ void argmax_block(int* __restrict__ token, const float* __restrict__ logits, int vocab) {
+__device__ __forceinline__ void argmax_block(int* __restrict__ token, const float* __restrict__ logits, int vocab,
+                                             const unsigned* __restrict__ mask) {
   __shared__ float bv[32];
   __shared__ int bi[32];
   float best = -INFINITY;
   int idx = 0x7fffffff;
   for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-    float v = logits[i];
+    float v = masked_logit(logits, mask, i);
     if (v > best) best = v, idx = i;  // ascending i per thread: the first maximum stays
   }
   for (int o = 16; o > 0; o >>= 1) {
@@ -42,16 +51,16 @@ __device__ __forceinline__ void argmax_block(int* __restrict__ token, const floa
 //   [0, 1) comes from the host's seeded generator, so no state lives on the device.
 __device__ __forceinline__ void top_p_block(int* __restrict__ token, float* __restrict__ probs,
                                             const float* __restrict__ logits, int vocab, float invTemp, float topP,
-                                            float u) {
+                                            float u, const unsigned* __restrict__ mask) {
   __shared__ float red[32];
   __shared__ float scan[SAMPLE_THREADS];
   const int tid = threadIdx.x;
   float m = -INFINITY;
-  for (int i = tid; i < vocab; i += blockDim.x) m = fmaxf(m, logits[i]);
+  for (int i = tid; i < vocab; i += blockDim.x) m = fmaxf(m, masked_logit(logits, mask, i));
   m = block_max(m, red);
   float z = 0.f;
   for (int i = tid; i < vocab; i += blockDim.x) {
-    float e = expf((logits[i] - m) * invTemp);
+    float e = expf((masked_logit(logits, mask, i) - m) * invTemp);
     probs[i] = e;
     z += e;
   }
@@ -72,12 +81,14 @@ __device__ __forceinline__ void top_p_block(int* __restrict__ token, float* __re
     }
   }
   const float t = __uint_as_float(lo);
+  // with a mask a zero probability is never kept (the masked tokens', exactly 0); without one, as before
+  const float keepAbove = mask == nullptr ? -1.f : 0.f;
 
   // kept mass per thread over a contiguous range of ids, then an exclusive scan over threads
   const int per = (vocab + blockDim.x - 1) / blockDim.x;
   const int a = tid * per, b = min(vocab, a + per);
   float mine = 0.f;
-  for (int i = a; i < b; i++) mine += probs[i] >= t ? probs[i] : 0.f;
+  for (int i = a; i < b; i++) mine += probs[i] >= t && probs[i] > keepAbove ? probs[i] : 0.f;
   scan[tid] = mine;
   __syncthreads();
   for (int off = 1; off < blockDim.x; off <<= 1) {
@@ -96,7 +107,7 @@ __device__ __forceinline__ void top_p_block(int* __restrict__ token, float* __re
     float acc = before;
     int pick = -1, last = -1;
     for (int i = a; i < b; i++) {
-      if (probs[i] >= t) {
+      if (probs[i] >= t && probs[i] > keepAbove) {
         last = i;
         acc += probs[i];
         if (target < acc) {
@@ -112,7 +123,7 @@ __device__ __forceinline__ void top_p_block(int* __restrict__ token, float* __re
     int c = chosen;
     if (c < 0) {  // rounding put the target past the end: take the last kept id
       for (int i = vocab - 1; i >= 0; i--)
-        if (probs[i] >= t) {
+        if (probs[i] >= t && probs[i] > keepAbove) {
           c = i;
           break;
         }
@@ -123,25 +134,41 @@ __device__ __forceinline__ void top_p_block(int* __restrict__ token, float* __re
 
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     argmax_f32(int* __restrict__ token, const float* __restrict__ logits, int vocab) {
-  argmax_block(token, logits, vocab);
+  argmax_block(token, logits, vocab, nullptr);
 }
 
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     sample_top_p(int* __restrict__ token, float* __restrict__ probs, const float* __restrict__ logits, int vocab,
                  float invTemp, float topP, float u) {
-  top_p_block(token, probs, logits, vocab, invTemp, topP, u);
+  top_p_block(token, probs, logits, vocab, invTemp, topP, u, nullptr);
+}
+
+// The same picks restricted to the tokens of mask (see the top of this file).
+extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
+    argmax_masked_f32(int* __restrict__ token, const float* __restrict__ logits, int vocab,
+                      const unsigned* __restrict__ mask) {
+  argmax_block(token, logits, vocab, mask);
+}
+
+extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
+    sample_top_p_masked(int* __restrict__ token, float* __restrict__ probs, const float* __restrict__ logits, int vocab,
+                        float invTemp, float topP, float u, const unsigned* __restrict__ mask) {
+  top_p_block(token, probs, logits, vocab, invTemp, topP, u, mask);
 }
 
 // The picks of a batched decode step, one block per row: tokens[b] from logits (rows, vocab) f32 with
 // row b's (invTemp, topP, u) from params (rows, 3) f32 in device memory (a CUDA graph replays the
 // launch with each step's values); invTemp 0 is greedy. Row b's pick is the one argmax_f32 or
-// sample_top_p makes with the same values. probs (rows, vocab) f32 is scratch.
+// sample_top_p makes with the same values. probs (rows, vocab) f32 is scratch. Row b is held to its mask,
+// masks + b * words, when masked[b] is not 0 (both in device memory the graph reads each replay).
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     sample_rows(int* __restrict__ tokens, float* __restrict__ probs, const float* __restrict__ logits,
-                const float* __restrict__ params, int vocab) {
+                const float* __restrict__ params, int vocab, const unsigned* __restrict__ masks,
+                const int* __restrict__ masked, int words) {
   const int b = blockIdx.x;
   const float invTemp = params[3 * b], topP = params[3 * b + 1], u = params[3 * b + 2];
   const float* row = logits + (size_t)b * vocab;
-  if (invTemp == 0.f) argmax_block(tokens + b, row, vocab);
-  else top_p_block(tokens + b, probs + (size_t)b * vocab, row, vocab, invTemp, topP, u);
+  const unsigned* mask = masked[b] != 0 ? masks + (size_t)b * words : nullptr;
+  if (invTemp == 0.f) argmax_block(tokens + b, row, vocab, mask);
+  else top_p_block(tokens + b, probs + (size_t)b * vocab, row, vocab, invTemp, topP, u, mask);
 }

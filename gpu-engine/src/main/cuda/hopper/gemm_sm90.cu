@@ -48,16 +48,24 @@ __device__ __forceinline__ void gh_store(void* out, int mode, size_t idx, float 
   else ((bf16*)out)[idx] = f2bf(v);
 }
 
-// One consumer's 64 rows x 256 columns: acc[4 j + e] is row 16 warp + g (+ 8 for e >= 2),
+// The FP8 GEMM's scales (gemm_fp8_sm90.cu): sum (row, col) is multiplied by a[row] * w[col] (w's
+// rows follow W's: [gate | up] for OUT_SWIGLU) before the bias. The bf16 GEMM has none (SCALED false).
+struct GhScales {
+  const float* a;
+  const float* w;
+};
+
+// One consumer's 64 rows x BN columns (256; 128 in gemm_fp8_block_sm90): acc[4 j + e] is row 16 warp + g (+ 8 for e >= 2),
 // column 8 j + 2 q (+ 1 for odd e), the wgmma accumulator layout. The residual add (f32 +=) reads
 // eight column blocks' old values before it writes any, so the loads overlap instead of each
 // waiting out a round trip behind the previous store.
+template <int BN, bool SCALED = false>
 __device__ __forceinline__ void gh_epilogue(const float* acc, void* out, const float* bias, int M, int N, int mode,
-                                            int row0, int col0) {
+                                            int row0, int col0, GhScales sc = {nullptr, nullptr}) {
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, g = lane >> 2, q = lane & 3;
   const bool pairs = (N % 2) == 0;  // even N keeps each thread's two adjacent columns 8-byte aligned
 #pragma unroll
-  for (int j0 = 0; j0 < GH_BN / 8; j0 += 8) {
+  for (int j0 = 0; j0 < BN / 8; j0 += 8) {
     float2 old[8][2];
     if (mode == OUT_F32_ADD && pairs) {
 #pragma unroll
@@ -75,11 +83,14 @@ __device__ __forceinline__ void gh_epilogue(const float* acc, void* out, const f
       if (col >= N) continue;
       const bool two = col + 1 < N;
       const float b0 = bias ? bias[col] : 0.f, b1 = bias && two ? bias[col + 1] : 0.f;
+      const float w0 = SCALED ? sc.w[col] : 1.f, w1 = SCALED && two ? sc.w[col + 1] : 1.f;
 #pragma unroll
       for (int h = 0; h < 2; h++) {
         const int row = row0 + 16 * warp + g + 8 * h;
         if (row >= M) continue;
-        const float v0 = acc[4 * (j0 + j) + 2 * h] + b0, v1 = acc[4 * (j0 + j) + 2 * h + 1] + b1;
+        const float a = SCALED ? sc.a[row] : 1.f;
+        const float v0 = SCALED ? acc[4 * (j0 + j) + 2 * h] * a * w0 + b0 : acc[4 * (j0 + j) + 2 * h] + b0;
+        const float v1 = SCALED ? acc[4 * (j0 + j) + 2 * h + 1] * a * w1 + b1 : acc[4 * (j0 + j) + 2 * h + 1] + b1;
         const size_t idx = (size_t)row * N + col;
         if (two && pairs && mode == OUT_F32) {
           *reinterpret_cast<float2*>((float*)out + idx) = make_float2(v0, v1);
@@ -98,7 +109,9 @@ __device__ __forceinline__ void gh_epilogue(const float* acc, void* out, const f
 
 // OUT_SWIGLU's epilogue: accumulator columns 0-127 are gate, 128-255 the up of the same output
 // columns (acc[4 j + e] and acc[4 (j + 16) + e]); out (M, hidden) bf16, tile columns col0...
-__device__ __forceinline__ void gh_epilogue_swiglu(const float* acc, bf16* out, int M, int hidden, int row0, int col0) {
+template <bool SCALED = false>
+__device__ __forceinline__ void gh_epilogue_swiglu(const float* acc, bf16* out, int M, int hidden, int row0, int col0,
+                                                   GhScales sc = {nullptr, nullptr}) {
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, g = lane >> 2, q = lane & 3;
 #pragma unroll
   for (int j = 0; j < GH_BN / 16; j++) {
@@ -110,7 +123,12 @@ __device__ __forceinline__ void gh_epilogue_swiglu(const float* acc, bf16* out, 
       float v[2];
 #pragma unroll
       for (int e = 0; e < 2; e++) {
-        const float gate = bf2f(f2bf(acc[4 * j + 2 * h + e])), up = bf2f(f2bf(acc[4 * (j + 16) + 2 * h + e]));
+        float g0 = acc[4 * j + 2 * h + e], u0 = acc[4 * (j + 16) + 2 * h + e];
+        if (SCALED) {
+          g0 *= sc.a[row] * sc.w[col + e];
+          u0 *= sc.a[row] * sc.w[hidden + col + e];
+        }
+        const float gate = bf2f(f2bf(g0)), up = bf2f(f2bf(u0));
         v[e] = gate / (1.f + expf(-gate)) * up;  // swiglu_rows' formula
       }
       *reinterpret_cast<__nv_bfloat162*>(out + (size_t)row * hidden + col) = __floats2bfloat162_rn(v[0], v[1]);
@@ -196,7 +214,7 @@ extern "C" __global__ void __launch_bounds__(GH_THREADS, 1)
       fence_regs<GH_BN / 2>(acc);
       if (threadIdx.x % 128 == 0) mbar_arrive(&empty[(it - 1) % GH_STAGES]);
       if (swiglu) gh_epilogue_swiglu(acc, (bf16*)out, M, hidden, tm * GH_BM + c * 64, tn * 128);
-      else gh_epilogue(acc, out, bias, M, N, mode, tm * GH_BM + c * 64, tn * GH_BN);
+      else gh_epilogue<GH_BN>(acc, out, bias, M, N, mode, tm * GH_BM + c * 64, tn * GH_BN);
     }
   }
 #else

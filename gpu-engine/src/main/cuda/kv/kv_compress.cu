@@ -4,16 +4,16 @@
 //   kvc_obs_store / kvc_obs_rope: the observation window (last W prompt queries, a ring per layer)
 //       and its rows rotated at their positions;
 //   kvc_obs_scores (pass 0: per-tile softmax stats, pass 1: probabilities summed per head) +
-//       kvc_obs_stats: attn[h, j] = sum over window rows of softmax(q_r . k_j * scale + bias)[j];
+//       kvc_obs_stats: attn[h, j] = sum over window rows of softmax(q_r . k_j * scale + bias[j, h])[j];
 //   kvc_vnorm, kvc_mul_slice, kvc_avg_pool, kvc_group_sum, kvc_union_mask: scores and votes;
 //   kvc_topk_flags: deterministic top-k per row (radix select; ties to the lower index, as TopK);
 //   kvc_lists: keep / drop lists (ascending) per KV head from the flags;
-//   kvc_inv_norm, kvc_nearest: nearest kept key per dropped key by cosine (tiled f32 GEMM + argmax);
-//       kvc_unit_split + kvc_nearest_mma_d64/_d128: the same on tensor cores (keys split hi + lo);
-//   kvc_merge_acc, kvc_merge_apply: SelKV's gated merge and the logit bias alpha * log R_t;
+//   kvc_bucket_best, kvc_route: SelKV's routing of each dropped token to a kept token of its position bucket;
+//   kvc_merge_acc, kvc_merge_apply: the value-cosine gate, the attention-weighted merge and the logit bias
+//       alpha * log R per query head;
 //   kvc_gather, kvc_scatter, kvc_zero_bias: compaction through scratch (in-place moves would race).
-// Stages in four files: observation scores and votes here, top-k and lists in kv_select.cu, nearest-key
-// search and merge in kv_merge.cu, compaction in kv_compact.cu.
+// Stages in four files: observation scores and votes here, top-k and lists in kv_select.cu, routing and
+// merge in kv_merge.cu, compaction in kv_compact.cu.
 #include "kv_tile.cuh"
 
 // ---------------------------------------------------------------------------------------------
@@ -87,7 +87,7 @@ extern "C" __global__ void __launch_bounds__(256)
     for (int b = 0; b < 4; b++) {
       int j = j0 + tx + 16 * b;
       float s = -INFINITY;
-      if (j <= slot && j < n) s = acc[a][b] * scale + (bias ? bias[(size_t)j * nKv + g] : 0.f);
+      if (j <= slot && j < n) s = acc[a][b] * scale + (bias ? bias[(size_t)j * heads + g * G + i / cnt] : 0.f);
       acc[a][b] = s;
     }
   }

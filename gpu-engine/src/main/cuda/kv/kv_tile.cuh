@@ -1,5 +1,5 @@
-// The tiled f32 dot products of the KV compression kernels (kv_compress.cu's observation scores,
-// kv_merge.cu's nearest-key search).
+// The tiled f32 dot products of the KV compression kernels (kv_compress.cu's observation scores), and
+// the common helpers they all include.
 #pragma once
 #include "../common/common.cuh"
 

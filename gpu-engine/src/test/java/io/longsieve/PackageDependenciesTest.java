@@ -24,6 +24,7 @@ import org.junit.jupiter.api.Test;
  * sources (a small scan: no bytecode library):
  * <pre>
  *   model ← policy ← engine.spi ← engine
+ *   structured (JSON-schema grammar and token masks: no other room) ← engine, cli
  *                              ← cpu.kernels ← cpu.policy ← cpu
  *                              ← cuda.driver ← cuda.kernels ← cuda.kv ← cuda.policy ← cuda
  *   engine, cpu, cuda ← bootstrap ← eval, cli
@@ -42,9 +43,10 @@ class PackageDependenciesTest {
 
   static {
     allow("model");
+    allow("structured");
     allow("policy", "model");
     allow("engine.spi", "policy", "model");
-    allow("engine", "engine.spi", "policy", "model");
+    allow("engine", "engine.spi", "policy", "model", "structured");
     allow("cpu.kernels", "engine.spi", "model");
     allow("cpu.policy", "cpu.kernels", "policy", "model");
     allow("cpu", "cpu.policy", "cpu.kernels", "engine.spi", "policy", "model");
@@ -55,7 +57,7 @@ class PackageDependenciesTest {
     allow("cuda", "cuda.policy", "cuda.kv", "cuda.kernels", "cuda.driver", "engine.spi", "policy", "model");
     allow("bootstrap", "engine", "engine.spi", "cpu", "cuda", "policy", "model");
     allow("eval", "bootstrap", "engine", "engine.spi", "policy", "model");
-    allow("cli", "eval", "bootstrap", "engine", "engine.spi", "cpu", "cpu.policy", "cpu.kernels", "cuda", "cuda.kernels",
+    allow("cli", "eval", "bootstrap", "engine", "engine.spi", "structured", "cpu", "cpu.policy", "cpu.kernels", "cuda", "cuda.kernels",
         "cuda.driver", "policy", "model");
   }
 

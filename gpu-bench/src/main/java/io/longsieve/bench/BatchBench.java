@@ -118,12 +118,12 @@ public final class BatchBench {
   }
 
   /**
-   * Decode policies of {@link #policies}, each against dense at the same B and context. threshold=-1 makes
+   * Decode policies of {@link #policies}, each against dense at the same B and context. cache=on,threshold=-1 makes
    * every TokenSelect step after a layer's first a Selection Cache hit (cosine ≥ -1 always holds): the
    * hit step's cost, which random weights (near-random consecutive queries) never reach by themselves.
    */
   static final String[] POLICIES = {"dense", "decode=tokenselect", "decode=tokenselect:index=int4",
-      "decode=tokenselect:threshold=-1", "decode=streaming", "decode=quest"};
+      "decode=tokenselect:cache=on,threshold=-1", "decode=streaming", "decode=quest"};
 
   /** Device bytes one sequence of {@link #policies} takes at a capacity: its cache and TokenSelect's int4 copy. */
   static long sequenceBytes(ModelConfig c, int capacity) {

@@ -120,6 +120,11 @@ public final class Bench implements AutoCloseable {
     return stream;
   }
 
+  /** A ceiling from the peer file (e.g. "fp8_matmul_tflops"), NaN without one. */
+  double peerCeiling(String key) {
+    return peer == null ? Double.NaN : peer.path("ceilings").path(key).asDouble(Double.NaN);
+  }
+
   /** The device copy ceiling measured by {@link #copyCeiling} (GB/s, read + written), NaN before. */
   double copyGbps() {
     return copyGbps;
@@ -150,7 +155,7 @@ public final class Bench implements AutoCloseable {
         r.name(), r.shape(), r.ms(), r.tflops(), r.gbps(), r.fraction(), r.peerMs());
   }
 
-  private double peerMs(String group, String key) {
+  double peerMs(String group, String key) {
     return peer == null ? Double.NaN : peer.path(group).path(key).asDouble(Double.NaN);
   }
 

@@ -54,6 +54,11 @@ public final class BenchCommand implements Callable<Integer> {
   @Option(names = "--skip-dense", description = "Skip the dense sections (GEMMs, dense attention, whole-model runs).")
   boolean skipDense;
 
+  @Option(names = "--fp8", description = "Add the FP8 section: prefill GEMMs (per-row and 128x128-block scales) and "
+      + "FP8-weight decode GEMVs on the Llama-3.1-8B and 70B shapes, against tools/bench_fp8_peer.py's torch._scaled_mm "
+      + "in the --peer file.")
+  boolean fp8;
+
   @Option(names = "--batch", description = "Add batched decode (B = 1, 2, 4, 8 sequences per step) at 1024-token prompts.")
   boolean batch;
 
@@ -93,6 +98,7 @@ public final class BenchCommand implements Callable<Integer> {
         b.peerAttentionRows(c.numHeads(), new int[] {128, 64}, contexts);
         if (!skipModel) b.model(c, contexts, chunk, decodeSteps);
       }
+      if (fp8) b.section("fp8", () -> Fp8Bench.run(b, chunk));
       if (sparse) SparseBench.run(b, c, contexts, chunk, decodeSteps, !skipModel);
       if (batch) BatchBench.run(b, c, 1024, decodeSteps, new int[] {1, 2, 4, 8}, new int[] {1, 2, 4, 8, 16, 32});
       if (prefixReuse) {

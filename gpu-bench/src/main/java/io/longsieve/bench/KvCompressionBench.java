@@ -98,8 +98,11 @@ public final class KvCompressionBench {
     CudaContext ctx = b.ctx();
     Kernels k = b.kernels();
     long free = ctx.budgetBytes() - ctx.usedBytes() - WEIGHTS_8B - HEADROOM;
-    // 3 % stays outside the pool for the documents' logit biases ((layer, capacity, nKv) f32 each)
-    int pages = KvPagePool.pagesFitting(c, (long) (free * 0.97));
+    // outside the pool stays room for the SelKV documents' logit biases, (layer, capacity, nHeads) f32 each
+    // (0.54 GB at 128K on Llama-3.1-8B shapes): their share of what one compressed document takes, plus 1 %
+    double bias = (double) c.numLayers() * (DOC + DECODE_ROOM) * c.numHeads() * 4;
+    double share = bias / (bias + 0.25 * PagedKvCache.bytesFor(c, DOC + DECODE_ROOM)) + 0.01;
+    int pages = KvPagePool.pagesFitting(c, (long) (free * (1 - share)));
     if (pages < (DOC + DECODE_ROOM) / Kernels.PAGE_SIZE) {
       b.log().println("kv concurrency skipped: " + free / (1 << 20) + " MiB free after weights");
       return;

@@ -2,6 +2,7 @@ package io.longsieve.bootstrap;
 
 import io.longsieve.cpu.CpuRunner;
 import io.longsieve.cuda.CudaAvailability;
+import io.longsieve.cuda.GpuVerifiedFamilies;
 import io.longsieve.engine.BatchingEngine;
 import io.longsieve.engine.Engine;
 import io.longsieve.engine.spi.EngineSpec;
@@ -23,13 +24,14 @@ public final class Backends {
   private static final Logger LOG = Logger.getLogger(Backends.class.getName());
 
   /**
-   * Opens the model named by the spec on the backend it asks for ("auto": CUDA when usable and the
-   * CUDA backend runs the default policy, else the CPU).
+   * Opens the model named by the spec on the backend it asks for ("auto": CUDA when usable, the
+   * CUDA backend runs the default policy and its path for this model is verified on a GPU
+   * ({@link GpuVerifiedFamilies}), else the CPU).
    */
   public static Engine open(EngineSpec spec) {
     LoadedModel model = LoadedModel.load(Path.of(spec.modelDir()));
     try {
-      int maxContext = spec.maxContext() > 0 ? spec.maxContext() : model.config().maxPositions();
+      int maxContext = spec.maxContext() > 0 ? spec.maxContext() : model.config().contextLength();
       ModelRunner runner = openRunner(spec, model);
       return new BatchingEngine(model, runner, maxContext, spec.defaultPolicy(), spec.maxBatch(), spec.kvBudgetBytes(),
           spec.prefixCacheBytes());
@@ -53,6 +55,13 @@ public final class Backends {
     if (device.equals("auto") && notOnGpu != null) {
       LOG.info("device auto: using cpu (the CUDA backend does not run " + notOnGpu + ")");
       device = "cpu";
+    }
+    String unverified = GpuVerifiedFamilies.unverifiedReason(model.config());
+    if (device.equals("auto") && unverified != null) {
+      LOG.info("device auto: using cpu (" + unverified + "; --device cuda runs it anyway, see docs/models.md)");
+      device = "cpu";
+    } else if (device.equals("cuda") && unverified != null) {
+      LOG.warning("device cuda: " + unverified + " (docs/models.md): results are not yet checked against the CPU on a GPU");
     }
     if (device.equals("cuda") || device.equals("auto")) {
       String why = CudaAvailability.unavailableReason();

@@ -24,21 +24,14 @@ public final class EngineCli {
   }
 
   /**
-   * The launcher's name in usage lines: bin/longsieve passes -Dlongsieve.program=longsieve. What a
-   * user can fix (a bad argument, a missing file, a device this build or machine cannot use: an
-   * IllegalArgumentException or IllegalStateException) is one line on stderr and exit code 2, as
-   * {@code run} does; its stack trace goes to the log at FINE. Anything else keeps picocli's trace.
+   * The launcher's name in usage lines: bin/longsieve passes -Dlongsieve.program=longsieve. Errors end
+   * as {@code run}'s do ({@link OneLineErrors}): one line on stderr; exit 2 for an argument error or
+   * what a user can fix (a bad checkpoint, option or path, a device this build or machine cannot use),
+   * 1 for anything else; the stack trace goes to the log at FINE and, with --debug, to stderr.
    */
   public static CommandLine commandLine() {
     CommandLine cl = new CommandLine(new EngineCli()).setCommandName(System.getProperty("longsieve.program",
         "longsieve-engine"));
-    cl.setExecutionExceptionHandler((e, cmd, parsed) -> {
-      if (!(e instanceof IllegalArgumentException || e instanceof IllegalStateException)) throw e;
-      String message = String.valueOf(e.getMessage()).lines().findFirst().orElse("");
-      cmd.getErr().println(cmd.getCommandSpec().qualifiedName() + ": " + message);
-      LOG.log(Level.FINE, "the trace of: " + message, e);
-      return 2;
-    });
-    return cl;
+    return OneLineErrors.install(cl, e -> LOG.log(Level.FINE, "the trace of: " + OneLineErrors.firstLine(e.getMessage()), e));
   }
 }

@@ -11,6 +11,8 @@ import io.longsieve.engine.spi.EngineSpec;
 import io.longsieve.engine.spi.SamplingParams;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.policy.PolicyStats;
+import io.longsieve.structured.OutputSchema;
+import io.longsieve.structured.SchemaException;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -91,12 +93,19 @@ public final class GenerateCommand implements Callable<Integer> {
   String device;
 
   @Option(names = "--prefill-chunk", defaultValue = "512",
-      description = "Prefill chunk in tokens (default: ${DEFAULT-VALUE}; the CUDA backend takes at least 2048).")
+      description = "Prefill chunk in tokens (default: ${DEFAULT-VALUE}; the CUDA backend takes at least 4096; a TSA "
+          + "prefill runs in its own tsa:chunk).")
   int prefillChunk;
 
   @Option(names = "--warmup-tokens", defaultValue = "0", description = "Before the timed prompts, one untimed request "
       + "on the first N ids of the first prompt with 2 new tokens (module load, first launches); 0 = none.")
   int warmupTokens;
+
+  @Option(names = "--json-schema", description = "A JSON Schema file: the output is a JSON document of it (constrained "
+      + "decoding; docs/structured-output.md lists the supported keywords).")
+  Path jsonSchema;
+
+  private OutputSchema schema; // --json-schema, parsed once
 
   @Option(names = "--stats", description = "Print timing and token statistics to stderr (and one 'stats_json {...}' line per run).")
   boolean stats;
@@ -113,6 +122,14 @@ public final class GenerateCommand implements Callable<Integer> {
     for (int n : maxNewTokens) {
       if (n < 0) {
         System.err.println("generate: --max-new-tokens must be >= 0, not " + n);
+        return 2;
+      }
+    }
+    if (jsonSchema != null) {
+      try {
+        schema = OutputSchema.parse(Files.readString(jsonSchema, StandardCharsets.UTF_8));
+      } catch (IOException | SchemaException e) {
+        System.err.println("generate: --json-schema " + jsonSchema + ": " + e.getMessage());
         return 2;
       }
     }
@@ -149,7 +166,8 @@ public final class GenerateCommand implements Callable<Integer> {
 
   private GenerationRequest request(int maxNew) {
     return new GenerationRequest("cli", prompt == null ? "" : prompt, system, raw, maxNew,
-        new SamplingParams(temperature, topP, seed), stop, policySpec).withMinNewTokens(ignoreEos ? maxNew : minNewTokens);
+        new SamplingParams(temperature, topP, seed), stop, policySpec).withMinNewTokens(ignoreEos ? maxNew : minNewTokens)
+        .withJsonSchema(schema);
   }
 
   /** Whitespace-separated ints; anything else fails with the file and the offending word. */

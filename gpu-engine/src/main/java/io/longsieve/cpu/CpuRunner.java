@@ -5,6 +5,7 @@ import io.longsieve.cpu.kernels.KvCache;
 import io.longsieve.cpu.kernels.ThreadPool;
 import io.longsieve.cpu.policy.AttentionPolicy;
 import io.longsieve.cpu.policy.ComposedPolicy;
+import io.longsieve.engine.spi.AttentionRecall;
 import io.longsieve.engine.spi.KvSizedSequence;
 import io.longsieve.engine.spi.ModelRunner;
 import io.longsieve.engine.spi.RequestLimits;
@@ -56,7 +57,32 @@ public final class CpuRunner implements ModelRunner {
 
   @Override
   public Sequence open(int capacity, PolicySpec policy) {
-    return new CpuSequence(model.newCache(capacity), ComposedPolicy.of(policy, modelDir));
+    int fixed = fixedChunk(policy);
+    return new CpuSequence(model.newCache(capacity), ComposedPolicy.of(policy, modelDir), policy, fixed);
+  }
+
+  /** The chunk {@code policy} fixes (PolicySpec.prefillChunk), checked against the activations' bound. */
+  private int fixedChunk(PolicySpec policy) {
+    int fixed = policy.prefillChunk();
+    if (fixed > 0) checkActivations(fixed, "tsa:chunk=" + fixed);
+    return fixed;
+  }
+
+  /**
+   * The CPU's bound on a chunk a policy fixes (TSA's {@code chunk}; 0 = the whole prompt): its
+   * activations ({@link CpuModel#activationBytes}) may take at most a quarter of the heap the JVM
+   * may grow to (-Xmx), next to the weights and the caches.
+   *
+   * @throws IllegalArgumentException beyond it, before any work
+   */
+  void checkActivations(int rows, String what) {
+    if (rows <= model.maxChunk()) return;
+    long need = CpuModel.activationBytes(config, rows), limit = Runtime.getRuntime().maxMemory() / 4;
+    if (need > limit) {
+      throw new IllegalArgumentException(what + " needs " + need / (1 << 20) + " MiB of activations on the CPU, over "
+          + "its limit of " + limit / (1 << 20) + " MiB (a quarter of the heap, -Xmx): use a smaller tsa:chunk (e.g. "
+          + "the default 4096) or a larger heap");
+    }
   }
 
   /** Keys before RoPE, keys after RoPE and values in fp32, plus the slot's position, per layer. */
@@ -95,11 +121,12 @@ public final class CpuRunner implements ModelRunner {
   public Sequence openFork(int capacity, PolicySpec policy, KeptPrefix prefix) {
     CpuPrefix p = (CpuPrefix) prefix;
     if (p.kv == null) throw new IllegalStateException("the kept prefix was closed");
+    int fixed = fixedChunk(policy); // a TSA fork prefills in its own chunk from a prefix that ends on one (PrefixReuse)
     KvCache kv = model.newCache(capacity);
     kv.copyPrefix(p.kv, p.tokens);
     ComposedPolicy cp = ComposedPolicy.of(policy, modelDir);
     cp.adoptPrefixState(p.state, kv, model.attentionContext());
-    return new CpuSequence(kv, cp);
+    return new CpuSequence(kv, cp, policy, fixed);
   }
 
   /** A kept prefix on the heap: a cache of exactly its slots and the policy's state at its end. */
@@ -136,8 +163,8 @@ public final class CpuRunner implements ModelRunner {
   @Override
   public void decodeBatch(Sequence[] seqs, int[] tokens, int[] positions, float[][] logits, Sampler[] samplers,
                           int[] next, int n) {
-    if (n == 1) { // nothing to share the weights with
-      next[0] = seqs[0].decodeNext(tokens[0], positions[0], logits[0], samplers[0]);
+    if (n == 1 || model.ropeDependsOnLength()) { // nothing to share the weights with; or each row its own RoPE table
+      for (int i = 0; i < n; i++) next[i] = seqs[i].decodeNext(tokens[i], positions[i], logits[i], samplers[i]);
       return;
     }
     KvCache[] caches = new KvCache[n];
@@ -158,40 +185,69 @@ public final class CpuRunner implements ModelRunner {
   }
 
   private final class CpuSequence extends KvSizedSequence {
-    private final KvCache kv;
-    private final ComposedPolicy policy;
-    private final TimedPolicy timed;
+    private final PolicySpec spec;
+    private KvCache kv;                   // replaced, with the policy, when a LongRoPE sequence is recomputed
+    private ComposedPolicy policy;
+    private TimedPolicy timed;
+    private final int fixedChunk;         // the chunk the policy fixes (PolicySpec.prefillChunk): -1 none, 0 the prompt
     private final int[] one = new int[1]; // the decode step's token
+    private final int[] history;          // (capacity) tokens so far, kept only for a LongRoPE recompute; else null
+    private AttentionRecorder recorder;   // null unless an evaluation asked for attention recall
 
-    CpuSequence(KvCache kv, ComposedPolicy policy) {
+    /** kv: a fresh cache, or a fork's holding a kept prefix whose state policy has adopted. */
+    CpuSequence(KvCache kv, ComposedPolicy policy, PolicySpec spec, int fixedChunk) {
+      this.spec = spec;
       this.kv = kv;
       this.policy = policy;
       this.timed = new TimedPolicy(policy);
+      this.fixedChunk = fixedChunk;
+      this.history = config.ropeScaling().type().equals("longrope") ? new int[kv.capacity] : null;
+    }
+
+    /**
+     * Prompt tokens per forward chunk: the policy's own chunk where it fixes one (TSA selects once
+     * per chunk: neither the engine's chunk nor a request's smaller one (RequestLimits) changes
+     * it), else the engine's.
+     */
+    private int step(int promptTokens) {
+      if (fixedChunk < 0) return RequestLimits.prefillChunk(model.maxChunk());
+      int step = fixedChunk == 0 ? Math.max(1, promptTokens) : fixedChunk;
+      if (fixedChunk == 0) checkActivations(step, "tsa:chunk=0 (the whole " + promptTokens + "-token prompt in one chunk)");
+      return step;
     }
 
     @Override
     public void prefill(int[] tokens, float[] logits) {
-      model.forward(tokens, 0, tokens.length, 0, kv, timed, false, logits);
-      afterPrefill();
+      remember(tokens, 0, tokens.length);
+      model.forward(tokens, 0, tokens.length, 0, kv, timed, false, logits, step(tokens.length));
+      afterPrefill(tokens.length);
     }
 
-    private void afterPrefill() {
+    private void remember(int[] tokens, int from, int to) {
+      if (history != null) System.arraycopy(tokens, from, history, from, to - from);
+    }
+
+    /** After a prompt of {@code length} tokens: its compression re-rotates with that call's RoPE table. */
+    private void afterPrefill(int length) {
       // the compression is not attention (the CUDA backend's events leave it out too): prefill_ms has it
-      compressMeasured(() -> policy.afterPrefill(kv, model.attentionContext()));
+      compressMeasured(() -> policy.afterPrefill(kv, model.attentionContext(length)));
     }
 
     /** One forward chunk: the parts then cut the prompt exactly where one {@link #prefill} call does. */
     @Override
     public int prefillPartTokens() {
-      return RequestLimits.prefillChunk(model.maxChunk());
+      return fixedChunk == 0 ? Integer.MAX_VALUE : fixedChunk > 0 ? fixedChunk : RequestLimits.prefillChunk(model.maxChunk());
     }
 
     @Override
     public int prefillPart(int[] tokens, int from, int to, float[] logits, Sampler sampler) {
       boolean last = to == tokens.length;
-      model.forward(tokens, from, to, from, kv, timed, false, last ? logits : null);
+      // the whole prompt once it is cached: a fork's parts start after the kept prefix, whose tokens a
+      // LongRoPE recompute needs too (the fork is then recomputed from its tokens, as it is alone)
+      if (last) remember(tokens, 0, to);
+      model.forward(tokens, from, to, from, kv, timed, false, last ? logits : null, step(tokens.length));
       if (!last) return -1;
-      afterPrefill();
+      afterPrefill(tokens.length);
       return sampler.next(logits, logits.length);
     }
 
@@ -208,8 +264,38 @@ public final class CpuRunner implements ModelRunner {
 
     @Override
     public void decode(int token, int pos, float[] logits) {
+      if (history != null) history[pos] = token;
+      if (config.ropeScaling().recomputesCacheAt(pos)) {  // LongRoPE's first step past its original window
+        recompute(pos + 1, logits);
+        return;
+      }
       one[0] = token;
       model.forward(one, 0, 1, pos, kv, timed, true, logits);
+    }
+
+    /**
+     * Runs the sequence's first {@code length} tokens again into a fresh cache, as one prefill (the
+     * long LongRoPE factors for all of them), with a fresh policy object whose compression then runs
+     * on the recomputed prompt: transformers' Phi-3 generation drops its cache here the same way.
+     */
+    private void recompute(int length, float[] logits) {
+      kv = model.newCache(kv.capacity);
+      policy = ComposedPolicy.of(spec, modelDir);
+      timed = new TimedPolicy(policy);
+      model.forward(java.util.Arrays.copyOf(history, length), 0, length, 0, kv, timed, false, logits, step(length));
+      afterPrefill(length);
+    }
+
+    /** Installs an {@link AttentionRecorder} on this sequence's cache (evaluation only). */
+    @Override
+    public void recordAttention(int[] positions) {
+      recorder = new AttentionRecorder(config, model.rope(), kv, positions);
+      kv.attended = recorder;
+    }
+
+    @Override
+    public AttentionRecall attentionRecall() {
+      return recorder == null ? null : recorder.result();
     }
 
     @Override

@@ -3,13 +3,15 @@ package io.longsieve.cuda;
 import io.longsieve.cuda.driver.CudaContext;
 import io.longsieve.cuda.driver.CudaStream;
 import io.longsieve.cuda.driver.DeviceBuffer;
+import io.longsieve.cuda.kernels.Fp8Kernels;
+import io.longsieve.cuda.kernels.FamilyKernels;
 import io.longsieve.cuda.kernels.Kernels;
+import io.longsieve.cuda.kernels.WeightMatrix;
 import io.longsieve.cuda.kv.PagedKvCache;
 import io.longsieve.cuda.policy.GpuEnv;
 import io.longsieve.cuda.policy.GpuPolicy;
 import io.longsieve.cuda.policy.LayerCall;
 import io.longsieve.model.ModelConfig;
-import io.longsieve.model.Rope;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -17,11 +19,13 @@ import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
 
 /**
- * The forward pass of a Llama-family decoder on the GPU, the same steps in the same order as
- * cpu/CpuModel: embed, then per layer RMSNorm → q/k/v (one GEMM) → KV append (keys before RoPE) →
- * attention → output projection added to the residual → RMSNorm → gate/up (one GEMM) → SwiGLU →
- * down projection added to the residual; then the final norm, the LM head for the last position
- * and, for decode, the next token picked on the device. Residual stream f32, matmul inputs bf16,
+ * The forward pass of a decoder on the GPU, the same steps in the same order as cpu/CpuModel: embed
+ * (× the family's scale), then per layer RMSNorm → q/k/v (one GEMM; → per-head q/k RMSNorm) → KV
+ * append (keys before RoPE) → attention with the layer's RoPE table and window → output projection
+ * added to the residual (normed first where the family norms it) → RMSNorm → gate/up (one GEMM) →
+ * SwiGLU or GeGLU → down projection added to the residual (normed first likewise); then the final
+ * norm, the LM head for the last position (→ soft-capping) and, for decode, the next token picked on
+ * the device. The families' steps are FamilyKernels; q and k are in the layout of {@link QkLayout}. Residual stream f32, matmul inputs bf16,
  * f32 accumulation. Everything is queued on one stream: a decode step runs without a host
  * synchronisation until its token id is read back.
  *
@@ -34,6 +38,7 @@ public final class CudaModel implements AutoCloseable {
   private final ModelConfig c;
   private final CudaContext ctx;
   private final Kernels k;
+  private final FamilyKernels fk;
   private final CudaWeights w;
   private final int maxChunk;
   private final float scale;
@@ -48,15 +53,18 @@ public final class CudaModel implements AutoCloseable {
   private final DeviceBuffer att;     // (chunk, nHeads, headDim) bf16 attention output
   private final DeviceBuffer gu;      // (chunk, 2 hidden) bf16 [gate | up]; 8 rows where the GEMM fuses SwiGLU
   private final DeviceBuffer hb;      // (chunk, hidden) bf16 silu(gate) * up
+  private final Fp8Kernels fp8;       // FP8 weights' products and activation scratch; null without FP8 weights
   private final DeviceBuffer last;    // (dim) bf16 final-normed last row
   private final DeviceBuffer logits;  // (vocab) f32
   private final DeviceBuffer probs;   // (vocab) f32 sampling scratch
   private final DeviceBuffer tokens;  // (chunk) int input ids; tokens[0] is also the sampled id
-  private final DeviceBuffer invFreq; // (headDim / 2) f32 RoPE inverse frequencies from model/Rope
+  private final DeviceBuffer sub;     // (chunk, dim) f32 a sub-block's output before its norm joins x; null unless sandwich norms
+  private final RopeTables rope;      // each layer's (headDim / 2) f32 RoPE table, from model/Rope
   private final DeviceBuffer batchLogits; // (MAX_DECODE_BATCH, vocab) f32 logits of a batched decode step
   private final DeviceBuffer batchPos;    // (MAX_DECODE_BATCH) int positions of a batched decode step's rows
   private final DeviceBuffer batchProbs;  // (MAX_DECODE_BATCH, vocab) f32 sampling scratch of a dense step's rows
   private final DecodeStep step;          // the dense decode step's plan on the device, and its CUDA graphs
+  private final DeviceBuffer maskRows;    // (MAX_DECODE_BATCH, maskWords) u32 token masks of the eager picks' rows
   private boolean decodeGraphs = !"false".equals(System.getProperty("longsieve.decodeGraphs"));
   private final int[] batchHost = new int[MAX_DECODE_BATCH];
   private final int[] batchPosHost = new int[MAX_DECODE_BATCH];
@@ -66,10 +74,13 @@ public final class CudaModel implements AutoCloseable {
     this.c = c;
     this.ctx = ctx;
     this.k = k;
+    this.fk = new FamilyKernels(k);
     this.w = w;
     this.maxChunk = maxChunk;
-    this.scale = (float) (1.0 / Math.sqrt(c.headDim()));
+    this.scale = (float) c.traits().queryScale();
     this.ws = new Kernels.Workspace(ctx);
+    Fp8Kernels f8 = null;
+    RopeTables tables = null;
     try {
       long n = maxChunk, dim = c.hiddenSize(), h = c.intermediateSize();
       x = act(n * dim * 4, "residual");
@@ -77,22 +88,40 @@ public final class CudaModel implements AutoCloseable {
       qkv = act(n * (c.qDim() + 2L * c.kvDim()) * 4, "qkv");
       q = act(n * c.qDim() * 2, "queries");
       att = act(n * c.qDim() * 2, "attention out");
-      gu = act(k.swigluScratchRows(n, (int) h) * 2 * h * 2, "gate/up");
+      gu = act((w.gateUpUnfused() || c.traits().geglu() ? n : k.swigluScratchRows(n, (int) h)) * 2 * h * 2, "gate/up");  // GeGLU and FP8 blocks: never fused
       hb = act(n * h * 2, "swiglu");
       last = act(dim * 2, "last row");
       logits = act(c.vocabSize() * 4L, "logits");
       probs = act(c.vocabSize() * 4L, "probs");
       tokens = act(Math.max(n, 1) * 4, "tokens");
-      invFreq = act(c.headDim() / 2 * 4L, "rope");
+      sub = c.traits().sandwichNorms() ? act(n * dim * 4, "sub-block output") : null;
       batchLogits = act((long) MAX_DECODE_BATCH * c.vocabSize() * 4, "batch logits");
       batchPos = act(MAX_DECODE_BATCH * 4L, "batch positions");
       batchProbs = act((long) MAX_DECODE_BATCH * c.vocabSize() * 4, "batch probs");
-      invFreq.upload(new Rope(c).inverseFrequencies());
-      step = new DecodeStep(ctx);
+      tables = new RopeTables(c, ctx);
+      step = new DecodeStep(ctx, c.vocabSize());
+      maskRows = act((long) MAX_DECODE_BATCH * Kernels.maskWords(c.vocabSize()) * 4, "token masks");
+      if (w.hasFp8()) f8 = new Fp8Kernels(k, ctx, n, w.maxFp8Inputs(c));  // FP8 weights' activation scratch
     } catch (RuntimeException e) {
+      if (tables != null) tables.close();
       close();
       throw e;
     }
+    rope = tables;
+    this.fp8 = f8;
+  }
+
+  /** out (m, n) (mode) = a (m, kk) bf16 . wm (n, kk)^T (+ bias): bf16 weights through Kernels, FP8 ones through Fp8Kernels. */
+  private void linear(CUdeviceptr out, int mode, CUdeviceptr a, WeightMatrix wm, CUdeviceptr bias, int m, int n, int kk) {
+    if (wm.fp8() == null) k.matmul(out, mode, a, wm.bf16().ptr(), bias, m, n, kk);
+    else fp8.matmul(out, mode, a, wm.fp8(), bias, m, n, kk);
+  }
+
+  /** hb (m, hidden) bf16 = silu(gate) * up of xb (m, dim) . wgu^T, through gu where it does not fuse. */
+  private void gateUpSwiglu(WeightMatrix wgu, int m) {
+    int hidden = c.intermediateSize(), dim = c.hiddenSize();
+    if (wgu.fp8() == null) k.gateUpSwiglu(hb.ptr(), gu.ptr(), xb.ptr(), wgu.bf16().ptr(), m, hidden, dim);
+    else fp8.gateUpSwiglu(hb.ptr(), gu.ptr(), xb.ptr(), wgu.fp8(), m, hidden, dim);
   }
 
   private DeviceBuffer act(long bytes, String what) {
@@ -116,8 +145,10 @@ public final class CudaModel implements AutoCloseable {
   /** Device bytes of activations for a chunk size (memory planning). */
   public static long activationBytes(ModelConfig c, int chunk) {
     long n = chunk, dim = c.hiddenSize(), h = c.intermediateSize();
-    return n * dim * 6 + n * (c.qDim() + 2L * c.kvDim()) * 4 + n * c.qDim() * 4 + n * h * 6 + 8L * c.vocabSize()
-        + n * 4 + dim * 2 + 4L * MAX_DECODE_BATCH * (2L * c.vocabSize() + 1) + 1024;
+    return n * dim * (c.traits().sandwichNorms() ? 10 : 6) + n * (c.qDim() + 2L * c.kvDim()) * 4 + n * c.qDim() * 4
+        + n * h * 6 + 8L * c.vocabSize()
+        + n * 4 + dim * 2 + 4L * MAX_DECODE_BATCH * (2L * c.vocabSize() + 1) + 1024
+        + 2L * MAX_DECODE_BATCH * Kernels.maskWords(c.vocabSize()) * 4; // token masks: the eager picks' and the step's
   }
 
   /** Starts timing GEMMs and attention with events (benchmarks); null stops. */
@@ -127,7 +158,7 @@ public final class CudaModel implements AutoCloseable {
 
   /** The environment GPU attention policies are built with. */
   public GpuEnv env(java.nio.file.Path modelDir) {
-    return new GpuEnv(c, ctx, k, ws, invFreq.ptr(), modelDir);
+    return new GpuEnv(c, ctx, k, ws, rope.full(), modelDir);
   }
 
   /** Sizes the attention workspace for decoding up to {@code capacity} tokens, so steps never allocate. */
@@ -189,7 +220,18 @@ public final class CudaModel implements AutoCloseable {
    */
   public void decodeStep(int[] ids, int[] positions, PagedKvCache[] kvs, GpuPolicy[] policies, float[] invTemp,
                          float[] topP, float[] u, int n, int[] next) {
+    decodeStep(ids, positions, kvs, policies, invTemp, topP, u, null, n, next);
+  }
+
+  /**
+   * As above, row b's pick held to masks[b] where it is non-null (a JSON-schema request's allowed tokens,
+   * {@link io.longsieve.engine.spi.Sampler#allowed}): the masks go to the device with the step's plan and
+   * the sampling kernel applies them where the logits are. masks null: no row masked.
+   */
+  public void decodeStep(int[] ids, int[] positions, PagedKvCache[] kvs, GpuPolicy[] policies, float[] invTemp,
+                         float[] topP, float[] u, long[][] masks, int n, int[] next) {
     if (n < 1 || n > MAX_DECODE_BATCH) throw new IllegalArgumentException("batch of " + n + " outside [1, 8]");
+    oneTableFor(positions, n);
     try {
       int heads = c.numHeads(), nKv = c.numKvHeads(), d = c.headDim(), maxKeys = 0;
       boolean anyPolicy = false;
@@ -206,6 +248,7 @@ public final class CudaModel implements AutoCloseable {
         int slot = kv.length(0);
         maxKeys = Math.max(maxKeys, slot + 1);
         step.row(b, ids[b], positions[b], kv, slot, k.rowChunk(slot + 1, heads, nKv, d), invTemp[b], topP[b], u[b]);
+        step.mask(b, masks == null ? null : masks[b]);
       }
       int splits = k.rowSplits(maxKeys, heads, nKv, d);
       step.keyStart(n, splits);
@@ -253,29 +296,26 @@ public final class CudaModel implements AutoCloseable {
   private void stepKernels(int n, int splits) {
     int dim = c.hiddenSize(), hidden = c.intermediateSize(), qDim = c.qDim(), kvDim = c.kvDim();
     int stride = qDim + 2 * kvDim;
-    k.embed(x.ptr(), w.embed.ptr(), step.tokens(), n, dim, c.vocabSize());
+    embed(step.tokens(), n);
     for (int l = 0; l < c.numLayers(); l++) {
       CudaWeights.Layer lw = w.layers[l];
-      k.rmsNorm(xb.ptr(), x.ptr(), lw.attnNorm().ptr(), n, dim, c.rmsNormEps());
-      k.matmul(qkv.ptr(), Kernels.OUT_F32, xb.ptr(), lw.wqkv().ptr(), lw.bqkv() == null ? null : lw.bqkv().ptr(), n,
-          stride, dim);                                                          // (n, qDim + 2 kvDim)
-      k.rope(q.ptr(), qkv.ptr(), stride, n, c.numHeads(), c.headDim(), invFreq.ptr(), step.positions(), 0);
+      queriesKeysValues(lw, n);                                                  // (n, qDim + 2 kvDim)
+      k.rope(q.ptr(), qkv.ptr(), stride, n, c.numHeads(), c.headDim(), rope.layer(l), step.positions(), 0);
       k.kvAppendRows(step.rows(), n, l, qkv.ptr(), stride, qDim, qDim + kvDim, c.numKvHeads(), c.headDim(),
-          invFreq.ptr());                                                        // keys before RoPE
+          rope.layer(l));                                                        // keys before RoPE
       if (!stepMixed) {
         k.attentionRows(att.ptr(), q.ptr(), step.rows(), n, l, c.numHeads(), c.numKvHeads(), c.headDim(),
-            c.slidingWindow(), scale, splits, ws);                               // (n, qDim)
+            c.window(l), scale, splits, ws);                                     // (n, qDim)
       } else {
         mixedAttention(n, l, splits, stride);
       }
-      k.matmul(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo().ptr(), null, n, dim, qDim);   // x += att · woᵀ
-      k.rmsNorm(xb.ptr(), x.ptr(), lw.ffnNorm().ptr(), n, dim, c.rmsNormEps());
-      k.gateUpSwiglu(hb.ptr(), gu.ptr(), xb.ptr(), lw.wgu().ptr(), n, hidden, dim);         // (n, hidden)
-      k.matmul(x.ptr(), Kernels.OUT_F32_ADD, hb.ptr(), lw.wDown().ptr(), null, n, dim, hidden); // x += h · w_downᵀ
+      outputAndFeedForward(lw, n);
     }
     k.rmsNorm(xb.ptr(), x.ptr(), w.finalNorm.ptr(), n, dim, c.rmsNormEps());             // (n, dim)
-    k.matmul(batchLogits.ptr(), Kernels.OUT_F32, xb.ptr(), w.lmHead.ptr(), null, n, c.vocabSize(), dim); // (n, vocab)
-    k.sampleRows(step.tokens(), batchProbs.ptr(), batchLogits.ptr(), step.sampling(), n, c.vocabSize());
+    linear(batchLogits.ptr(), Kernels.OUT_F32, xb.ptr(), w.lmHead, null, n, c.vocabSize(), dim); // (n, vocab)
+    softcap(batchLogits.ptr(), n);
+    k.sampleRows(step.tokens(), batchProbs.ptr(), batchLogits.ptr(), step.sampling(), n, c.vocabSize(), step.masks(),
+        step.masked(), step.maskWords());
   }
 
   /** Layer l's attention in a step with policy rows: selecting rows on branches of their own (StepBranches). */
@@ -301,7 +341,7 @@ public final class CudaModel implements AutoCloseable {
     CUdeviceptr qRow = q.at((long) b * qDim * 2), attRow = att.at((long) b * qDim * 2);
     GpuPolicy p = stepPolicies[b];
     if (p == null || p.stepAttendsDense(l)) {
-      k.attentionRows(attRow, qRow, step.row(b), 1, l, c.numHeads(), c.numKvHeads(), c.headDim(), c.slidingWindow(),
+      k.attentionRows(attRow, qRow, step.row(b), 1, l, c.numHeads(), c.numKvHeads(), c.headDim(), c.window(l),
           scale, splits, ws);
       return;
     }
@@ -323,22 +363,44 @@ public final class CudaModel implements AutoCloseable {
    * most maxChunk; leaves the logits of the last token on the device.
    */
   public void prefill(int[] ids, int pos0, PagedKvCache kv, GpuPolicy policy) {
-    for (int s = 0; s < ids.length; s += maxChunk) {
-      int n = Math.min(maxChunk, ids.length - s);
+    prefill(ids, pos0, kv, policy, maxChunk);
+  }
+
+  /**
+   * As {@link #prefill(int[], int, PagedKvCache, GpuPolicy)} in chunks of exactly {@code chunk}
+   * tokens (the last one shorter): a chunk the request's policy fixes (TSA selects once per chunk,
+   * PolicySpec.prefillChunk). The activations hold maxChunk rows, sized at start.
+   *
+   * @throws IllegalArgumentException for a chunk outside [1, maxChunk], before any work
+   */
+  public void prefill(int[] ids, int pos0, PagedKvCache kv, GpuPolicy policy, int chunk) {
+    prefill(ids, pos0, kv, policy, chunk, pos0 + ids.length);
+  }
+
+  /**
+   * As {@link #prefill(int[], int, PagedKvCache, GpuPolicy, int)} for a part of a prompt of
+   * {@code promptLength} tokens (prefix reuse): the RoPE table is that of the whole prompt's call,
+   * as when the prompt runs in one call.
+   */
+  public void prefill(int[] ids, int pos0, PagedKvCache kv, GpuPolicy policy, int chunk, int promptLength) {
+    if (chunk < 1 || chunk > maxChunk) {
+      throw new IllegalArgumentException("a prefill chunk of " + chunk + " tokens; this engine's activations hold "
+          + maxChunk + " (--prefill-chunk)");
+    }
+    rope.useLength(promptLength, k.stream());  // one call over the prompt: its whole length's table
+    for (int s = 0; s < ids.length; s += chunk) {
+      int n = Math.min(chunk, ids.length - s);
       k.stream().copyToDevice(tokens, 0, Pointer.to(ids).withByteOffset(s * 4L), n * 4L);
       layers(n, pos0 + s, kv, policy, false);
       // the copy above reads host memory asynchronously: wait before the next chunk reuses it
       k.stream().synchronize();
     }
-    head(n(ids.length));
-  }
-
-  private int n(int total) {
-    return (total - 1) % maxChunk + 1;
+    head((ids.length - 1) % chunk + 1);
   }
 
   /** One token at position pos whose id is already on the device (the last sampled one) or given. */
   public void decode(int token, boolean tokenOnDevice, int pos, PagedKvCache kv, GpuPolicy policy) {
+    rope.useLength(pos + 1, k.stream());
     if (!tokenOnDevice) {
       tokenHost[0] = token;
       k.stream().copyToDevice(tokens, 0, Pointer.to(tokenHost), 4);
@@ -370,29 +432,26 @@ public final class CudaModel implements AutoCloseable {
     int dim = c.hiddenSize(), hidden = c.intermediateSize(), qDim = c.qDim(), kvDim = c.kvDim();
     int stride = qDim + 2 * kvDim;
     for (Rows r : runs) r.kv().reserve(r.n());  // pages for the rows appended below (a shared KV page pool)
-    k.embed(x.ptr(), w.embed.ptr(), tokens.ptr(), total, dim, c.vocabSize());
+    embed(tokens.ptr(), total);
     for (int l = 0; l < c.numLayers(); l++) {
       CudaWeights.Layer lw = w.layers[l];
+      CUdeviceptr table = rope.layer(l);                                        // the layer's RoPE
       // attention block
-      k.rmsNorm(xb.ptr(), x.ptr(), lw.attnNorm().ptr(), total, dim, c.rmsNormEps());
-      mark(Profile.GEMM);
-      k.matmul(qkv.ptr(), Kernels.OUT_F32, xb.ptr(), lw.wqkv().ptr(), lw.bqkv() == null ? null : lw.bqkv().ptr(), total,
-          stride, dim);                                                         // (total, qDim + 2 kvDim)
-      mark(Profile.OTHER);
+      queriesKeysValues(lw, total);                                             // (total, qDim + 2 kvDim)
       if (rowPositions != null) {
-        k.rope(q.ptr(), qkv.ptr(), stride, total, c.numHeads(), c.headDim(), invFreq.ptr(), rowPositions, 0);
+        k.rope(q.ptr(), qkv.ptr(), stride, total, c.numHeads(), c.headDim(), table, rowPositions, 0);
       }
       for (Rows r : runs) {
         Kernels.KvView view = r.kv().layer(l);
         int before = r.kv().length(l), n = r.n(), pos0 = r.pos0();
         CUdeviceptr qkvRows = qkv.at((long) r.row0() * stride * 4), qRows = q.at((long) r.row0() * qDim * 2);
         CUdeviceptr attRows = att.at((long) r.row0() * qDim * 2);
-        k.kvAppend(view, qkvRows, stride, qDim, qDim + kvDim, n, before, pos0, invFreq.ptr()); // keys before RoPE
+        k.kvAppend(view, qkvRows, stride, qDim, qDim + kvDim, n, before, pos0, table); // keys before RoPE
         r.kv().advance(l, n);
-        if (rowPositions == null) k.rope(qRows, qkvRows, stride, n, c.numHeads(), c.headDim(), invFreq.ptr(), null, pos0);
+        if (rowPositions == null) k.rope(qRows, qkvRows, stride, n, c.numHeads(), c.headDim(), table, null, pos0);
         mark(Profile.ATTENTION);
         if (r.policy() == null) {
-          k.attention(attRows, qRows, view, n, c.numHeads(), before, c.slidingWindow(), scale, ws); // (n, qDim)
+          k.attention(attRows, qRows, view, n, c.numHeads(), before, c.window(l), scale, ws); // (n, qDim)
         } else {
           LayerCall call = new LayerCall(l, n, pos0, before, qkvRows, stride, qRows, view, attRows);
           if (decoding) r.policy().decode(call, r.kv());
@@ -400,16 +459,82 @@ public final class CudaModel implements AutoCloseable {
         }
         mark(Profile.OTHER);
       }
-      mark(Profile.GEMM);
-      k.matmul(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo().ptr(), null, total, dim, qDim);  // x += att · woᵀ
-      mark(Profile.OTHER);
-      // feed-forward block
-      k.rmsNorm(xb.ptr(), x.ptr(), lw.ffnNorm().ptr(), total, dim, c.rmsNormEps());
-      mark(Profile.GEMM);
-      k.gateUpSwiglu(hb.ptr(), gu.ptr(), xb.ptr(), lw.wgu().ptr(), total, hidden, dim); // (total, hidden)
-      k.matmul(x.ptr(), Kernels.OUT_F32_ADD, hb.ptr(), lw.wDown().ptr(), null, total, dim, hidden); // x += h · w_downᵀ
-      mark(Profile.OTHER);
+      outputAndFeedForward(lw, total);
     }
+  }
+
+  /** x (n, dim) f32 = the embeddings of the n token ids at tokenIds, times the family's scale (Gemma: √dim). */
+  private void embed(CUdeviceptr tokenIds, int n) {
+    int dim = c.hiddenSize();
+    k.embed(x.ptr(), w.embed.ptr(), tokenIds, n, dim, c.vocabSize());
+    if (c.traits().embedScale() != 1) fk.scale(x.ptr(), (long) n * dim, (float) c.traits().embedScale());
+  }
+
+  /** qkv (n, qDim + 2 kvDim) f32 of the n rows of x: RMSNorm, the projection (+ bias), then (Qwen3, Gemma 3) the per-head q/k norms. */
+  private void queriesKeysValues(CudaWeights.Layer lw, int n) {
+    int dim = c.hiddenSize(), qDim = c.qDim(), stride = qDim + 2 * c.kvDim();
+    k.rmsNorm(xb.ptr(), x.ptr(), lw.attnNorm().ptr(), n, dim, c.rmsNormEps());
+    mark(Profile.GEMM);
+    linear(qkv.ptr(), Kernels.OUT_F32, xb.ptr(), lw.wqkv(), lw.bqkv() == null ? null : lw.bqkv().ptr(), n,
+        stride, dim);                                                           // (n, qDim + 2 kvDim)
+    mark(Profile.OTHER);
+    if (lw.qNorm() != null) {
+      fk.qkNorm(qkv.ptr(), stride, n, c.numHeads(), c.numKvHeads(), qDim, c.headDim(), lw.qNorm().ptr(), lw.kNorm().ptr(),
+          c.rmsNormEps());
+    }
+  }
+
+  /**
+   * x += att · woᵀ (through its norm first where the family norms the attention output), then the
+   * feed-forward block: x += w_down · act(gate) * up of RMSNorm(x), act SiLU (fused into the GEMM
+   * where it can be) or the tanh GELU, the MLP's output normed first likewise.
+   */
+  private void outputAndFeedForward(CudaWeights.Layer lw, int n) {
+    int dim = c.hiddenSize(), hidden = c.intermediateSize(), qDim = c.qDim();
+    mark(Profile.GEMM);
+    if (lw.postAttnNorm() == null) {
+      linear(x.ptr(), Kernels.OUT_F32_ADD, att.ptr(), lw.wo(), null, n, dim, qDim);        // x += att · woᵀ
+    } else {
+      linear(sub.ptr(), Kernels.OUT_F32, att.ptr(), lw.wo(), null, n, dim, qDim);          // (n, dim)
+      fk.rmsNormAdd(x.ptr(), sub.ptr(), lw.postAttnNorm().ptr(), n, dim, c.rmsNormEps());
+    }
+    mark(Profile.OTHER);
+    k.rmsNorm(xb.ptr(), x.ptr(), lw.ffnNorm().ptr(), n, dim, c.rmsNormEps());
+    mark(Profile.GEMM);
+    if (c.traits().geglu()) {
+      linear(gu.ptr(), Kernels.OUT_BF16, xb.ptr(), lw.wgu(), null, n, 2 * hidden, dim);   // (n, 2 hidden)
+      fk.geglu(hb.ptr(), gu.ptr(), n, hidden);                                                   // (n, hidden)
+    } else {
+      gateUpSwiglu(lw.wgu(), n);              // (n, hidden)
+    }
+    if (lw.postFfnNorm() == null) {
+      linear(x.ptr(), Kernels.OUT_F32_ADD, hb.ptr(), lw.wDown(), null, n, dim, hidden);   // x += h · w_downᵀ
+    } else {
+      linear(sub.ptr(), Kernels.OUT_F32, hb.ptr(), lw.wDown(), null, n, dim, hidden);     // (n, dim)
+      fk.rmsNormAdd(x.ptr(), sub.ptr(), lw.postFfnNorm().ptr(), n, dim, c.rmsNormEps());
+    }
+    mark(Profile.OTHER);
+  }
+
+  /** Gemma's final_logit_softcapping over n rows of logits (vocab f32), when the model has it. */
+  private void softcap(CUdeviceptr logitRows, int n) {
+    double cap = c.traits().finalLogitSoftcap();
+    if (cap > 0) fk.softcap(logitRows, (long) n * c.vocabSize(), (float) cap);
+  }
+
+  /**
+   * Whether a layer's RoPE table follows each call's length (dynamic NTK, LongRoPE): a decode step
+   * then takes one sequence (CudaRunner steps such sequences one at a time).
+   */
+  public boolean ropeDependsOnLength() {
+    return rope.dependsOnLength();
+  }
+
+  /** The tables for a decode step of n rows at positions: one row when they depend on length. */
+  private void oneTableFor(int[] positions, int n) {
+    if (!rope.dependsOnLength()) return;
+    if (n != 1) throw new IllegalArgumentException("a length-dependent RoPE decodes one sequence a step, not " + n);
+    rope.useLength(positions[0] + 1, k.stream());
   }
 
   /** Most sequences one batched decode step takes: the GEMV's row limit (larger batches would change numerics). */
@@ -421,6 +546,7 @@ public final class CudaModel implements AutoCloseable {
    */
   public void decodeBatch(int[] ids, int[] positions, PagedKvCache[] kvs, GpuPolicy[] policies, int n) {
     if (n < 1 || n > MAX_DECODE_BATCH) throw new IllegalArgumentException("batch of " + n + " outside [1, 8]");
+    oneTableFor(positions, n);
     Rows[] runs = new Rows[n];
     for (int i = 0; i < n; i++) runs[i] = new Rows(kvs[i], policies[i], i, 1, positions[i]);
     System.arraycopy(ids, 0, batchHost, 0, n);
@@ -430,7 +556,8 @@ public final class CudaModel implements AutoCloseable {
     layers(runs, n, true, batchPos.ptr());
     int dim = c.hiddenSize();
     k.rmsNorm(xb.ptr(), x.ptr(), w.finalNorm.ptr(), n, dim, c.rmsNormEps());           // (n, dim) final-normed rows
-    k.matmul(batchLogits.ptr(), Kernels.OUT_F32, xb.ptr(), w.lmHead.ptr(), null, n, c.vocabSize(), dim); // (n, vocab)
+    linear(batchLogits.ptr(), Kernels.OUT_F32, xb.ptr(), w.lmHead, null, n, c.vocabSize(), dim); // (n, vocab)
+    softcap(batchLogits.ptr(), n);
   }
 
   /**
@@ -438,11 +565,24 @@ public final class CudaModel implements AutoCloseable {
    * where temperature[i] is 0, else top-p at uniform u[i]; then waits and returns them in next.
    */
   public void pickBatch(int n, double[] temperature, double[] topP, double[] u, int[] next) {
+    pickBatch(n, temperature, topP, u, null, next);
+  }
+
+  /** As above, row i held to masks[i] where it is non-null (see {@link #decodeStep}); masks null: none. */
+  public void pickBatch(int n, double[] temperature, double[] topP, double[] u, long[][] masks, int[] next) {
     long vocab = c.vocabSize();
     for (int i = 0; i < n; i++) {
       CUdeviceptr row = batchLogits.at(i * vocab * 4), slot = tokens.at(i * 4L);
-      if (temperature[i] == 0) k.argmax(slot, row, c.vocabSize());
-      else k.sampleTopP(slot, probs.ptr(), row, c.vocabSize(), (float) temperature[i], (float) topP[i], (float) u[i]);
+      CUdeviceptr mask = masks == null ? null : uploadMask(i, masks[i]);
+      if (mask == null) {
+        if (temperature[i] == 0) k.argmax(slot, row, c.vocabSize());
+        else k.sampleTopP(slot, probs.ptr(), row, c.vocabSize(), (float) temperature[i], (float) topP[i], (float) u[i]);
+      } else if (temperature[i] == 0) {
+        k.argmaxMasked(slot, row, c.vocabSize(), mask);
+      } else {
+        k.sampleTopPMasked(slot, probs.ptr(), row, c.vocabSize(), (float) temperature[i], (float) topP[i], (float) u[i],
+            mask);
+      }
     }
     k.stream().copyToHost(Pointer.to(batchHost), tokens, 0, n * 4L);
     k.stream().synchronize();
@@ -454,7 +594,8 @@ public final class CudaModel implements AutoCloseable {
     int dim = c.hiddenSize();
     k.rmsNorm(last.ptr(), x.at((long) (n - 1) * dim * 4), w.finalNorm.ptr(), 1, dim, c.rmsNormEps());
     mark(Profile.GEMM);
-    k.matmul(logits.ptr(), Kernels.OUT_F32, last.ptr(), w.lmHead.ptr(), null, 1, c.vocabSize(), dim);
+    linear(logits.ptr(), Kernels.OUT_F32, last.ptr(), w.lmHead, null, 1, c.vocabSize(), dim);
+    softcap(logits.ptr(), 1);
     mark(Profile.OTHER);
   }
 
@@ -470,6 +611,31 @@ public final class CudaModel implements AutoCloseable {
   /** Top-p pick at uniform u into the device token slot (no synchronisation). */
   public void sampleTopP(float temperature, float topP, float u) {
     k.sampleTopP(tokens.ptr(), probs.ptr(), logits.ptr(), c.vocabSize(), temperature, topP, u);
+  }
+
+  /**
+   * {@link #sampleGreedy} or {@link #sampleTopP} (temperature 0: greedy) held to a token mask (bit i of word
+   * i / 64: token i allowed; null: none), copied to the device and applied there: the logits stay on the device.
+   */
+  public void sample(float temperature, float topP, float u, long[] mask) {
+    CUdeviceptr m = mask == null ? null : uploadMask(0, mask);
+    if (m == null) {
+      if (temperature == 0) sampleGreedy();
+      else sampleTopP(temperature, topP, u);
+    } else if (temperature == 0) {
+      k.argmaxMasked(tokens.ptr(), logits.ptr(), c.vocabSize(), m);
+    } else {
+      k.sampleTopPMasked(tokens.ptr(), probs.ptr(), logits.ptr(), c.vocabSize(), temperature, topP, u, m);
+    }
+  }
+
+  /** Queues the copy of a mask to row {@code row} of the mask buffer; null for no mask. */
+  private CUdeviceptr uploadMask(int row, long[] mask) {
+    if (mask == null) return null;
+    int words = Kernels.maskWords(c.vocabSize());
+    long at = (long) row * words * 4;
+    k.stream().copyToDevice(maskRows, at, Pointer.to(mask), Math.min((long) mask.length * 8, words * 4L));
+    return maskRows.at(at);
   }
 
   /** Waits for the queued work and returns the picked token: the one synchronisation of a step. */
@@ -489,7 +655,9 @@ public final class CudaModel implements AutoCloseable {
   public void close() {
     if (step != null) step.close();
     if (branches != null) branches.close();
+    if (rope != null) rope.close();
     ws.close();
+    if (fp8 != null) fp8.close();
     acts.forEach(DeviceBuffer::close);
   }
 

@@ -3,6 +3,7 @@ package io.longsieve.cuda;
 import io.longsieve.cuda.driver.CudaContext;
 import io.longsieve.cuda.driver.CudaStream;
 import io.longsieve.cuda.driver.KernelModule;
+import io.longsieve.cuda.kernels.Fp8Kernels;
 import io.longsieve.cuda.kernels.Gemv;
 import io.longsieve.cuda.kernels.Kernels;
 import io.longsieve.cuda.kv.KeptPages;
@@ -25,7 +26,9 @@ import java.util.Arrays;
 
 /**
  * The CUDA backend: one context on the GPU the spec names, the checkpoint's weights in bf16 on it,
- * {@link CudaModel} for the math and a paged KV cache per sequence. Picks tokens on the device.
+ * {@link CudaModel} for the math and a paged KV cache per sequence. Picks tokens on the device, a
+ * JSON-schema request's under its token mask ({@link Sampler#allowed}), which goes to the device with the
+ * step: the logits never come back to the host.
  *
  * <p>Failure semantics: opening fails with IllegalStateException when the weights, activations and
  * a minimal cache do not fit the memory budget (memoryFraction of free memory); a sequence whose
@@ -42,8 +45,12 @@ import java.util.Arrays;
  */
 public final class CudaRunner implements ModelRunner {
 
-  /** Prefill chunks are at least this long on the GPU: shorter ones leave the tensor cores idle. */
-  public static final int MIN_GPU_CHUNK = 2048;
+  /**
+   * Prefill chunks are at least this long on the GPU: shorter ones leave the tensor cores idle; and
+   * TSA's default selection chunk (PolicyCatalog, {@code tsa:chunk=4096}) fits the activations, so
+   * a default TSA request runs at any --prefill-chunk.
+   */
+  public static final int MIN_GPU_CHUNK = 4096;
 
   private final ModelConfig config;
   private final CudaContext ctx;
@@ -85,11 +92,13 @@ public final class CudaRunner implements ModelRunner {
     try {
       module = new KernelModule(ctx);
       stream = new CudaStream(ctx);
+      Kernels kernels = new Kernels(module, stream, Gemv.forBatch(spec.maxBatch()));
       try (Checkpoint ck = Checkpoint.open(loaded.dir())) {
-        weights = CudaWeights.load(ctx, ck, c);
+        // FP8 weights stay FP8 where the FP8 kernels run (sm_90a), else they are dequantized to bf16 on load
+        weights = CudaWeights.load(ctx, ck, c, Fp8Kernels.supported(kernels));
       }
       int chunk = Math.max(spec.prefillChunk(), MIN_GPU_CHUNK);
-      CudaModel model = new CudaModel(c, ctx, new Kernels(module, stream, Gemv.forBatch(spec.maxBatch())), weights, chunk);
+      CudaModel model = new CudaModel(c, ctx, kernels, weights, chunk);
       KvPagePool pool = null;
       if (spec.prefixCacheBytes() != 0) {
         int context = spec.maxContext() > 0 ? spec.maxContext() : c.maxPositions();
@@ -141,12 +150,31 @@ public final class CudaRunner implements ModelRunner {
       throw new IllegalArgumentException("the CUDA backend does not run " + why + "; use --device cpu (or make it the"
           + " engine's default policy, which device auto then runs on cpu)");
     }
+    int fixed = fixedChunk(p);
     ctx.makeCurrent();
+    PagedKvCache kv = newCache(capacity);
+    try {
+      model.reserveDecode(kv.capacity);
+      return new CudaSequence(kv, GpuPolicy.open(p, env), p, fixed);
+    } catch (RuntimeException | Error e) {
+      kv.close();
+      throw e;
+    }
+  }
+
+  /** The chunk policy {@code p} fixes (PolicySpec.prefillChunk), within the activations' rows. */
+  private int fixedChunk(PolicySpec p) {
+    int fixed = p.prefillChunk();
+    if (fixed > model.maxChunk()) throw tooLong("tsa:chunk=" + fixed, fixed);
+    return fixed;
+  }
+
+  /** A sequence's cache: from the shared pool (its pages reserved now, not mid-prefill) when there is one. */
+  private PagedKvCache newCache(int capacity) {
     PagedKvCache kv = pool == null ? new PagedKvCache(ctx, config, capacity) : new PagedKvCache(ctx, config, capacity, pool);
     try {
-      kv.reserve(capacity);  // a shared pool's pages now, not mid-prefill (no-op with a private pool)
-      model.reserveDecode(kv.capacity);
-      return new CudaSequence(kv, GpuPolicy.open(p, env));
+      kv.reserve(capacity);  // no-op with a private pool
+      return kv;
     } catch (RuntimeException | Error e) {
       kv.close();
       throw e;
@@ -173,6 +201,7 @@ public final class CudaRunner implements ModelRunner {
   public Sequence openFork(int capacity, PolicySpec p, KeptPrefix prefix) {
     CudaPrefix kept = (CudaPrefix) prefix;
     if (GpuPolicy.unsupportedReason(p) != null) return open(capacity, p); // refuses it as open does
+    int fixed = fixedChunk(p); // a TSA fork prefills in its own chunk from a prefix that ends on one (PrefixReuse)
     ctx.makeCurrent();
     PagedKvCache kv = PagedKvCache.fork(ctx, config, capacity, kept.pages(), stream);
     GpuPolicy policy = null;
@@ -181,7 +210,7 @@ public final class CudaRunner implements ModelRunner {
       model.reserveDecode(kv.capacity);
       policy = GpuPolicy.open(p, env);
       policy.adoptPrefixState(kept.state());
-      return new CudaSequence(kv, policy);
+      return new CudaSequence(kv, policy, p, fixed);
     } catch (RuntimeException | Error e) {
       if (policy != null) policy.close();
       kv.close();
@@ -199,6 +228,10 @@ public final class CudaRunner implements ModelRunner {
   public void decodeBatch(Sequence[] seqs, int[] tokens, int[] positions, float[][] logits, Sampler[] samplers,
                           int[] next, int n) {
     ctx.makeCurrent();
+    if (model.ropeDependsOnLength()) {  // each sequence its own RoPE table: one a step
+      for (int i = 0; i < n; i++) next[i] = seqs[i].decodeNext(tokens[i], positions[i], logits[i], samplers[i]);
+      return;
+    }
     int g = CudaModel.MAX_DECODE_BATCH;
     PagedKvCache[] kvs = new PagedKvCache[g];
     GpuPolicy[] policies = new GpuPolicy[g];
@@ -229,7 +262,14 @@ public final class CudaRunner implements ModelRunner {
         topP[i] = sp.topP();
         u[i] = sp.greedy() ? 0 : samplers[s + i].uniform();
       }
-      model.pickBatch(m, temp, topP, u, picked);
+      long[][] masks = null;
+      for (int i = 0; i < m; i++) {
+        long[] allowed = samplers[s + i].allowed();
+        if (allowed == null) continue;
+        if (masks == null) masks = new long[m][];
+        masks[i] = allowed;
+      }
+      model.pickBatch(m, temp, topP, u, masks, picked);
       for (int i = 0; i < m; i++) {
         CudaSequence cs = (CudaSequence) seqs[s + i];
         cs.lastOnDevice = false;
@@ -264,6 +304,7 @@ public final class CudaRunner implements ModelRunner {
   private final PagedKvCache[] denseKvs = new PagedKvCache[CudaModel.MAX_DECODE_BATCH];
   private final GpuPolicy[] stepPolicies = new GpuPolicy[CudaModel.MAX_DECODE_BATCH];
   private final int[] denseBefore = new int[CudaModel.MAX_DECODE_BATCH];
+  private final long[][] stepMasks = new long[CudaModel.MAX_DECODE_BATCH][];  // the rows' token masks (null: none)
   // a lone sequence's step through the same call, without arrays made per step
   private final Sequence[] oneSeq = new Sequence[1];
   private final Sampler[] oneSampler = new Sampler[1];
@@ -285,10 +326,15 @@ public final class CudaRunner implements ModelRunner {
       densePos[i] = positions[s + i];
       denseKvs[i] = cs.kv;
       stepPolicies[i] = cs.policy;
+      stepMasks[i] = samplers[s + i].allowed();
     }
     for (int i = 0; i < m; i++) denseBefore[i] = denseKvs[i].length(0);
     tokenOwner = null;  // the step's tokens travel in its plan, not the device token slot
-    model.decodeStep(denseIds, densePos, denseKvs, stepPolicies, invTemp, topP, uniform, m, densePicks);
+    try {
+      model.decodeStep(denseIds, densePos, denseKvs, stepPolicies, invTemp, topP, uniform, stepMasks, m, densePicks);
+    } finally {
+      java.util.Arrays.fill(stepMasks, null);
+    }
     for (int i = 0; i < m; i++) {
       CudaSequence cs = (CudaSequence) seqs[s + i];
       if (cs.policy.decodesDense()) cs.policy.countDenseDecode(denseBefore[i], densePos[i]);
@@ -312,16 +358,64 @@ public final class CudaRunner implements ModelRunner {
     }
   }
 
+  /**
+   * A chunk a policy fixes (TSA's) beyond the activations, which the engine sizes at start for
+   * max(--prefill-chunk, {@link #MIN_GPU_CHUNK}) rows: the GPU's bound on it.
+   */
+  private IllegalArgumentException tooLong(String what, int rows) {
+    return new IllegalArgumentException(what + " exceeds the CUDA engine's prefill chunk of " + model.maxChunk()
+        + " tokens (its activations are sized at start): start it with --prefill-chunk " + rows
+        + " or more, or use a smaller tsa:chunk (e.g. the default 4096)");
+  }
+
   private final class CudaSequence extends KvSizedSequence {
-    private final PagedKvCache kv;
-    private final GpuPolicy policy;
+    private PagedKvCache kv;        // replaced, with the policy, when a LongRoPE sequence is recomputed
+    private GpuPolicy policy;
+    private final PolicySpec spec;
+    private final int[] history;    // (capacity) tokens so far, kept only for a LongRoPE recompute; else null
+    private final int fixedChunk;   // the chunk the policy fixes (PolicySpec.prefillChunk): -1 none, 0 the prompt
     private double prefillAttentionMs;  // attention kernels of the prefill, timed with events
     private boolean lastOnDevice;  // this sequence's last pick went to the device token slot
     private int lastPicked = -1;
 
-    CudaSequence(PagedKvCache kv, GpuPolicy policy) {
+    CudaSequence(PagedKvCache kv, GpuPolicy policy, PolicySpec spec, int fixedChunk) {
       this.kv = kv;
       this.policy = policy;
+      this.spec = spec;
+      this.fixedChunk = fixedChunk;
+      this.history = config.ropeScaling().type().equals("longrope") ? new int[kv.capacity] : null;
+    }
+
+    /** The prompt's chunk: the policy's where it fixes one (0: the whole prompt, which must fit), else the engine's. */
+    private int chunk(int promptTokens) {
+      if (fixedChunk < 0) return model.maxChunk();
+      int c = fixedChunk == 0 ? Math.max(1, promptTokens) : fixedChunk;
+      if (c > model.maxChunk()) throw tooLong("tsa:chunk=0 (the whole " + promptTokens + "-token prompt in one chunk)", c);
+      return c;
+    }
+
+    private void remember(int[] tokens) {
+      if (history != null) System.arraycopy(tokens, 0, history, 0, Math.min(tokens.length, history.length));
+    }
+
+    /**
+     * LongRoPE's first step past its original window: the first {@code length} tokens run again into
+     * a fresh cache as one prefill (the long factors for all of them) with a fresh policy, as on
+     * the CPU (cpu/CpuRunner) and as transformers' Phi-3 generation means to.
+     */
+    private boolean recomputed(int token, int pos) {
+      if (history != null) history[pos] = token;
+      if (!config.ropeScaling().recomputesCacheAt(pos)) return false;
+      stream.synchronize();
+      policy.close();
+      kv.close();  // pages shared with a kept prefix stay with it
+      kv = newCache(kv.capacity);
+      policy = GpuPolicy.open(spec, env);
+      tokenOwner = null;
+      model.prefill(java.util.Arrays.copyOf(history, pos + 1), 0, kv, policy, chunk(pos + 1));
+      compressMeasured(() -> policy.afterPrefill(kv));
+      lastOnDevice = false;
+      return true;
     }
 
     @Override
@@ -330,7 +424,8 @@ public final class CudaRunner implements ModelRunner {
       try (CudaModel.Profile p = new CudaModel.Profile()) {
         model.profile(p);
         tokenOwner = null;  // the prefill overwrote the device token slot
-        model.prefill(tokens, 0, kv, policy);
+        remember(tokens);
+        model.prefill(tokens, 0, kv, policy, chunk(tokens.length));
         model.profile(null);
         compressMeasured(() -> policy.afterPrefill(kv));
         model.readLogits(logits);
@@ -344,6 +439,10 @@ public final class CudaRunner implements ModelRunner {
     @Override
     public void decode(int token, int pos, float[] logits) {
       ctx.makeCurrent();
+      if (recomputed(token, pos)) {
+        model.readLogits(logits);
+        return;
+      }
       tokenOwner = null;
       model.decode(token, false, pos, kv, policy);
       model.readLogits(logits);
@@ -356,7 +455,8 @@ public final class CudaRunner implements ModelRunner {
       try (CudaModel.Profile p = new CudaModel.Profile()) {
         model.profile(p);
         tokenOwner = null;
-        model.prefill(tokens, 0, kv, policy);
+        remember(tokens);
+        model.prefill(tokens, 0, kv, policy, chunk(tokens.length));
         model.profile(null);
         compressMeasured(() -> policy.afterPrefill(kv));
         int next = pick(sampler);  // synchronises: the events below are complete
@@ -379,10 +479,12 @@ public final class CudaRunner implements ModelRunner {
       try (CudaModel.Profile p = new CudaModel.Profile()) {
         model.profile(p);
         tokenOwner = null;
-        model.prefill(Arrays.copyOfRange(tokens, from, to), from, kv, policy);  // waits for its chunks
+        // the policy's chunk (TSA's: a kept prefix ends on one) and the whole prompt's RoPE table, as alone
+        model.prefill(Arrays.copyOfRange(tokens, from, to), from, kv, policy, chunk(tokens.length), tokens.length);
         model.profile(null);
         int next = -1;
         if (last) {
+          remember(tokens);  // a fork's too: a LongRoPE recompute runs the kept prefix's tokens again
           compressMeasured(() -> policy.afterPrefill(kv));
           next = pick(sampler);
         } else {
@@ -410,6 +512,7 @@ public final class CudaRunner implements ModelRunner {
     @Override
     public int decodeNext(int token, int pos, float[] logits, Sampler sampler) {
       ctx.makeCurrent();
+      if (recomputed(token, pos)) return pick(sampler);
       if (steppable(this)) {
         oneSeq[0] = this;
         oneToken[0] = token;
@@ -426,8 +529,8 @@ public final class CudaRunner implements ModelRunner {
 
     private int pick(Sampler sampler) {
       SamplingParams sp = sampler.params();
-      if (sp.greedy()) model.sampleGreedy();
-      else model.sampleTopP((float) sp.temperature(), (float) sp.topP(), (float) sampler.uniform());
+      if (sp.greedy()) model.sample(0, 1, 0, sampler.allowed());
+      else model.sample((float) sp.temperature(), (float) sp.topP(), (float) sampler.uniform(), sampler.allowed());
       lastPicked = model.readToken();
       lastOnDevice = true;
       tokenOwner = this;

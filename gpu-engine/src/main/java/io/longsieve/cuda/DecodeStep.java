@@ -25,6 +25,11 @@ import jcuda.driver.CUdeviceptr;
  * fixed for the model, so one captured graph per batch size replays every step: the host then
  * pays one copy, one graph launch and one read-back per step instead of hundreds of launches.
  *
+ * <p>A JSON-schema row's pick is held to its token mask: the step's masked flags travel in the plan and
+ * the masks of its rows in a buffer of their own, copied only on steps that have a masked row, both at
+ * fixed device addresses, so the captured graphs replay schema rows too (no eager path, no host
+ * round trip of the logits): the sampling kernel reads each row's flag and mask in place.
+ *
  * <p>A row may also decode through a policy whose steps can be captured (TokenSelect: its
  * selection kernels read the sizes that move, one more slot each step, from the row's policy sizes
  * in the same buffer). A graph is keyed by what it bakes in: the batch size, the grid's split
@@ -44,13 +49,20 @@ final class DecodeStep implements AutoCloseable {
   private static final int SAMPLING = POSITIONS + MAX * 4;
   private static final int SIZES = SAMPLING + MAX * 3 * 4;
   static final int SIZE_INTS = SelectKernels.STEP_INTS;  // a policy row's moving sizes
-  private static final int BYTES = SIZES + MAX * SIZE_INTS * 4;
+  private static final int MASKED = SIZES + MAX * SIZE_INTS * 4;
+  private static final int BYTES = MASKED + MAX * 4;
   /** Captured graphs kept at most (each holds its kernels' parameters on the device). */
   static final int MAX_GRAPHS = 8;
 
   // (BYTES) rows (MAX, DecodeRow) | tokens (MAX) int | positions (MAX) int | sampling (MAX, 3) f32 | sizes (MAX, SIZE_INTS) int
+  //   | masked (MAX) int: row b's pick is held to its token mask (a JSON-schema request) when not 0
   private final DeviceBuffer dev;
   private final ByteBuffer host = ByteBuffer.allocateDirect(BYTES).order(ByteOrder.LITTLE_ENDIAN);
+  // the rows' token masks, (MAX, maskWords) u32, copied only on steps with a masked row: a graph reads them in place
+  private final int maskWords;
+  private final DeviceBuffer masks;
+  private final ByteBuffer maskHost;
+  private int maskedRows;  // rows [0, maskedRows) cover every masked row of this step
   private final int[] picked = new int[MAX];
   // a closed graph still in flight is freed when it completes
   private final GraphCache<Key, CudaGraph> graphs = new GraphCache<>(MAX_GRAPHS, CudaGraph::close);
@@ -58,8 +70,28 @@ final class DecodeStep implements AutoCloseable {
   private int workspaceGeneration = -1;
   private long replays;
 
-  DecodeStep(CudaContext ctx) {
+  DecodeStep(CudaContext ctx, int vocab) {
+    maskWords = Kernels.maskWords(vocab);
     dev = ctx.alloc(BYTES, "decode step plan");
+    try {
+      masks = ctx.alloc((long) MAX * maskWords * 4, "decode step token masks");
+    } catch (RuntimeException e) {
+      dev.close();
+      throw e;
+    }
+    maskHost = ByteBuffer.allocateDirect(MAX * maskWords * 4).order(ByteOrder.LITTLE_ENDIAN);
+  }
+
+  /**
+   * Row b's token mask (bit i of word i / 64: token i allowed), or null for none. Call for every row of
+   * the step, in order from row 0, before {@link #upload}.
+   */
+  void mask(int b, long[] allowed) {
+    if (b == 0) maskedRows = 0;
+    host.putInt(MASKED + 4 * b, allowed == null ? 0 : 1);
+    if (allowed == null) return;
+    maskHost.asLongBuffer().put(b * maskWords / 2, allowed, 0, Math.min(allowed.length, maskWords / 2));
+    maskedRows = b + 1;
   }
 
   /**
@@ -109,6 +141,7 @@ final class DecodeStep implements AutoCloseable {
   /** Queues the copy of the step's rows to the device (the host buffer is reused only after {@link #read}). */
   void upload(CudaStream s) {
     s.copyToDevice(dev, 0, Pointer.to(host), BYTES);
+    if (maskedRows > 0) s.copyToDevice(masks, 0, Pointer.to(maskHost), (long) maskedRows * maskWords * 4);
   }
 
   /**
@@ -168,6 +201,18 @@ final class DecodeStep implements AutoCloseable {
     return dev.at(SAMPLING);
   }
 
+  CUdeviceptr masks() {
+    return masks.ptr();
+  }
+
+  CUdeviceptr masked() {
+    return dev.at(MASKED);
+  }
+
+  int maskWords() {
+    return maskWords;
+  }
+
   /** Row b's DecodeRow. */
   CUdeviceptr row(int b) {
     return dev.at((long) b * ROW_BYTES);
@@ -195,5 +240,6 @@ final class DecodeStep implements AutoCloseable {
   public void close() {
     dropGraphs();
     dev.close();
+    masks.close();
   }
 }

@@ -9,6 +9,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.Supplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 
@@ -17,7 +18,9 @@ import java.util.logging.Logger;
  * round it admits waiting requests (first come, first served) while fewer than maxBatch run and
  * their reserved KV (capacity slots × {@link ModelRunner#kvBytesPerSlot}) fits the budget, runs one
  * prefill part of the oldest prefilling request, then one decode step for every decoding request
- * together ({@link ModelRunner#decodeBatch}). Finished requests complete their futures.
+ * together ({@link ModelRunner#decodeBatch}). Finished requests complete their futures. Work that needs
+ * the runner alone (a driven run, {@link Engine#drive}) waits in its own queue: while it waits nothing new
+ * is admitted, and it runs as soon as no request is active.
  *
  * <p>Failure semantics: a request that fails (its sequence cannot be opened, a prefill part or its
  * sampling throws, it passes its deadline) fails only its own future; the others go on. An exception
@@ -43,6 +46,18 @@ final class BatchScheduler implements AutoCloseable {
   /** A submitted request and where its result goes. */
   record Pending(GenerationTask task, long kvBytes, CompletableFuture<GenerationResult> future) {}
 
+  /** Work that needs the runner alone (a driven run, {@link #runAlone}) and where its result goes. */
+  private record Alone<T>(Supplier<T> work, CompletableFuture<T> future) {
+    void run() {
+      if (future.isDone()) return; // the caller gave up
+      try {
+        future.complete(work.get());
+      } catch (Throwable e) {
+        future.completeExceptionally(e);
+      }
+    }
+  }
+
   private final ModelRunner runner;
   private final int maxBatch;
   private final long kvBudget;
@@ -50,6 +65,7 @@ final class BatchScheduler implements AutoCloseable {
   private final Thread thread;
   private final Object lock = new Object();
   private final ArrayDeque<Pending> waiting = new ArrayDeque<>(); // guarded by lock
+  private final ArrayDeque<Alone<?>> alone = new ArrayDeque<>();  // guarded by lock: wait for no request to run
   private boolean closed;                                          // guarded by lock
   private int active;                                              // guarded by lock: admitted, not finished
   private long reserved;                                           // guarded by lock: their KV bytes
@@ -109,6 +125,20 @@ final class BatchScheduler implements AutoCloseable {
     return p.future;
   }
 
+  /**
+   * Runs {@code work} on the scheduler's thread with the runner to itself: while it waits no request is
+   * admitted, the running ones finish, then it runs and admission resumes. Its failure fails only its future.
+   */
+  <T> CompletableFuture<T> runAlone(Supplier<T> work) {
+    Alone<T> a = new Alone<>(work, new CompletableFuture<>());
+    synchronized (lock) {
+      if (closed) throw new IllegalStateException("the engine is closed");
+      alone.add(a);
+      lock.notifyAll();
+    }
+    return a.future;
+  }
+
   /** Holds (or releases) admission: requests queue but none starts. For tests that need a full queue. */
   void pause(boolean p) {
     synchronized (lock) {
@@ -150,12 +180,16 @@ final class BatchScheduler implements AutoCloseable {
       while (true) {
         List<Pending> admitted = new ArrayList<>();
         List<String> ended;
+        Alone<?> runAlone = null;
         synchronized (lock) {
-          while (!closed && (waiting.isEmpty() || paused) && active == 0 && releases.isEmpty()) lock.wait();
+          while (!closed && (waiting.isEmpty() || paused) && active == 0 && releases.isEmpty() && alone.isEmpty()) {
+            lock.wait();
+          }
           if (closed) break;
           ended = new ArrayList<>(releases);
           releases.clear();
-          while (!paused && !waiting.isEmpty() && active < maxBatch
+          if (active == 0) runAlone = alone.poll();
+          while (alone.isEmpty() && runAlone == null && !paused && !waiting.isEmpty() && active < maxBatch
               && (active == 0 || !held && reserved + waiting.peek().kvBytes <= kvBudget)) {
             Pending p = waiting.poll();
             active++;
@@ -164,6 +198,10 @@ final class BatchScheduler implements AutoCloseable {
           }
         }
         for (String scope : ended) prefixes.release(scope);
+        if (runAlone != null) { // a driven run: no request is active, so none is parked on a prefix either
+          runAlone.run();
+          continue;
+        }
         startAll(admitted);
         synchronized (lock) { // after any deferral: what actually holds memory now
           peakSequences = Math.max(peakSequences, active);
@@ -192,11 +230,15 @@ final class BatchScheduler implements AutoCloseable {
     for (Pending p : new ArrayList<>(decoding)) fail(p, gone);
     if (prefixes != null) prefixes.closeAll();
     List<Pending> rest;
+    List<Alone<?>> restAlone;
     synchronized (lock) {
       rest = new ArrayList<>(waiting);
       waiting.clear();
+      restAlone = new ArrayList<>(alone);
+      alone.clear();
     }
     for (Pending p : rest) p.future.completeExceptionally(gone);
+    for (Alone<?> a : restAlone) a.future.completeExceptionally(gone);
   }
 
   /**

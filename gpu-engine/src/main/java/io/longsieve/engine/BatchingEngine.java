@@ -112,6 +112,16 @@ public final class BatchingEngine implements Engine {
     return await(scheduler.submit(generator.start(request, RequestLimits.current(), shared)));
   }
 
+  /**
+   * A driven run on the scheduler's thread, alone: the scheduler admits nothing new, lets the running
+   * requests finish, runs it, then goes on. Throws what the run threw.
+   */
+  @Override
+  public DrivenRun drive(GenerationRequest request, StepDriver driver, int[] recallPositions) {
+    RequestLimits limits = RequestLimits.current();
+    return await(scheduler.runAlone(() -> generator.drive(request, driver, recallPositions, limits)));
+  }
+
   /** Submits every request at once so they batch with each other; fails with the first failure in order. */
   @Override
   public List<GenerationResult> generate(List<GenerationRequest> requests) {
@@ -131,7 +141,7 @@ public final class BatchingEngine implements Engine {
     return scheduler.submit(task);
   }
 
-  private static GenerationResult await(Future<GenerationResult> f) {
+  private static <T> T await(Future<T> f) {
     try {
       return f.get();
     } catch (InterruptedException e) {

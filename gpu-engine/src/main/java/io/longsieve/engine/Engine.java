@@ -74,6 +74,25 @@ public interface Engine extends AutoCloseable {
     return PrefixCounters.NONE;
   }
 
+  /**
+   * Evaluation only: runs {@code request}'s prompt under its policy (the engine's default when it has
+   * none) with the tokens {@code driver} picks from each step's logits, at most
+   * {@code request.maxNewTokens()} steps (at least one), until it returns -1 or the context is full.
+   * Sampling, stop strings and end-of-sequence ids of the request play no part. Teacher forcing and
+   * greedy decoding with the logits kept are drivers ({@link FidelityMeter}). The run has the device to
+   * itself: requests already running finish first, new ones wait. Logits travel to the host every step,
+   * on this path only.
+   *
+   * @param recallPositions query positions (ascending) where attention recall is measured
+   *     ({@link io.longsieve.engine.spi.AttentionRecall}); null or empty for none
+   * @throws PromptTooLongException        when the prompt does not fit the context
+   * @throws IllegalArgumentException      for an empty prompt or a policy this backend does not run
+   * @throws UnsupportedOperationException when this engine cannot drive runs, or cannot measure recall
+   */
+  default DrivenRun drive(GenerationRequest request, StepDriver driver, int[] recallPositions) {
+    throw new UnsupportedOperationException("this engine does not run driven (teacher-forced) decoding");
+  }
+
   /** Generates for each request in order; a failing request fails the call (callers that need per-request errors call {@link #generate(GenerationRequest)}). */
   default List<GenerationResult> generate(List<GenerationRequest> requests) {
     List<GenerationResult> out = new ArrayList<>(requests.size());

@@ -9,7 +9,9 @@ public enum FinishReason {
   /** maxNewTokens were generated. */
   LENGTH("length"),
   /** The context (prompt + output) reached the engine's limit. */
-  CONTEXT_FULL("context_full");
+  CONTEXT_FULL("context_full"),
+  /** The JSON document the request's schema asks for closed (no byte could extend it). */
+  JSON_COMPLETE("json_complete");
 
   private final String label;
 

@@ -2,6 +2,7 @@ package io.longsieve.engine;
 
 import io.longsieve.engine.spi.SamplingParams;
 import io.longsieve.policy.PolicySpec;
+import io.longsieve.structured.OutputSchema;
 import java.io.Serializable;
 import java.util.List;
 
@@ -23,6 +24,9 @@ import java.util.List;
  *                     that feed the same ids to another implementation
  * @param minNewTokens end-of-sequence ids do not end the request before this many tokens (the EOS id is
  *                     kept in the output and decoding goes on; stop strings still apply); 0: EOS ends it
+ * @param jsonSchema   null: free text; else the output is a JSON document of this schema (constrained
+ *                     decoding, docs/structured-output.md): it ends when the document closes, and stop
+ *                     strings and minNewTokens do not apply
  */
 public record GenerationRequest(
     String id,
@@ -34,7 +38,8 @@ public record GenerationRequest(
     List<String> stopStrings,
     PolicySpec policy,
     int[] promptIds,
-    int minNewTokens) implements Serializable {
+    int minNewTokens,
+    OutputSchema jsonSchema) implements Serializable {
 
   public GenerationRequest {
     if (prompt == null && promptIds == null) throw new IllegalArgumentException("prompt is required");
@@ -44,6 +49,13 @@ public record GenerationRequest(
     if (minNewTokens < 0) throw new IllegalArgumentException("minNewTokens must be >= 0");
     if (sampling == null) sampling = SamplingParams.GREEDY;
     stopStrings = stopStrings == null ? List.of() : List.copyOf(stopStrings);
+  }
+
+  /** A request without a JSON schema. */
+  public GenerationRequest(String id, String prompt, String system, boolean raw, int maxNewTokens,
+                           SamplingParams sampling, List<String> stopStrings, PolicySpec policy, int[] promptIds,
+                           int minNewTokens) {
+    this(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, policy, promptIds, minNewTokens, null);
   }
 
   /** A request on prompt text (tokenized by the engine), EOS ending it. */
@@ -69,32 +81,45 @@ public record GenerationRequest(
   }
 
   public GenerationRequest withPolicy(PolicySpec p) {
-    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, p, promptIds, minNewTokens);
+    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, p, promptIds,
+        minNewTokens, jsonSchema);
   }
 
   public GenerationRequest withSampling(SamplingParams s) {
-    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, s, stopStrings, policy, promptIds, minNewTokens);
+    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, s, stopStrings, policy, promptIds,
+        minNewTokens, jsonSchema);
   }
 
   public GenerationRequest withStopStrings(List<String> s) {
-    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, s, policy, promptIds, minNewTokens);
+    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, s, policy, promptIds,
+        minNewTokens, jsonSchema);
   }
 
   public GenerationRequest withSystem(String s) {
-    return new GenerationRequest(id, prompt, s, raw, maxNewTokens, sampling, stopStrings, policy, promptIds, minNewTokens);
+    return new GenerationRequest(id, prompt, s, raw, maxNewTokens, sampling, stopStrings, policy, promptIds,
+        minNewTokens, jsonSchema);
   }
 
   public GenerationRequest withMaxNewTokens(int n) {
-    return new GenerationRequest(id, prompt, system, raw, n, sampling, stopStrings, policy, promptIds, minNewTokens);
+    return new GenerationRequest(id, prompt, system, raw, n, sampling, stopStrings, policy, promptIds,
+        minNewTokens, jsonSchema);
   }
 
   /** The same request on these token ids as the prompt (see {@link #promptIds}). */
   public GenerationRequest withPromptIds(int[] ids) {
-    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, policy, ids, minNewTokens);
+    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, policy, ids,
+        minNewTokens, jsonSchema);
+  }
+
+  /** The same request with its output held to a JSON schema (null: free text). */
+  public GenerationRequest withJsonSchema(OutputSchema schema) {
+    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, policy, promptIds, minNewTokens,
+        schema);
   }
 
   /** The same request with EOS ignored before n tokens (see {@link #minNewTokens}). */
   public GenerationRequest withMinNewTokens(int n) {
-    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, policy, promptIds, n);
+    return new GenerationRequest(id, prompt, system, raw, maxNewTokens, sampling, stopStrings, policy, promptIds,
+        n, jsonSchema);
   }
 }

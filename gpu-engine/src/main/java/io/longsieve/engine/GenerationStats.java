@@ -16,7 +16,8 @@ import java.io.Serializable;
  * @param device                 e.g. "cpu:16 threads" or "cuda:0 NVIDIA H200"
  * @param policy                 the attention policy in canonical form, parameters included
  * @param policyResolved         the canonical form with what the backend resolved from the model folder filled
- *                               in, e.g. {@code layers=auto(2-3)} for TSA's sparse layers; equal to policy otherwise
+ *                               in, e.g. {@code layers=auto(2-3)} for TSA's sparse layers from the model's profile
+ *                               ({@code layers=auto-unprofiled(3-5)}: the fallback without one); equal to policy otherwise
  * @param policyStats            what the policy reported ({@link PolicyStats}: attended tokens, selected fraction
  *                               per layer, cache hit rate, sparse layers), built once by the engine with two
  *                               values it measures itself: {@code kvBytesAfter}, the KV cache bytes right after

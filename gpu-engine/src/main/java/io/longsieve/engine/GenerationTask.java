@@ -7,6 +7,7 @@ import io.longsieve.engine.spi.Sampler;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.policy.PolicyStats;
 import io.longsieve.policy.PrefixReuse;
+import io.longsieve.structured.JsonCursor;
 import java.util.Arrays;
 
 /**
@@ -17,6 +18,15 @@ import java.util.Arrays;
  * and hands the picked token to {@link #accept}. The semantics are those of one request run alone:
  * its own seeded {@link Sampler}, end-of-sequence ids, stop strings, maxNewTokens, the context
  * limit, its {@link RequestLimits} (deadline, prefill chunk) and the same statistics.
+ *
+ * <p>A request with a JSON schema carries a {@link JsonCursor}: before every pick its sampler gets the
+ * mask of the tokens that keep the output a prefix of a valid document (a backend that samples on the
+ * device applies it there), and the request ends as soon as the document is complete
+ * ({@link FinishReason#JSON_COMPLETE}, or EOS where the document could go on, e.g. a top-level number);
+ * its text is the JSON bytes the cursor took. Stop strings and minNewTokens do not apply to it.
+ * A constrained request takes part in prefix reuse like any other: the mask acts on picks only, after
+ * the prompt, and a kept prefix holds prompt KV alone, so forks with and without a schema (or with
+ * other schemas) share it and each gets what it gets alone (PrefixReuseTest holds it).
  *
  * <p>Failure semantics: the constructor throws {@link PromptTooLongException} or
  * {@link IllegalArgumentException} (unknown policy, empty prompt) before anything runs; a step
@@ -37,6 +47,7 @@ public final class GenerationTask implements AutoCloseable {
   private final float[] logits;    // (vocab) this request's scratch
   private final int[] out;         // (capacity - prompt) generated ids
   private final Sampler sampler;
+  private final JsonCursor json;    // null: free text
   private final SharedPrefix shared; // what the caller says the prompt shares with other requests
   private PrefixCache.Key prefixKey; // the prefix it may reuse or keep (null: none), once asked
   private boolean prefixPlanned;
@@ -58,12 +69,7 @@ public final class GenerationTask implements AutoCloseable {
   private GenerationResult result; // set when done
 
   GenerationTask(LoadedModel model, ModelRunner runner, int maxContext, PolicySpec defaultPolicy, GenerationRequest r,
-                 RequestLimits limits) {
-    this(model, runner, maxContext, defaultPolicy, r, limits, SharedPrefix.NONE);
-  }
-
-  GenerationTask(LoadedModel model, ModelRunner runner, int maxContext, PolicySpec defaultPolicy, GenerationRequest r,
-                 RequestLimits limits, SharedPrefix shared) {
+                 RequestLimits limits, JsonCursor json, SharedPrefix shared) {
     this.t0 = System.nanoTime();
     this.shared = shared;
     this.model = model;
@@ -77,6 +83,8 @@ public final class GenerationTask implements AutoCloseable {
     this.logits = new float[vocab];
     this.out = new int[capacity - prompt.length];
     this.sampler = new Sampler(r.sampling(), vocab);
+    this.json = json;
+    if (json != null) sampler.constrain(json.allowed()); // the first pick, after the prefill
   }
 
   public GenerationRequest request() {
@@ -108,7 +116,9 @@ public final class GenerationTask implements AutoCloseable {
       if (cuts == null) return null;
       int tokens = PrefixReuse.reusableTokens(policy, shared.tokens(), prompt.length, cuts);
       if (tokens <= 0 || (double) tokens * runner.kvBytesPerSlot() > budgetBytes) return null;
-      return new PrefixCache.Key(PrefixReuse.stateKey(policy, cuts), Arrays.copyOf(prompt, tokens));
+      // the RoPE table too where it follows the prompt's length (dynamic NTK, LongRoPE)
+      String state = PrefixReuse.stateKey(policy, cuts, model.config(), prompt.length);
+      return new PrefixCache.Key(state, Arrays.copyOf(prompt, tokens));
     });
     return prefixKey;
   }
@@ -221,6 +231,10 @@ public final class GenerationTask implements AutoCloseable {
       ttftMs = ms(System.nanoTime() - t0);
       td = System.nanoTime();
     }
+    if (json != null) {
+      acceptJson(token);
+      return;
+    }
     if (model.eosIds().contains(token) && produced >= request.minNewTokens()) {
       finish(FinishReason.EOS, null);
       return;
@@ -235,6 +249,26 @@ public final class GenerationTask implements AutoCloseable {
     }
     if (produced >= request.maxNewTokens()) finish(FinishReason.LENGTH, null);
     else if (prompt.length + produced >= capacity) finish(FinishReason.CONTEXT_FULL, null);
+  }
+
+  /** A token of a JSON-schema request: the cursor takes it (it was allowed), then the document may be complete. */
+  private void acceptJson(int token) {
+    boolean eos = model.eosIds().contains(token);
+    json.accept(token);
+    if (json.complete()) {
+      finish(eos ? FinishReason.EOS : FinishReason.JSON_COMPLETE, json.text());
+    } else if (produced >= request.maxNewTokens()) {
+      finish(FinishReason.LENGTH, json.text());
+    } else if (prompt.length + produced >= capacity) {
+      finish(FinishReason.CONTEXT_FULL, json.text());
+    } else {
+      sampler.constrain(json.allowed());
+    }
+  }
+
+  /** Whether this request's output is held to a JSON schema. */
+  public boolean constrained() {
+    return json != null;
   }
 
   private void finish(FinishReason finish, String stopText) {

@@ -1,5 +1,6 @@
 package io.longsieve.eval;
 
+import io.longsieve.engine.Fidelity;
 import io.longsieve.policy.PolicyStats;
 
 /**
@@ -16,6 +17,15 @@ import io.longsieve.policy.PolicyStats;
  * @param error            null, or why the document failed (e.g. prompt too long)
  * @param stats            the policy's statistics for the request (cache hit rate, fraction per layer, KV bytes);
  *                         null where the caller did not keep them (errors, the Spark path, which has them in Parquet)
+ * @param fidelity         the policy against dense attention along dense attention's own continuation
+ *                         ({@link io.longsieve.engine.FidelityMeter}); null where not measured or where it failed
  */
 public record DocResult(String policy, SuiteItem item, String output, double score, double attendedFraction, double ms,
-    int inputTokens, String error, PolicyStats stats) {}
+    int inputTokens, String error, PolicyStats stats, Fidelity fidelity) {
+
+  /** A result without a fidelity measurement (the Spark job's path). */
+  public DocResult(String policy, SuiteItem item, String output, double score, double attendedFraction, double ms,
+      int inputTokens, String error, PolicyStats stats) {
+    this(policy, item, output, score, attendedFraction, ms, inputTokens, error, stats, null);
+  }
+}

@@ -78,9 +78,19 @@ public final class EvalOptions {
   public int threads;
 
   @Option(names = "--prefill-chunk", defaultValue = "512", description = "Prefill chunk in tokens (default: "
-      + "${DEFAULT-VALUE}; the GPU engine uses at least 2048). Chunk-wise policies (TSA, TokenSelect's prefill) "
-      + "select per chunk, so this is part of what a run measures.")
+      + "${DEFAULT-VALUE}; the GPU engine uses at least 4096). TSA ignores it: its own chunk parameter (tsa:chunk, "
+      + "default 4096) fixes its selection scope on both backends. TokenSelect's prefill selects per sub-chunk "
+      + "(tokenselect:chunk) and sees every cached token, whatever this is.")
   public int prefillChunk;
+
+  @Option(names = "--no-fidelity", description = "Skip the fidelity measurement against dense attention (KL, top-1 "
+      + "agreement, attention recall; docs/fidelity.md), which costs one dense run per document and one teacher-forced "
+      + "run per document and policy.")
+  public boolean noFidelity;
+
+  @Option(names = "--recall-points", defaultValue = "-1", description = "Attention recall at this many prompt and as "
+      + "many decode positions per document; -1 (default): 4 on the CPU, 0 on the GPU (which cannot measure it).")
+  public int recallPoints;
 
   @Option(names = "--write-suite-only", description = "Write <output>/eval/suite.jsonl and stop (the suite is also job input).")
   public boolean writeSuiteOnly;

@@ -42,13 +42,37 @@ public final class EvalSession {
           engine.backend(), engine.device());
       if (o.writeSuiteOnly) return new Outcome(suite, List.of(), List.of());
       EvalRunner runner = new EvalRunner(engine, TaskPrompts.standard(), o.maxNewTokens);
+      if (!o.noFidelity) {
+        int recall = recallPoints(o, engine.backend());
+        log.printf(Locale.ROOT, "eval: fidelity against dense attention (one dense and one teacher-forced run per document"
+            + " and policy), attention recall %s%n", recall > 0 ? "at " + recall + " prompt and " + recall
+            + " decode positions" : "not measured" + (engine.backend().equals("cpu") ? "" : " (CPU backend only)"));
+        runner = runner.withFidelity(recall);
+      }
       List<DocResult> docs = runner.run(suite, policies, r -> log.printf(Locale.ROOT,
-          "  %-28s %-60s score %.2f  attended %.2f  %6.0f ms%s%n", r.item().docId(), r.policy(), r.score(),
-          r.attendedFraction(), r.ms(), r.error() == null ? "" : "  ERROR " + r.error()));
+          "  %-28s %-60s score %.2f  attended %.2f  %6.0f ms%s%s%n", r.item().docId(), r.policy(), r.score(),
+          r.attendedFraction(), r.ms(), r.fidelity() == null ? "" : String.format(Locale.ROOT,
+              "  kl %.4f  top1 %.2f  recall %.3f", r.fidelity().klMean(), r.fidelity().top1Agreement(),
+              r.fidelity().recallMean()), r.error() == null ? "" : "  ERROR " + r.error()));
       List<EvalRow> rows = EvalRunner.aggregate(o.runId, docs);
       write(o.evalDir(), docs, rows, engine.backend() + " " + engine.device() + ", " + familyLabel(o), o.model);
       return new Outcome(suite, docs, rows);
     }
+  }
+
+  /**
+   * Recall positions per document: --recall-points, or 4 on the CPU and 0 elsewhere when it is -1.
+   *
+   * @throws IllegalArgumentException when recall is asked of a backend other than the CPU
+   */
+  static int recallPoints(EvalOptions o, String backend) {
+    boolean cpu = backend.equals("cpu");
+    if (o.recallPoints < 0) return cpu ? 4 : 0;
+    if (o.recallPoints > 0 && !cpu) {
+      throw new IllegalArgumentException("--recall-points " + o.recallPoints + ": attention recall is measured on the "
+          + "CPU backend only, this run is on " + backend + " (use --recall-points 0, or --device cpu)");
+    }
+    return o.recallPoints;
   }
 
   /** Which documents a run measured, for report titles. */
@@ -61,6 +85,7 @@ public final class EvalSession {
     EvalReport.writeDocs(docs, dir.resolve("docs.jsonl"));
     EvalReport.writeRows(rows, dir.resolve("results.jsonl"));
     Files.writeString(dir.resolve("results.md"),
-        EvalReport.markdown(rows, "Accuracy (%) on " + model.getFileName() + ", " + where));
+        EvalReport.markdown(rows, "Accuracy (%) on " + model.getFileName() + ", " + where)
+            + EvalReport.fidelityMarkdown(rows, "Fidelity against dense attention on " + model.getFileName() + ", " + where));
   }
 }

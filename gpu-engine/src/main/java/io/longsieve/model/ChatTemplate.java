@@ -35,6 +35,12 @@ import java.util.concurrent.ConcurrentHashMap;
 public final class ChatTemplate {
 
   private static final ObjectMapper JSON = new ObjectMapper();
+  private static final jinjava.javax.el.CompositeELResolver RESOLVER = new jinjava.javax.el.CompositeELResolver();
+
+  static {
+    RESOLVER.add(new PythonStringMethods());
+    RESOLVER.add(com.hubspot.jinjava.el.JinjavaInterpreterResolver.DEFAULT_RESOLVER_READ_ONLY);
+  }
 
   // The probe conversation load() renders: short, with a system turn (tried without it when the
   // template rejects system turns, as Mistral's and Gemma's do).
@@ -68,6 +74,7 @@ public final class ChatTemplate {
           .withMaxMapSize(limits.maxRange())
           .withMaxRenderDepth(limits.maxRenderDepth())
           .withNodePreProcessor((node, interpreter) -> TemplateRun.step())
+          .withElResolver(RESOLVER)  // Python's str methods first (PythonStringMethods), then Jinjava's own
           .build());
       j.getGlobalContext().registerFunction(new ELFunctionDefinition("", "raise_exception",
           TemplateRun.class, "raiseException", String.class));
@@ -111,7 +118,7 @@ public final class ChatTemplate {
         }
       }
     }
-    if (template != null) template = applyWhitespaceControl(template);
+    if (template != null) template = JinjaCompat.rewrite(applyWhitespaceControl(template));
     if (template != null && template.endsWith("\n")) template = template.substring(0, template.length() - 1);
     ChatTemplate loaded = new ChatTemplate(template, tokenText(root.path("bos_token")), tokenText(root.path("eos_token")), limits);
     if (template != null) loaded.probe(source);
@@ -187,6 +194,32 @@ public final class ChatTemplate {
 
   public boolean hasTemplate() {
     return template != null;
+  }
+
+  /**
+   * The roles a conversation may use, as the template treats them: user always; system when a
+   * system turn renders and its text reaches the prompt (Gemma 3 folds it into the first user turn,
+   * Mistral-Nemo into the last; a template may also refuse it); assistant when a user, assistant,
+   * user conversation renders with the assistant's text in it. For {@code inspect}.
+   */
+  public java.util.List<String> roles() {
+    java.util.List<String> roles = new ArrayList<>();
+    String sys = "probe-system-text", said = "probe-assistant-text";
+    if (accepts(List.of(new Message("system", sys), new Message("user", PROBE_USER)), sys)) roles.add("system");
+    roles.add("user");
+    if (accepts(List.of(new Message("user", PROBE_USER), new Message("assistant", said), new Message("user", PROBE_USER)),
+        said)) {
+      roles.add("assistant");
+    }
+    return roles;
+  }
+
+  private boolean accepts(List<Message> conversation, String text) {
+    try {
+      return render(conversation).contains(text);
+    } catch (IllegalArgumentException e) {
+      return false;
+    }
   }
 
   /** The eos_token named in tokenizer_config.json ("" if none). */

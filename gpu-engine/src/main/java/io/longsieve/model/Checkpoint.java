@@ -16,7 +16,9 @@ import java.util.Map;
 /**
  * The tensors of a checkpoint folder: {@code model.safetensors}, or the shards listed by
  * {@code model.safetensors.index.json}. A shard name that resolves outside the folder is refused,
- * so a hostile index cannot make the engine map arbitrary files. Closing unmaps every shard.
+ * so a hostile index cannot make the engine map arbitrary files. FP8 weights (F8_E4M3 with a scale
+ * beside them, see {@link QuantizationConfig}) are checked with their scales wherever a shape is
+ * checked, and dequantized to fp32 by {@link #loadF32}. Closing unmaps every shard.
  */
 public final class Checkpoint implements AutoCloseable {
 
@@ -25,14 +27,19 @@ public final class Checkpoint implements AutoCloseable {
   private final Path dir;
   private final List<SafetensorsFile> files;
   private final Map<String, SafetensorsFile> owner;
+  private final QuantizationConfig quantization;
 
-  private Checkpoint(Path dir, List<SafetensorsFile> files, Map<String, SafetensorsFile> owner) {
+  private Checkpoint(Path dir, List<SafetensorsFile> files, Map<String, SafetensorsFile> owner,
+                     QuantizationConfig quantization) {
     this.dir = dir;
     this.files = files;
     this.owner = owner;
+    this.quantization = quantization;
   }
 
   public static Checkpoint open(Path dir) {
+    // first, so that a GPTQ or AWQ checkpoint is refused by its method, not by its first int32 tensor
+    QuantizationConfig quantization = QuantizationConfig.read(dir);
     Path index = dir.resolve("model.safetensors.index.json");
     Path single = dir.resolve("model.safetensors");
     List<Path> shards = new ArrayList<>();
@@ -58,7 +65,7 @@ public final class Checkpoint implements AutoCloseable {
         }
       }
       if (weightMap != null) checkIndexAgrees(dir, index, weightMap, owner);
-      return new Checkpoint(dir, opened, owner);
+      return new Checkpoint(dir, opened, owner, quantization);
     } catch (RuntimeException e) {
       opened.forEach(SafetensorsFile::close);
       throw e;
@@ -104,6 +111,13 @@ public final class Checkpoint implements AutoCloseable {
     return dir;
   }
 
+  /** Every tensor's header, all shards (inspect counts bytes from their stored sizes). */
+  public java.util.List<TensorInfo> tensors() {
+    java.util.List<TensorInfo> out = new ArrayList<>();
+    for (SafetensorsFile f : files) out.addAll(f.tensors().values());
+    return out;
+  }
+
   public boolean has(String name) {
     return owner.containsKey(name);
   }
@@ -114,9 +128,14 @@ public final class Checkpoint implements AutoCloseable {
     return f.tensors().get(name);
   }
 
+  public QuantizationConfig quantization() {
+    return quantization;
+  }
+
   /**
-   * The tensor's header after checking its shape against what the config implies; a missing
-   * tensor or another shape is a CheckpointException naming the file and the tensor.
+   * The tensor's header after checking its shape against what the config implies (and, for an FP8
+   * weight, its scales: {@link #fp8}); a missing tensor or another shape is a CheckpointException
+   * naming the file and the tensor.
    */
   public TensorInfo infoOfShape(String name, long... expectedShape) {
     TensorInfo t = info(name);
@@ -124,15 +143,39 @@ public final class Checkpoint implements AutoCloseable {
       throw new CheckpointException(t.file() + ": tensor '" + name + "' has shape " + t.shapeString() + ", config.json implies "
           + Arrays.toString(expectedShape));
     }
+    if (t.dtype() == DType.F8_E4M3) fp8(name);
     return t;
   }
 
-  /** Loads a tensor widened to fp32, after checking its shape against what the config implies. */
+  /** The FP8 weight {@code name} (dtype F8_E4M3) with its scales, checked against the quantization config. */
+  public Fp8Weight fp8(String name) {
+    return Fp8Weight.resolve(this, quantization, info(name));
+  }
+
+  /**
+   * Loads a tensor widened to fp32, after checking its shape against what the config implies; an
+   * FP8 weight comes back dequantized ({@link Fp8Weight#dequantize}), and a scale that is not a
+   * finite number is refused.
+   */
   public float[] loadF32(String name, long... expectedShape) {
     TensorInfo t = infoOfShape(name, expectedShape);
-    if (t.numel() > Integer.MAX_VALUE - 8) throw new CheckpointException(t.file() + ": tensor '" + name + "' is too large for the CPU backend");
+    float[] out = readAll(t);
+    if (t.dtype() == DType.F8_E4M3) {
+      Fp8Weight w = fp8(name);
+      float[] scales = readAll(w.scale());
+      for (float s : scales) {
+        if (!Float.isFinite(s)) throw new CheckpointException(w.scale().file() + ": scale '" + w.scale().name() + "' holds " + s);
+      }
+      w.dequantize(out, scales);
+    }
+    return out;
+  }
+
+  /** The whole tensor widened to fp32, without a shape check (scales, input scales). */
+  public float[] readAll(TensorInfo t) {
+    if (t.numel() > Integer.MAX_VALUE - 8) throw new CheckpointException(t.file() + ": tensor '" + t.name() + "' is too large for the CPU backend");
     float[] out = new float[(int) t.numel()];
-    owner.get(name).readFloats(t, out);
+    owner.get(t.name()).readFloats(t, out);
     return out;
   }
 

@@ -7,36 +7,63 @@ import java.io.Serializable;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
-import java.util.Set;
 
 /**
- * The parts of a Hugging Face {@code config.json} that a Llama-family decoder needs. Reads both the
- * transformers 4.x spelling ({@code rope_scaling}, {@code torch_dtype}) and the 5.x one
- * ({@code rope_parameters}, {@code dtype}). Architectures other than Llama, Mistral and Qwen2 are
- * refused, because their math differs in ways this engine does not implement.
+ * The parts of a Hugging Face {@code config.json} that the engine's decoder needs, read once at the
+ * edge ({@link ConfigReader}) for the families it implements: llama, mistral, qwen2, qwen3, phi3 and
+ * gemma3_text. Reads both the transformers 4.x spelling ({@code rope_scaling}, {@code torch_dtype})
+ * and the 5.x one ({@code rope_parameters}, per layer type for Gemma 3; {@code dtype}). Other
+ * architectures are refused, because their math differs in ways this engine does not implement.
+ *
+ * <p>The first seventeen components are the Llama-family core; {@code ropeTheta}, {@code ropeScaling}
+ * and {@code slidingWindow} are those of the full-attention layers and of the sliding ones
+ * ({@code layerKinds} has each layer's own); {@code traits} says where the family's layer differs
+ * from Llama's.
  */
 public record ModelConfig(
-    String modelType,          // llama | mistral | qwen2
+    String modelType,          // llama | mistral | qwen2 | qwen3 | phi3 | gemma3_text
     int hiddenSize,            // dim
-    int intermediateSize,      // SwiGLU hidden size
+    int intermediateSize,      // MLP hidden size
     int numLayers,
     int numHeads,
     int numKvHeads,
     int headDim,
     int vocabSize,
     double rmsNormEps,
-    double ropeTheta,
-    RopeScaling ropeScaling,
-    int maxPositions,
+    double ropeTheta,          // the full-attention layers' RoPE base
+    RopeScaling ropeScaling,   // ... and scaling
+    int maxPositions,          // max_position_embeddings as written
     boolean tieWordEmbeddings,
     boolean attentionBias,     // q/k/v projections carry a bias (Qwen2)
-    int slidingWindow,         // 0: full attention
+    int slidingWindow,         // the sliding layers' window; 0: no layer slides
     int bosTokenId,            // -1: none
-    List<Integer> eosTokenIds) implements Serializable {
+    List<Integer> eosTokenIds,
+    int rotaryDim,             // elements of a head RoPE rotates: headDim, less with partial_rotary_factor
+    List<LayerKind> layerKinds, // (numLayers) each layer's window and RoPE
+    FamilyTraits traits) implements Serializable {
 
-  static final Set<String> SUPPORTED = Set.of("llama", "mistral", "qwen2");
   private static final ObjectMapper JSON = new ObjectMapper();
+
+  /** A Llama-family config whose every layer attends the same way (tests, benchmarks). */
+  public ModelConfig(String modelType, int hiddenSize, int intermediateSize, int numLayers, int numHeads, int numKvHeads,
+                     int headDim, int vocabSize, double rmsNormEps, double ropeTheta, RopeScaling ropeScaling,
+                     int maxPositions, boolean tieWordEmbeddings, boolean attentionBias, int slidingWindow, int bosTokenId,
+                     List<Integer> eosTokenIds) {
+    this(modelType, hiddenSize, intermediateSize, numLayers, numHeads, numKvHeads, headDim, vocabSize, rmsNormEps,
+        ropeTheta, ropeScaling, maxPositions, tieWordEmbeddings, attentionBias, slidingWindow, bosTokenId, eosTokenIds,
+        headDim, Collections.nCopies(numLayers, new LayerKind(slidingWindow, ropeTheta, ropeScaling)),
+        FamilyTraits.llama(headDim));
+  }
+
+  public ModelConfig {
+    eosTokenIds = List.copyOf(eosTokenIds);
+    layerKinds = List.copyOf(layerKinds);
+    if (layerKinds.size() != numLayers) {
+      throw new IllegalArgumentException(layerKinds.size() + " layer kinds for " + numLayers + " layers");
+    }
+  }
 
   public int kvDim() {
     return numKvHeads * headDim;
@@ -49,6 +76,41 @@ public record ModelConfig(
   /** Query heads per KV head; query head h reads KV head h / group. */
   public int group() {
     return numHeads / numKvHeads;
+  }
+
+  public LayerKind layerKind(int layer) {
+    return layerKinds.get(layer);
+  }
+
+  /** Layer {@code layer}'s sliding window; 0 when it attends every earlier token. */
+  public int window(int layer) {
+    return layerKinds.get(layer).window();
+  }
+
+  /** Layers that attend within a sliding window. */
+  public int slidingLayers() {
+    int n = 0;
+    for (LayerKind k : layerKinds) if (k.sliding()) n++;
+    return n;
+  }
+
+  /**
+   * The longest context the engine runs by default (--max-context overrides it):
+   * max_position_embeddings, except that YaRN reaches factor × original_max_position_embeddings when
+   * that is longer (Qwen's published 128K recipe keeps max_position_embeddings at 32K or 40K), and
+   * dynamic NTK factor × max_position_embeddings (it scales beyond that length by design). Linear
+   * scaling keeps max_position_embeddings: Gemma 3's global layers are linearly scaled by 8 with
+   * max_position_embeddings already the 128K it was trained to.
+   */
+  public int contextLength() {
+    return contextLength(maxPositions, ropeScaling);
+  }
+
+  static int contextLength(int maxPositions, RopeScaling s) {
+    long n = maxPositions;
+    if (s.type().equals("yarn")) n = Math.max(n, Math.round(s.factor() * s.originalMaxPositions()));
+    if (s.type().equals("dynamic")) n = Math.round(s.factor() * maxPositions);
+    return (int) Math.min(n, Integer.MAX_VALUE - 8);
   }
 
   /** Reads and validates {@code dir/config.json}. */
@@ -64,54 +126,10 @@ public record ModelConfig(
     return parse(root, file.toString());
   }
 
-  static ModelConfig parse(JsonNode root, String where) {
-    Fields f = new Fields(root, where);
-    String type = f.text("model_type", "");
-    String arch = root.path("architectures").path(0).asText("");
-    if (!SUPPORTED.contains(type)) {
-      throw new CheckpointException(where + ": model_type '" + type + "' (architectures " + root.path("architectures")
-          + ") is not supported; supported: llama, mistral, qwen2");
-    }
-    if (!arch.isEmpty() && !arch.endsWith("ForCausalLM")) {
-      throw new CheckpointException(where + ": architectures[0] '" + arch + "' is not a causal LM");
-    }
-    int hidden = f.positiveInt("hidden_size");
-    int heads = f.positiveInt("num_attention_heads");
-    int kvHeads = root.has("num_key_value_heads") && !root.get("num_key_value_heads").isNull()
-        ? f.positiveInt("num_key_value_heads") : heads;
-    if (heads % kvHeads != 0) {
-      throw new CheckpointException(where + ": num_attention_heads " + heads + " is not a multiple of num_key_value_heads " + kvHeads);
-    }
-    int headDim = root.hasNonNull("head_dim") ? f.positiveInt("head_dim") : hidden / heads;
-    if (headDim % 2 != 0) throw new CheckpointException(where + ": head_dim " + headDim + " must be even for RoPE");
-
-    JsonNode rope = root.hasNonNull("rope_parameters") ? root.get("rope_parameters") : root.path("rope_scaling");
-    double theta = root.hasNonNull("rope_theta") ? root.get("rope_theta").asDouble()
-        : rope.path("rope_theta").asDouble(10000.0);
-    RopeScaling scaling = parseRopeScaling(rope, where);
-
-    boolean bias = type.equals("qwen2") || root.path("attention_bias").asBoolean(false);
-    int window = 0;
-    if (root.hasNonNull("sliding_window") && !(type.equals("qwen2") && !root.path("use_sliding_window").asBoolean(false))) {
-      window = root.get("sliding_window").asInt(0);
-    }
-    return new ModelConfig(type, hidden, f.positiveInt("intermediate_size"), f.positiveInt("num_hidden_layers"),
-        heads, kvHeads, headDim, f.positiveInt("vocab_size"), root.path("rms_norm_eps").asDouble(1e-6), theta, scaling,
-        root.path("max_position_embeddings").asInt(4096), root.path("tie_word_embeddings").asBoolean(false), bias,
-        window, root.path("bos_token_id").asInt(-1), idList(root.path("eos_token_id")));
-  }
-
-  private static RopeScaling parseRopeScaling(JsonNode rope, String where) {
-    String type = rope.path("rope_type").asText(rope.path("type").asText("default"));
-    switch (type) {
-      case "default":
-        return RopeScaling.NONE;
-      case "llama3":
-        return new RopeScaling("llama3", rope.path("factor").asDouble(8), rope.path("low_freq_factor").asDouble(1),
-            rope.path("high_freq_factor").asDouble(4), rope.path("original_max_position_embeddings").asInt(8192));
-      default:
-        throw new CheckpointException(where + ": rope scaling type '" + type + "' is not supported (default, llama3)");
-    }
+  /** A config.json already read as JSON; {@code where} names it in refusals. */
+  public static ModelConfig parse(JsonNode root, String where) {
+    if (root == null || !root.isObject()) throw new CheckpointException(where + ": is not a JSON object");
+    return new ConfigReader(root, where).read();
   }
 
   static List<Integer> idList(JsonNode node) {
@@ -119,21 +137,5 @@ public record ModelConfig(
     if (node.isArray()) node.forEach(n -> ids.add(n.asInt()));
     else if (node.isInt()) ids.add(node.asInt());
     return List.copyOf(ids);
-  }
-
-  /** Field access that names the file and the field when a value is missing or wrong. */
-  private record Fields(JsonNode root, String where) {
-    int positiveInt(String name) {
-      JsonNode n = root.get(name);
-      if (n == null || n.isNull()) throw new CheckpointException(where + ": field '" + name + "' is missing");
-      if (!n.canConvertToInt() || n.asInt() <= 0) {
-        throw new CheckpointException(where + ": field '" + name + "' must be a positive integer, got " + n);
-      }
-      return n.asInt();
-    }
-
-    String text(String name, String dflt) {
-      return root.path(name).asText(dflt);
-    }
   }
 }

@@ -102,7 +102,7 @@ public final class SafetensorsFile implements AutoCloseable {
       JsonNode dtypeNode = t.path("dtype");
       String dtypeName = dtypeNode.isTextual() ? dtypeNode.asText() : String.valueOf(dtypeNode);
       DType dtype = DType.ofSafetensors(dtypeName);
-      if (dtype == null) throw new CheckpointException(where + ": dtype '" + dtypeName + "' is not supported (BF16, F16, F32)");
+      if (dtype == null) throw new CheckpointException(where + ": dtype '" + dtypeName + "' is not supported (BF16, F16, F32, F8_E4M3)");
       JsonNode shapeNode = t.path("shape");
       JsonNode offs = t.path("data_offsets");
       if (!shapeNode.isArray() || !offs.isArray() || offs.size() != 2) {
@@ -183,6 +183,7 @@ public final class SafetensorsFile implements AutoCloseable {
           case F32: map.asFloatBuffer().get(dst, di, n); break;
           case BF16: for (int i = 0; i < n; i++) dst[di + i] = DType.bf16ToFloat(map.getShort(i * 2)); break;
           case F16: for (int i = 0; i < n; i++) dst[di + i] = DType.f16ToFloat(map.getShort(i * 2)); break;
+          case F8_E4M3: for (int i = 0; i < n; i++) dst[di + i] = DType.e4m3ToFloat(map.get(i)); break;
           default: throw new IllegalStateException();
         }
         di += n;

@@ -1,6 +1,9 @@
 package io.longsieve.model;
 
-/** Tensor names of a Hugging Face Llama-family checkpoint (Llama, Mistral and Qwen2 share them). */
+/**
+ * Tensor names of the Hugging Face checkpoints the engine loads (Llama, Mistral, Qwen2, Qwen3, Phi-3
+ * and Gemma 3 share the layout; {@link TensorPlan} says which a config needs and of which shape).
+ */
 public final class WeightNames {
   private WeightNames() {}
 
@@ -13,6 +16,7 @@ public final class WeightNames {
   }
 
   public static final String ATTN_NORM = "input_layernorm.weight";
+  /** Llama's norm before the MLP; Gemma 3 applies the tensor of this name to the attention output instead. */
   public static final String FFN_NORM = "post_attention_layernorm.weight";
   public static final String WQ = "self_attn.q_proj.weight";
   public static final String WK = "self_attn.k_proj.weight";
@@ -24,4 +28,14 @@ public final class WeightNames {
   public static final String W_GATE = "mlp.gate_proj.weight";
   public static final String W_UP = "mlp.up_proj.weight";
   public static final String W_DOWN = "mlp.down_proj.weight";
+  /** Qwen3, Gemma 3: RMSNorm weights over one head's q and k (headDim). */
+  public static final String Q_NORM = "self_attn.q_norm.weight";
+  public static final String K_NORM = "self_attn.k_norm.weight";
+  /** Phi-3: q, k and v rows in one matrix (qDim + 2 kvDim, dim), in that order. */
+  public static final String WQKV = "self_attn.qkv_proj.weight";
+  /** Phi-3: gate and up rows in one matrix (2 hidden, dim), gate first. */
+  public static final String W_GATE_UP = "mlp.gate_up_proj.weight";
+  /** Gemma 3: the norm before the MLP, and the one on the MLP's output. */
+  public static final String PRE_FFN_NORM = "pre_feedforward_layernorm.weight";
+  public static final String POST_FFN_NORM = "post_feedforward_layernorm.weight";
 }

@@ -70,6 +70,7 @@ public final class DriftProfile {
     ObjectMapper json = new ObjectMapper();
     ObjectNode root = json.createObjectNode();
     root.put("model", model);
+    root.put("method", "drift");
     root.put("calibration", calibration);
     root.put("calibration_tokens", calibrationTokens);
     root.put("delta", delta);

@@ -8,6 +8,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.logging.Logger;
 
 /**
  * Which layers Token Sparse Attention makes sparse: {@code tsa:layers=...} takes {@code auto},
@@ -15,13 +18,20 @@ import java.util.List;
  * {@code 15-30} or {@code 2/4-6}; commas separate parameters, so they cannot separate layers).
  *
  * <p>{@code auto} reads {@value #FILE_NAME} in the model folder, written by {@code longsieve
- * profile} (per-layer representation drift on a calibration document; layers at or below the δ
- * quantile). When that file does not exist the default is the <b>second half of the layers</b>
- * ({@code numLayers/2 .. numLayers-1}), which is what the official code uses for models it has no
- * profile for, and close to its profiled Llama-3.1-8B list (15..30 of 32).
+ * profile} ({@link SparseLayerProfile}: by default the layers chosen greedily under a budget of
+ * measured KL against dense attention; with {@code --method drift} the paper's rule, layers at or
+ * below the δ-quantile of representation drift). When that file does not exist the default is the
+ * <b>second half of the layers</b> ({@code numLayers/2 .. numLayers-1}), which is what the official
+ * code uses for models it has no profile for, and close to its profiled Llama-3.1-8B list (15..30 of
+ * 32); such a run says so, once per model folder in the log and in {@code policy_resolved}
+ * ({@code layers=auto-unprofiled(3-5)}, {@link #describe}).
  */
 public final class LayerList {
   private LayerList() {}
+
+  private static final Logger LOG = Logger.getLogger(LayerList.class.getName());
+  /** Model folders whose missing profile was already logged (a policy is built per request). */
+  private static final Set<String> WARNED = ConcurrentHashMap.newKeySet();
 
   /** Per-model layer list written by the profile command, read by {@code layers=auto}. */
   public static final String FILE_NAME = "longsieve-sparse-layers.json";
@@ -66,10 +76,14 @@ public final class LayerList {
         java.util.Arrays.fill(mask, true);
         return mask;
       case "auto": {
-        Path f = modelDir == null ? null : modelDir.resolve(FILE_NAME);
-        List<Integer> listed = f != null && Files.isRegularFile(f) ? read(f) : null;
+        List<Integer> listed = profiled(modelDir) ? read(modelDir.resolve(FILE_NAME)) : null;
         if (listed == null) {
           for (int l = numLayers / 2; l < numLayers; l++) mask[l] = true;
+          if (WARNED.add(String.valueOf(modelDir))) {
+            LOG.warning("tsa layers=auto: " + (modelDir == null ? "no model folder" : modelDir + " has no " + FILE_NAME)
+                + "; the unprofiled fallback makes the second half of the layers sparse (" + format(mask)
+                + "); run 'longsieve profile --model ...' to choose them by measured fidelity");
+          }
           return mask;
         }
         for (int l : listed) if (l < numLayers) mask[l] = true;
@@ -82,6 +96,22 @@ public final class LayerList {
         }
         return mask;
     }
+  }
+
+  /** True when {@code modelDir} (may be null) holds a sparse-layer profile that {@code auto} reads. */
+  public static boolean profiled(Path modelDir) {
+    return modelDir != null && Files.isRegularFile(modelDir.resolve(FILE_NAME));
+  }
+
+  /**
+   * What a layers value resolved to, for {@code policy_resolved}: {@code auto(2-3)} from a profile,
+   * {@code auto-unprofiled(3-5)} for the fallback, else the value with its layers, e.g. {@code all(0-5)}.
+   *
+   * @param resolved the resolved mask as {@link #format} writes it
+   */
+  public static String describe(String value, String resolved, Path modelDir) {
+    String label = value.equals("auto") && !profiled(modelDir) ? "auto-unprofiled" : value;
+    return label + "(" + resolved + ")";
   }
 
   /** The {@code sparse_layers} array of a profile file. */

@@ -88,7 +88,8 @@ public final class PolicyCatalog {
     add("dense", EnumSet.of(Slot.PREFILL, Slot.DECODE), ALL);
     add("none", EnumSet.of(Slot.KV), ALL);
     // TokenSelect (pzs19/TokenSelect config/*.yaml and patch()): n_init 128, top_k 2048, n_local 512,
-    // 512-token prefill sub-chunks, no 1/sqrt(d) in the vote, compact list-index positions.
+    // 512-token prefill sub-chunks, no 1/sqrt(d) in the vote, compact list-index positions, and the
+    // Selection Cache off (QUERY_CACHE = False in the official release, token_retrieval.py:918).
     add("tokenselect", EnumSet.of(Slot.PREFILL, Slot.DECODE), ALL,
         i("sinks", "128", 0),
         i("k", "2048", 1),                              // tokens selected per step: at least one
@@ -100,7 +101,7 @@ public final class PolicyCatalog {
         i("pool", "0", 0),                              // max-pool kernel over votes; 0 = off
         c("positions", "compact", "compact|original"),  // RoPE by list index (official) or original position
         c("scale", "none", "none|sqrt"),                // vote logits unscaled (official) or / sqrt(d)
-        c("cache", "on", "on|off"),                     // Selection Cache
+        c("cache", "off", "on|off"),                    // Selection Cache (the method's; off as officially released)
         // Selection Cache cosine threshold: above 1 never hits, -1 and below always hit (bench's quirk)
         n("threshold", "0.9", ParamRange.any()),
         c("index", "full", "full|int4"),                // score with the keys, or a symmetric int4 copy (issue 5 §3)
@@ -120,17 +121,32 @@ public final class PolicyCatalog {
         i("pool", "7", 0),                              // 0 and 1: no pooling
         new Param("layers", "auto", Param.Kind.LAYERS, "auto|all|none|<a-b/c/...>", null),
         // BENCHMARK KNOB: > 0 keeps ceil(keep x prefix) (>= min) per sparse layer instead of tau's cut-off
-        n("keep", "0.0", ParamRange.closed(0, 1)));
-    // SelKV (reconstructed spec, issue #3 §3): keep 25 % by attention × |v|₁, merge the rest with a cosine gate.
+        n("keep", "0.0", ParamRange.closed(0, 1)),
+        // selection scope: one selection per this many prompt tokens, both backends prefilling a TSA request
+        // in chunks of exactly this size (PolicySpec.prefillChunk); 0 = the whole prompt in one selection, as
+        // the official code runs it (bounded by each backend's activation limit). 4096 covers the bundled
+        // model's 1x and 2x prompts whole (2048 / 4096 tokens with the answer budget) and keeps the GPU's
+        // 128K prefill in 4096-token chunks, as its figures were measured.
+        i("chunk", "4096", 0));
+    // SelKV (method write-up, seed 004; research/algorithms.md §3.2; no public code): keep 25 % by
+    // attention × |v|₁ plus a recent window; route each dropped token to the most attended kept token of
+    // its position bucket, merge it there with the value-cosine gate max(cos(v_i, v_t), 0) into an
+    // attention-weighted average, and bias the kept token's logit by α·log R per query head.
     add("selkv", EnumSet.of(Slot.KV), ALL,
         n("ratio", "0.25", ParamRange.openBelow(0, 1)), // share kept: 0 would keep nothing
         i("sinks", "4", 0),
         i("window", "32", 1),                           // observation queries, also always kept
         n("alpha", "1.0", ParamRange.atLeast(0)),       // logit bias α·log(R) of merged slots; 0 = none
-        c("merge", "values", "values|kv|off"),
-        i("pool", "1", 1),                              // > 1: avg-pool the score first (SnapKV-style); 1: the spec
-        // DIAGNOSTIC, CPU only (the CUDA backend refuses it): > 0 merges a dropped token only when its
-        // best cosine is >= gate (the others are evicted: no value, no mass in the bias); 0 = the spec
+        c("merge", "values", "values|kv|off"),          // kv: keys averaged the same way too (not the seed's)
+        i("pool", "1", 1),                              // > 1: avg-pool the score first (SnapKV-style); 1: the seed
+        // routing buckets of this many positions (the seed leaves the size open): a dropped token merges
+        // into the most attended kept token of its bucket, the nearest kept one when the bucket has none.
+        // 32 ≈ a sentence, so merges stay local, and at the seed's 25 % a bucket holds ~8 kept tokens;
+        // 1 = always the nearest kept token, ≥ the prompt = the single most attended one
+        i("bucket", "32", 1),
+        // DIAGNOSTIC, CPU only (the CUDA backend refuses it): > 0 merges a routed token only when its
+        // value cosine with the target is >= gate (the others are evicted: no value, no mass in the
+        // bias); 0 = the seed (no threshold)
         n("gate", "0.0", ParamRange.closed(0, 1)).onlyOn(CPU_ONLY));
     // SnapKV (FasterDecoding/SnapKV init_snapkv defaults): window 32, avg-pool 5, capacity 2048.
     add("snapkv", EnumSet.of(Slot.KV), ALL,
@@ -153,6 +169,11 @@ public final class PolicyCatalog {
         i("page", "16", 1),
         i("budget", "2048", 1),
         i("dense_layers", "2", 0));                     // at most the model's layers (PolicySpec.checkAgainst)
+    // Oracle selector (docs/fidelity.md), a reference, not a method: each query head attends the top-k of its own
+    // true attention logits. CPU only: it scores every key of every query, dense attention's cost and more.
+    add("oracle", EnumSet.of(Slot.PREFILL, Slot.DECODE), CPU_ONLY,
+        i("k", "2048", 1),                              // keys per query: at least one
+        n("frac", "0.0", ParamRange.closed(0, 1)));    // > 0: k = round(frac × visible keys) instead, at least 1
   }
 
   private static Param i(String key, String dflt, int min) {

@@ -19,11 +19,11 @@ import java.util.Locale;
  *   term  := [ slot '=' ] name [ ':' key '=' value ( ',' key '=' value )* ]
  *   slot  := prefill | kv | decode
  * </pre>
- * Names and their slots: prefill {@code dense, tokenselect, tsa}; kv {@code none, selkv, snapkv,
- * h2o, streaming}; decode {@code dense, tokenselect, quest, streaming}. Parameters and defaults are
+ * Names and their slots: prefill {@code dense, tokenselect, tsa, oracle}; kv {@code none, selkv, snapkv,
+ * h2o, streaming}; decode {@code dense, tokenselect, quest, streaming, oracle}. Parameters and defaults are
  * in {@link PolicyCatalog}. Names, keys and values are case-insensitive.
  * <ul>
- *   <li>A single term without a slot is a shorthand: {@code tokenselect} fills prefill and decode,
+ *   <li>A single term without a slot is a shorthand: {@code tokenselect} (and {@code oracle}) fills prefill and decode,
  *       {@code streaming} fills kv and decode, {@code dense} is dense everywhere, any other name
  *       fills its only slot.</li>
  *   <li>Several terms go, in order, each into the earliest slot that accepts its name and comes
@@ -51,7 +51,7 @@ public record PolicySpec(PolicyTerm prefill, PolicyTerm kv, PolicyTerm decode) i
     PolicyTerm[] slots = new PolicyTerm[3];
     if (parts.length == 1 && !hasSlotLabel(parts[0])) {
       PolicyTerm term = PolicyTerm.parse(parts[0]);
-      if (term.name().equals("tokenselect")) {
+      if (term.name().equals("tokenselect") || term.name().equals("oracle")) {
         slots[0] = term;
         slots[2] = term;
       } else if (term.name().equals("streaming")) {
@@ -171,14 +171,25 @@ public record PolicySpec(PolicyTerm prefill, PolicyTerm kv, PolicyTerm decode) i
 
   /**
    * The canonical form with TSA's sparse layers as the backend resolved them, e.g.
-   * {@code tsa:...,layers=auto(2-3),...}; the canonical form itself when the prefill is not TSA.
+   * {@code tsa:...,layers=auto(2-3),...} (or {@code layers=auto-unprofiled(3-5)} when the model folder has no
+   * profile); the canonical form itself when the prefill is not TSA.
    *
-   * @param tsaLayers the resolved layer list ({@link LayerList#format}); ignored unless the prefill is tsa
+   * @param tsaLayers what the layers value resolved to ({@link LayerList#describe}); ignored unless the prefill is tsa
    */
   public String resolved(String tsaLayers) {
     if (!prefill.name().equals("tsa") || tsaLayers == null) return canonical();
-    PolicyTerm p = prefill.withText("layers", prefill.text("layers") + "(" + tsaLayers + ")");
+    PolicyTerm p = prefill.withText("layers", tsaLayers);
     return p.canonical() + " + " + kv.canonical() + " + " + decode.canonical();
+  }
+
+  /**
+   * The prefill chunk this policy fixes, or -1 where the engine chooses. TSA selects once per
+   * prefill chunk, so its {@code chunk} parameter is part of the algorithm: both backends prefill a
+   * TSA request in chunks of exactly that many tokens (the last one shorter), whatever their own
+   * chunk setting; 0 means the whole prompt in one chunk.
+   */
+  public int prefillChunk() {
+    return prefill.name().equals("tsa") ? prefill.intParam("chunk") : -1;
   }
 
   /**

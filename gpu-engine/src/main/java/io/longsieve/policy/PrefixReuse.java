@@ -1,5 +1,8 @@
 package io.longsieve.policy;
 
+import io.longsieve.model.ModelConfig;
+import io.longsieve.model.RopeScaling;
+
 /**
  * What a request may take from the kept KV cache of a prompt prefix it shares with other requests
  * (prefix reuse, docs/prefix-reuse.md), per policy: the one place the rule lives, so both backends
@@ -15,8 +18,9 @@ package io.longsieve.policy;
  *   <li>{@code tokenselect} prefill: selection runs per sub-chunk inside each forward chunk and the
  *       Selection Cache carries from one call to the next, so L is a multiple of the forward chunk and
  *       the kept prefix carries the Selection Cache as it stood at L.</li>
- *   <li>{@code tsa} prefill: selection runs per TSA selection chunk ({@link #tsaSelectionChunk}), so L
- *       is a multiple of it and of the forward chunk.</li>
+ *   <li>{@code tsa} prefill: selection runs once per TSA chunk ({@code tsa:chunk}, which both backends
+ *       also prefill in, whatever the engine's or a request's chunk), so L is a multiple of it;
+ *       {@code tsa:chunk=0} selects once over the whole prompt, so it reuses nothing.</li>
  *   <li>KV compression reads the prefill's queries: {@code snapkv} and {@code selkv} only the last
  *       {@code window} of them, so L ≤ n − window (their window lies in the request's own part);
  *       {@code h2o} every query's attention, which over [0, L) depends on the prefix only, so the
@@ -26,6 +30,11 @@ package io.longsieve.policy;
  *       when one object serves prefill and decode, is carried as above).</li>
  * </ul>
  * Every request prefills at least its last prompt token itself (its logits pick the first new token).
+ *
+ * <p>RoPE whose table follows the prefill call's length (dynamic NTK, LongRoPE: Rope#atLength) makes
+ * the prefix's KV depend on the whole prompt's length, so such requests share a prefix only with
+ * prompts whose length selects the same table ({@link #stateKey(PolicySpec, Cuts, ModelConfig, int)}).
+ * A LongRoPE fork that decodes past the original window is recomputed from its tokens as it is alone.
  */
 public final class PrefixReuse {
   private PrefixReuse() {}
@@ -64,36 +73,51 @@ public final class PrefixReuse {
    */
   public static String stateKey(PolicySpec policy, Cuts cuts) {
     String key = policy.prefill().canonical();
-    if (cutUnit(policy, cuts) > 1) key += " | chunk=" + cuts.forwardChunk();
+    if (forwardChunkDecides(policy, cuts)) key += " | chunk=" + cuts.forwardChunk();
     if (policy.kv().name().equals("h2o")) key += " | h2o";
     return key;
   }
 
-  /** The tokens a reused prefix's length must be a multiple of. */
+  /**
+   * {@link #stateKey(PolicySpec, Cuts)} for a prompt of {@code promptTokens} on {@code config}'s model:
+   * with a length-dependent RoPE, also the table each such layer kind prefills with.
+   */
+  public static String stateKey(PolicySpec policy, Cuts cuts, ModelConfig config, int promptTokens) {
+    StringBuilder key = new StringBuilder(stateKey(policy, cuts));
+    java.util.Set<RopeScaling> seen = new java.util.HashSet<>();
+    for (int l = 0; l < config.numLayers(); l++) {
+      RopeScaling s = config.layerKind(l).ropeScaling();
+      if (s.dependsOnLength() && seen.add(s)) key.append(" | rope=").append(s.tableAt(promptTokens, config.maxPositions()));
+    }
+    return key.toString();
+  }
+
+  /** Whether where the backend cuts its forward chunks moves where the prefix may end. */
+  private static boolean forwardChunkDecides(PolicySpec policy, Cuts cuts) {
+    return switch (policy.prefill().name()) {
+      case "dense" -> !cuts.denseCutAnywhere();
+      case "tokenselect" -> true;
+      default -> false; // tsa: its own chunk, in its canonical parameters
+    };
+  }
+
+  /** The tokens a reused prefix's length must be a multiple of; {@link Long#MAX_VALUE}: none may be reused. */
   static long cutUnit(PolicySpec policy, Cuts cuts) {
     return switch (policy.prefill().name()) {
       case "dense" -> cuts.denseCutAnywhere() ? 1 : cuts.forwardChunk();
       case "tokenselect" -> cuts.forwardChunk();
-      case "tsa" -> lcm(cuts.forwardChunk(), tsaSelectionChunk(policy.prefill(), cuts.forwardChunk()));
+      case "tsa" -> tsaSelectionChunk(policy);
       default -> throw new IllegalStateException("not a prefill policy: " + policy.prefill().name());
     };
   }
 
   /**
-   * The tokens one TSA selection covers: today each forward chunk (its queries and its last
-   * {@code window} rows as the proxy). When TSA gets its own selection chunk, return it here.
+   * The tokens one TSA selection covers: its fixed chunk ({@link PolicySpec#prefillChunk}), which is
+   * also the forward chunk both backends run it in (so the engine's chunk plays no part); 0, the whole
+   * prompt in one selection, depends on every prompt token: no prefix may be reused.
    */
-  static int tsaSelectionChunk(PolicyTerm tsa, int forwardChunk) {
-    return forwardChunk;
-  }
-
-  private static long lcm(long a, long b) {
-    long x = a, y = b;
-    while (y != 0) {
-      long t = x % y;
-      x = y;
-      y = t;
-    }
-    return a / x * b;
+  static long tsaSelectionChunk(PolicySpec tsa) {
+    int chunk = tsa.prefillChunk();
+    return chunk > 0 ? chunk : Long.MAX_VALUE;
   }
 }

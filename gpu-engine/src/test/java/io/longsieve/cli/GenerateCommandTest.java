@@ -128,6 +128,30 @@ class GenerateCommandTest {
   }
 
   @Test
+  void commandTakesAJsonSchemaAndRefusesOneOutsideTheSubset(@TempDir Path tmp) throws Exception {
+    Path good = tmp.resolve("good.json"), bad = tmp.resolve("bad.json");
+    Files.writeString(good, "{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":9},\"maxItems\":3}");
+    Files.writeString(bad, "{\"type\":\"string\",\"format\":\"uri\"}");
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream(), err = new java.io.ByteArrayOutputStream();
+    java.io.PrintStream stdout = System.out, stderr = System.err;
+    try {
+      System.setOut(new java.io.PrintStream(out, true, java.nio.charset.StandardCharsets.UTF_8));
+      System.setErr(new java.io.PrintStream(err, true, java.nio.charset.StandardCharsets.UTF_8));
+      assertEquals(0, EngineCli.commandLine().execute("generate", "--model", MODEL.toString(), "--prompt", "Digits:",
+          "--json-schema", good.toString(), "--max-new-tokens", "80", "--device", "cpu"));
+      assertEquals(2, EngineCli.commandLine().execute("generate", "--model", MODEL.toString(), "--prompt", "x",
+          "--json-schema", bad.toString(), "--device", "cpu"));
+    } finally {
+      System.setOut(stdout);
+      System.setErr(stderr);
+    }
+    String text = out.toString(java.nio.charset.StandardCharsets.UTF_8).strip();
+    assertTrue(new io.longsieve.structured.SchemaOracle(Files.readString(good)).valid(text), text);
+    String message = err.toString(java.nio.charset.StandardCharsets.UTF_8);
+    assertTrue(message.lines().anyMatch(l -> l.startsWith("generate: --json-schema " + bad) && l.contains("'format'")), message);
+  }
+
+  @Test
   void commandRefusesBadInput(@TempDir Path tmp) throws Exception {
     Path bad = tmp.resolve("bad.ids");
     Files.writeString(bad, "1 2 three 4");
@@ -141,5 +165,23 @@ class GenerateCommandTest {
         "--prompt-ids", bad.toString(), "--device", "cpu"));
     Path good = idsFile(tmp, "good.ids", new int[] {5, 6, 7});
     assertArrayEquals(new int[] {5, 6, 7}, GenerateCommand.readIds(good));
+  }
+
+  @Test
+  void aQuantizationMethodTheEngineDoesNotReadIsRefusedInOneLine(@TempDir Path tmp) throws Exception {
+    Path model = Files.createDirectories(tmp.resolve("gptq"));
+    try (var files = Files.list(MODEL)) {
+      for (Path f : files.toList()) Files.copy(f, model.resolve(f.getFileName()));
+    }
+    ObjectMapper json = new ObjectMapper();
+    var config = (com.fasterxml.jackson.databind.node.ObjectNode) json.readTree(model.resolve("config.json").toFile());
+    config.putObject("quantization_config").put("quant_method", "gptq").put("bits", 4);
+    json.writeValue(model.resolve("config.json").toFile(), config);
+    java.io.StringWriter err = new java.io.StringWriter();
+    picocli.CommandLine cl = EngineCli.commandLine();
+    cl.setErr(new java.io.PrintWriter(err, true));
+    assertEquals(2, cl.execute("generate", "--model", model.toString(), "--prompt", "x", "--device", "cpu"));
+    assertEquals(1, err.toString().strip().lines().count(), err.toString());
+    assertTrue(err.toString().contains("quantization_config: quant_method 'gptq' is not supported"), err.toString());
   }
 }

@@ -37,8 +37,8 @@ class PolicyStepParityTest {
 
   @ParameterizedTest(name = "{0}, head dim {1}")
   @CsvSource(delimiter = '|', value = {
-      "tokenselect:sinks=4,k=48,window=32 | 128",
-      "tokenselect:sinks=4,k=48,window=32,threshold=-2 | 64",
+      "tokenselect:sinks=4,k=48,window=32,cache=on | 128",
+      "tokenselect:sinks=4,k=48,window=32,cache=on,threshold=-2 | 64",
       "tokenselect:sinks=4,k=48,window=32,cache=off | 128",
       "tokenselect:sinks=4,k=48,window=32,index=int4 | 128",
       "tokenselect:sinks=4,k=40,window=16,pool=3,heads=kvhead,positions=original | 64",

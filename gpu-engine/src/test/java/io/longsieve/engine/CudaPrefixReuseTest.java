@@ -62,9 +62,10 @@ class CudaPrefixReuseTest {
   @ParameterizedTest
   @ValueSource(strings = {
       "dense",
-      "tokenselect:sinks=4,k=64,window=32,chunk=64",
-      "tokenselect:sinks=4,k=64,window=32,chunk=64,threshold=-1",
-      "tsa:tau=0.05,min=16,window=8,layers=all",
+      "tokenselect:sinks=4,k=64,window=32,chunk=64",           // Selection Cache off (the default)
+      "tokenselect:sinks=4,k=64,window=32,chunk=64,cache=on",
+      "tokenselect:sinks=4,k=64,window=32,chunk=64,cache=on,threshold=-1",
+      "tsa:tau=0.05,min=16,window=8,layers=all,chunk=512",  // its own chunk: 4 of them are the 2048 reused
       "snapkv:window=8,capacity=256",
       "selkv:ratio=0.3,window=8",
       "streaming:sinks=4,recent=256",
@@ -123,7 +124,7 @@ class CudaPrefixReuseTest {
   @Test
   void rowsThatArriveWhileThePrefixIsComputedWaitForIt() throws Exception {
     List<GenerationRequest> rows = new ArrayList<>();
-    for (int q = 0; q < 4; q++) rows.add(row("q" + q, 2, q, "tokenselect:sinks=4,k=64,window=32,chunk=64"));
+    for (int q = 0; q < 4; q++) rows.add(row("q" + q, 2, q, "tokenselect:sinks=4,k=64,window=32,chunk=64,cache=on"));
     try (BatchingEngine engine = reusing()) {
       List<Future<GenerationResult>> got = PrefixReuseTest.concurrentlyOn(engine, rows, new SharedPrefix(DOC, "t"));
       for (int q = 0; q < rows.size(); q++) {

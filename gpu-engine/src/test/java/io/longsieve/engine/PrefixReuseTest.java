@@ -104,12 +104,14 @@ class PrefixReuseTest {
   @ParameterizedTest
   @ValueSource(strings = {
       "dense",
-      "tokenselect:sinks=4,k=24,window=16,chunk=16",               // Selection Cache on, shared with decode
-      "tokenselect:sinks=4,k=24,window=16,chunk=16,threshold=-1",  // its cache always hits: the fork's first call
+      "tokenselect:sinks=4,k=24,window=16,chunk=16",               // Selection Cache off (the default)
+      "tokenselect:sinks=4,k=24,window=16,chunk=16,cache=on",      // Selection Cache on, shared with decode
+      "tokenselect:sinks=4,k=24,window=16,chunk=16,cache=on,threshold=-1",  // its cache always hits: the fork's first call
                                                                    // reads what the prefix's last one stored
-      "tokenselect:sinks=4,k=24,window=16,chunk=16,cache=off + none + dense",
+      "tokenselect:sinks=4,k=24,window=16,chunk=16,cache=on + none + dense",  // the prefill's own cache
       "tokenselect:sinks=4,k=24,window=16,chunk=16,index=int4",
-      "tsa:tau=0.05,min=16,window=8,layers=all",
+      "tsa:tau=0.05,min=16,window=8,layers=all,chunk=64",          // its own chunk: the prefix ends on one
+      "tsa:tau=0.05,min=16,window=8,layers=all,chunk=40",          // ... whatever the engine's (CHUNK)
       "snapkv:window=8,capacity=48",
       "selkv:ratio=0.3,window=8",
       "h2o:heavy=0.2,recent=0.1",
@@ -136,7 +138,7 @@ class PrefixReuseTest {
   @Test
   void rowsThatArriveWhileThePrefixIsComputedWaitForIt() throws Exception {
     int[] d = doc(2);
-    String policy = "tokenselect:sinks=4,k=24,window=16,chunk=16";
+    String policy = "tokenselect:sinks=4,k=24,window=16,chunk=16,cache=on";
     List<GenerationRequest> rows = new ArrayList<>();
     for (int q = 0; q < 4; q++) rows.add(row("q" + q, d, q, policy));
     try (BatchingEngine engine = reusing(EngineSpec.PREFIX_CACHE_DEFAULT)) {

@@ -54,13 +54,31 @@ class EvalEndToEndTest {
       if (d.policy().equals("dense")) assertEquals(1.0, d.attendedFraction(), 1e-9);
       else assertTrue(d.attendedFraction() < 1.0, "TokenSelect skips (query, key) pairs in decode: " + d.attendedFraction());
     }
+    for (EvalRow row : r.rows()) { // fidelity against dense attention beside accuracy, every cell measured
+      assertEquals(1, row.nFidelity(), row.toString());
+      if (row.policy().equals("dense")) {
+        assertEquals(0.0, row.klMean());
+        assertEquals(1.0, row.top1Agreement());
+        assertEquals(1.0, row.attentionRecall(), 1e-9);
+      } else {
+        assertTrue(row.klMean() >= 0 && row.klMax() >= row.klMean() && row.top1Agreement() <= 1, row.toString());
+        assertTrue(row.attentionRecall() > 0 && row.attentionRecall() <= 1 + 1e-9, row.toString());
+      }
+    }
     Path dir = out.resolve("eval");
+    for (String line : Files.readAllLines(dir.resolve("docs.jsonl"))) {
+      assertTrue(line.contains("\"kl_mean\":") && line.contains("\"attention_recall_by_layer\":[")
+          && line.contains("\"first_divergence\":"), line);
+    }
+    assertTrue(Files.readString(dir.resolve("results.jsonl")).contains("\"top1_agreement\":1.0"));
+    assertTrue(new String(log.toByteArray(), StandardCharsets.UTF_8).contains("attention recall at 4 prompt and 4 decode"));
     assertEquals(4, Files.readAllLines(dir.resolve("suite.jsonl")).size());
     assertEquals(8, Files.readAllLines(dir.resolve("docs.jsonl")).size());
     assertEquals(8, Files.readAllLines(dir.resolve("results.jsonl")).size());
     String md = Files.readString(dir.resolve("results.md"));
     assertTrue(md.contains("| niah_single @ 384 |") && md.contains("`tokenselect:k_frac=0.1,sinks=16,window=64`"), md);
     assertTrue(md.contains("**mean @ 768**"), md);
+    assertTrue(md.contains("### Fidelity against dense attention on llama-gqa") && md.contains("| **0.0000 / 100.0 / 1.000**"), md);
 
     // the written suite runs again from JSONL (any suite with expected answers plugs in)
     EvalOptions again = options(out, "--model", MODEL.toString(), "--output", out.resolve("again").toString(),
@@ -74,7 +92,7 @@ class EvalEndToEndTest {
   @Test
   void heldOutModeBuildsEveryTaskFromTheHeldOutFamily(@TempDir Path out) throws Exception {
     String[] common = {"--model", MODEL.toString(), "--lengths", "1", "--train-length", "384", "--per-cell", "1",
-        "--policy", "dense", "--device", "cpu", "--threads", "2", "--max-new-tokens", "4"};
+        "--policy", "dense", "--device", "cpu", "--threads", "2", "--max-new-tokens", "4", "--no-fidelity"};
     EvalOptions held = options(out, concat(common, "--output", out.resolve("held").toString(), "--held-out"));
     EvalSession.Outcome r = EvalSession.run(held, new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8));
     EvalSession.Outcome t = EvalSession.run(options(out, concat(common, "--output", out.resolve("train").toString())),
@@ -103,6 +121,17 @@ class EvalEndToEndTest {
     String[] out = java.util.Arrays.copyOf(a, a.length + b.length);
     System.arraycopy(b, 0, out, a.length, b.length);
     return out;
+  }
+
+  @Test
+  void attentionRecallIsAskedOfTheCpuOnly(@TempDir Path out) {
+    EvalOptions auto = options(out, "--model", MODEL.toString(), "--output", out.toString());
+    assertEquals(4, EvalSession.recallPoints(auto, "cpu"));
+    assertEquals(0, EvalSession.recallPoints(auto, "cuda"));
+    EvalOptions asked = options(out, "--model", MODEL.toString(), "--output", out.toString(), "--recall-points", "2");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> EvalSession.recallPoints(asked, "cuda"));
+    assertTrue(e.getMessage().startsWith("--recall-points 2: attention recall is measured on the CPU backend only"),
+        e.getMessage());
   }
 
   @Test

@@ -65,8 +65,8 @@ class ModelConfigTest {
   void unsupportedRopeTypeIsRefused() {
     var e = assertThrows(CheckpointException.class, () -> parse("{\"model_type\":\"llama\",\"hidden_size\":64,"
         + "\"intermediate_size\":128,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":100,"
-        + "\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4}}"));
-    assertTrue(e.getMessage().contains("yarn"));
+        + "\"rope_scaling\":{\"rope_type\":\"mrope\",\"factor\":4}}"));
+    assertTrue(e.getMessage().contains("mrope"));
   }
 
   @Test

@@ -29,7 +29,7 @@ class PolicySpecTest {
     assertEquals("tokenselect", s.decode().name());
     assertEquals("2048", s.decode().text("k"));
     assertTrue(s.canonical().startsWith("tokenselect:sinks=128,k=2048,k_frac=0.0,window=512,chunk=512,heads=layer,"
-        + "gqa=div,pool=0,positions=compact,scale=none,cache=on,threshold=0.9,index=full,score=neutral + none + tokenselect:"), s.canonical());
+        + "gqa=div,pool=0,positions=compact,scale=none,cache=off,threshold=0.9,index=full,score=neutral + none + tokenselect:"), s.canonical());
   }
 
   @Test
@@ -107,7 +107,7 @@ class PolicySpecTest {
   @Test
   void theResolvedFormFillsInTsaLayersOnly() {
     PolicySpec s = PolicySpec.parse("tsa:layers=2 + quest:dense_layers=2");
-    String resolved = s.resolved("2");
+    String resolved = s.resolved(LayerList.describe("2", "2", null));
     assertTrue(resolved.contains("layers=2(2)"), resolved);
     assertTrue(resolved.contains("dense_layers=2,") || resolved.endsWith("dense_layers=2"), resolved); // quest untouched
     assertEquals(s.canonical(), resolved.replace("layers=2(2)", "layers=2"));

@@ -3,6 +3,8 @@ package io.longsieve.policy;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 
+import io.longsieve.model.ModelConfig;
+import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
 
 /** Where a reused prefix may end, per policy and backend (docs/prefix-reuse.md has the table). */
@@ -26,10 +28,23 @@ class PrefixReuseRulesTest {
   }
 
   @Test
-  void chunkedSelectionReusesWholeForwardChunksOnly() {
+  void chunkedSelectionReusesWholeSelectionChunksOnly() {
     assertEquals(7680, reusable("tokenselect", 8000, 8030, CPU));
-    assertEquals(7680, reusable("tsa", 8000, 8030, CPU));
+    // TSA selects once per its own chunk (default 4096), whatever the backend's forward chunk
+    assertEquals(4096, reusable("tsa", 8000, 8030, CPU));
     assertEquals(4096, reusable("tsa", 8000, 8030, GPU));
+    assertEquals(7680, reusable("tsa:chunk=512", 8000, 8030, CPU));
+    assertEquals(7680, reusable("tsa:chunk=512", 8000, 8030, GPU)); // not whole GPU chunks: the GPU prefills it in 512s
+    assertEquals(0, reusable("tsa:chunk=0", 8000, 8030, CPU));      // one selection over the whole prompt
+    assertEquals(0, reusable("tsa:chunk=0", 8000, 8030, GPU));
+  }
+
+  @Test
+  void aTsaPrefixIsKeyedByItsChunkNotTheForwardChunk() {
+    assertEquals(PrefixReuse.stateKey(PolicySpec.parse("tsa:chunk=512"), CPU),
+        PrefixReuse.stateKey(PolicySpec.parse("tsa:chunk=512"), new PrefixReuse.Cuts(256, true)));
+    assertNotEquals(PrefixReuse.stateKey(PolicySpec.parse("tsa:chunk=512"), CPU),
+        PrefixReuse.stateKey(PolicySpec.parse("tsa:chunk=1024"), CPU));
   }
 
   @Test
@@ -40,6 +55,26 @@ class PrefixReuseRulesTest {
     assertEquals(8020, reusable("h2o", 8020, 8030, CPU));
     assertEquals(8020, reusable("streaming", 8020, 8030, CPU));
     assertEquals(7168, reusable("tokenselect + snapkv:window=400 + tokenselect", 8020, 8030, CPU)); // 7630, down to a chunk
+  }
+
+  static ModelConfig model(String name) {
+    return ModelConfig.read(Path.of("src/test/resources/models", name));
+  }
+
+  @Test
+  void aRopeThatFollowsThePromptLengthKeysThePrefixByItsTable() {
+    PolicySpec dense = PolicySpec.parse("dense");
+    ModelConfig longrope = model("phi3-longrope"); // original_max_position_embeddings 64
+    assertEquals(PrefixReuse.stateKey(dense, CPU, longrope, 20), PrefixReuse.stateKey(dense, CPU, longrope, 64));
+    assertNotEquals(PrefixReuse.stateKey(dense, CPU, longrope, 64), PrefixReuse.stateKey(dense, CPU, longrope, 65));
+    assertEquals(PrefixReuse.stateKey(dense, CPU, longrope, 65), PrefixReuse.stateKey(dense, CPU, longrope, 200));
+    ModelConfig dynamic = model("llama-dynamic");  // max_position_embeddings 64: each longer call its own base
+    assertEquals(PrefixReuse.stateKey(dense, CPU, dynamic, 20), PrefixReuse.stateKey(dense, CPU, dynamic, 64));
+    assertNotEquals(PrefixReuse.stateKey(dense, CPU, dynamic, 64), PrefixReuse.stateKey(dense, CPU, dynamic, 70));
+    assertNotEquals(PrefixReuse.stateKey(dense, CPU, dynamic, 70), PrefixReuse.stateKey(dense, CPU, dynamic, 71));
+    ModelConfig plain = model("llama-gqa");        // one table whatever the length: the policy's key alone
+    assertEquals(PrefixReuse.stateKey(dense, CPU), PrefixReuse.stateKey(dense, CPU, plain, 20));
+    assertEquals(PrefixReuse.stateKey(dense, CPU), PrefixReuse.stateKey(dense, CPU, plain, 5000));
   }
 
   @Test

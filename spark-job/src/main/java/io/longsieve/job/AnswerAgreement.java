@@ -38,6 +38,16 @@ public final class AnswerAgreement {
     return 2 * p * r / (p + r);
   }
 
+  /**
+   * An answer as the report's exact match compares it with a reference: trimmed, white space collapsed,
+   * final full stops dropped, lower-cased (the eval's rule for single answers).
+   */
+  public static String normalised(String s) {
+    String t = String.join(" ", s.trim().split("\\s+"));
+    while (t.endsWith(".")) t = t.substring(0, t.length() - 1);
+    return t.trim().toLowerCase(Locale.ROOT);
+  }
+
   /** Index of the first word where the two differ (the shorter length if one is a prefix); null when equal. */
   public static Integer firstDivergentToken(String x, String y) {
     String[] a = words(x);

@@ -22,7 +22,7 @@ import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
  * checking every field. Never throws for bad data: a bad line becomes a row with status
  * {@code bad_input} and a message that names the field, so one bad row never fails the job.
  *
- * <p>Rules (documented for users in the README):
+ * <p>Rules (documented for users in docs/input.md):
  * <ul>
  *   <li>A line holds one JSON object. A line that is a JSON array gives one row per element (each
  *       element checked as a line; its source is {@code <file>:<line>[<index>]}); an empty array is
@@ -38,7 +38,8 @@ import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
  *       or a template that does not parse, is bad_input naming it.</li>
  *   <li>{@code messages}: the row's chat conversation, an array of {role, content} (system, user,
  *       assistant; the last one the user's), instead of a prompt: the chat template renders it as is,
- *       no placeholders; not with {@code prompt} or {@code raw}.</li>
+ *       no placeholders; not with {@code prompt} or {@code raw}, nor with {@code text}, {@code documents} or
+ *       {@code question}, which it would leave unused.</li>
  *   <li>{@code task}: summary, qa or multi_doc_qa, the preset prompt ({@link PromptBuilder#PRESETS})
  *       when there is no template.</li>
  *   <li>summary and qa need a non-empty {@code text} or {@code documents}; multi_doc_qa needs a
@@ -145,6 +146,12 @@ final class DocumentParser {
       List<Row> documents = documents(root.get("documents"));
       if (text != null && documents != null) throw new BadInput("give either 'text' or 'documents', not both");
       String question = optionalString(root, "question");
+      if (messages != null && (text != null || documents != null || question != null)) {
+        // a conversation is the whole prompt (no placeholders): the other fields would be dropped without a word
+        throw new BadInput("give either 'messages' or 'text' / 'documents' / 'question', not both: 'messages' is the "
+            + "whole prompt, so " + (text != null ? "'text'" : documents != null ? "'documents'" : "'question'")
+            + " would be ignored");
+      }
       if (template == null && messages == null) {
         if (task.equals("multi_doc_qa") && documents == null) {
           throw new BadInput("task multi_doc_qa needs a non-empty 'documents' array of {title, text}");
@@ -168,7 +175,7 @@ final class DocumentParser {
           own == null ? null : own.source(), settings.system(), settings.raw(), settings.maxNewTokens(),
           settings.temperature(), settings.topP(), settings.seed(),
           settings.stop() == null ? null : JobSchemas.seq(settings.stop()), JobSchemas.map(fields),
-          messages == null ? null : JobSchemas.seq(messages));
+          messages == null ? null : JobSchemas.seq(messages), jsonSchema(root));
     } catch (BadInput e) {
       return bad(docId, filePath, line, source, generated, e.getMessage());
     }
@@ -226,7 +233,7 @@ final class DocumentParser {
 
   private static Row bad(String docId, String filePath, long line, String source, boolean generated, String error) {
     return row(docId, generated, source, filePath, line, null, null, null, null, null,
-        JobSchemas.BAD_INPUT, error, 0L, null, null, null, null, null, null, null, null, null, null);
+        JobSchemas.BAD_INPUT, error, 0L, null, null, null, null, null, null, null, null, null, null, null);
   }
 
   /** The row's own {@code prompt}, parsed; null when it has none. */
@@ -273,7 +280,22 @@ final class DocumentParser {
 
   /** Columns of their own in PARSED (text can be 32 MB: not copied twice) and the template itself. */
   private static final java.util.Set<String> NOT_FIELDS = java.util.Set.of("text", "documents", "question", "prompt",
-      "messages");
+      "messages", "json_schema");
+
+  /**
+   * The row's {@code json_schema} (a string holding a JSON schema, docs/structured-output.md), checked and
+   * compacted; null when absent. A schema outside the supported subset is this row's bad_input, naming the keyword.
+   */
+  private static String jsonSchema(JsonNode root) throws BadInput {
+    JsonNode n = root.get("json_schema");
+    if (n == null || n.isNull()) return null;
+    if (!n.isTextual()) throw new BadInput("field 'json_schema' must be a string holding a JSON schema, not " + kind(n));
+    try {
+      return io.longsieve.structured.OutputSchema.parse(n.asText()).canonical();
+    } catch (io.longsieve.structured.SchemaException e) {
+      throw new BadInput("field 'json_schema': " + e.getMessage());
+    }
+  }
 
   /** A row that knows its schema, so readers (and tests) can get fields by name. */
   private static Row row(Object... values) {

@@ -1,6 +1,9 @@
 package io.longsieve.job;
 
+import io.longsieve.engine.DenseReference;
 import io.longsieve.engine.Engine;
+import io.longsieve.engine.Fidelity;
+import io.longsieve.engine.FidelityMeter;
 import io.longsieve.engine.GenerationRequest;
 import io.longsieve.engine.GenerationResult;
 import io.longsieve.engine.GenerationStats;
@@ -13,6 +16,7 @@ import io.longsieve.job.PromptBuilder.Document;
 import io.longsieve.job.PromptBuilder.Prompt;
 import io.longsieve.model.ChatTemplate;
 import io.longsieve.policy.PolicySpec;
+import io.longsieve.structured.OutputSchema;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
@@ -21,7 +25,10 @@ import java.util.function.Supplier;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.logging.log4j.LogManager;
+import org.apache.logging.log4j.Logger;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.types.StructType;
 
 /**
  * The generation stage: one {@link JobSchemas#RESULT} row per {@link JobSchemas#PARSED} row, the
@@ -45,6 +52,8 @@ import org.apache.spark.sql.Row;
  */
 final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
 
+  private static final Logger LOG = LogManager.getLogger(DocumentProcessor.class);
+
   private final EngineSpec spec;
   private final String runId;
   private final int maxNewTokens;
@@ -55,6 +64,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   private final CostModel cost;
   private final double charsPerToken;
   private final GenerationOptions generation;
+  private final PolicySpec fidelityOf; // null; or, in the shadow audit's dense pass, the run's policy measured against dense
   private static final int STATUS = JobSchemas.RESULT.fieldIndex("status");
   private static final int IN_TOKENS = JobSchemas.RESULT.fieldIndex("input_tokens");
   private static final int OUT_TOKENS = JobSchemas.RESULT.fieldIndex("output_tokens");
@@ -85,6 +95,13 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   private DocumentProcessor(EngineSpec spec, String runId, int maxNewTokens, PolicySpec policy, boolean truncate,
       DocumentAttempts attempts, JobMetrics metrics, CostModel cost, double charsPerToken,
       GenerationOptions generation) {
+    this(spec, runId, maxNewTokens, policy, truncate, attempts, metrics, cost, charsPerToken, generation, null);
+  }
+
+  private DocumentProcessor(EngineSpec spec, String runId, int maxNewTokens, PolicySpec policy, boolean truncate,
+      DocumentAttempts attempts, JobMetrics metrics, CostModel cost, double charsPerToken,
+      GenerationOptions generation, PolicySpec fidelityOf) {
+    this.fidelityOf = fidelityOf;
     this.generation = generation;
     this.spec = spec;
     this.runId = runId;
@@ -95,6 +112,22 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     this.metrics = metrics;
     this.cost = cost;
     this.charsPerToken = charsPerToken;
+  }
+
+  /**
+   * This processor (the shadow audit's dense pass) also measuring {@code policy} against each dense answer
+   * ({@link FidelityMeter}: dense greedy continuation, then the policy teacher-forced along it; two more runs per
+   * document): its rows are {@link JobSchemas#AUDIT_DENSE_RESULT}, RESULT plus kl_mean, kl_max and top1_agreement
+   * (null where the document did not run or the measurement failed).
+   */
+  DocumentProcessor measuringFidelityOf(PolicySpec policy) {
+    return new DocumentProcessor(spec, runId, maxNewTokens, this.policy, truncate, attempts, metrics, cost, charsPerToken,
+        generation, policy);
+  }
+
+  /** The schema of the rows this processor writes. */
+  StructType schema() {
+    return fidelityOf == null ? JobSchemas.RESULT : JobSchemas.AUDIT_DENSE_RESULT;
   }
 
   @Override
@@ -199,7 +232,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     Out out = new Out(in);
     out.policy = policy.canonical(); // canonical on every row, ok and error alike
     String status = in.getAs("status");
-    if (status != null) return out.error(status, in.getAs("error")).row(runId, executor, partition, t0);
+    if (status != null) return out.error(status, in.getAs("error")).row(schema(), runId, executor, partition, t0);
     Engine engine = engines.get();
     out.backend = engine.backend();
     out.device = engine.device();
@@ -215,7 +248,24 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     } catch (RuntimeException e) {
       out.error(JobSchemas.ENGINE_ERROR, e.getClass().getSimpleName() + ": " + e.getMessage());
     }
-    return out.row(runId, executor, partition, t0);
+    return out.row(schema(), runId, executor, partition, t0);
+  }
+
+  /**
+   * The shadow audit's dense pass only: the run's policy against this dense answer's prompt. A failure (a policy
+   * the backend cannot drive, memory, the time limit) leaves the columns null and the dense row as it is; a sticky
+   * device error goes up to {@link DocumentAttempts}, which ends the executor.
+   */
+  private void measureFidelity(Engine engine, GenerationRequest request, Out out) {
+    if (fidelityOf == null) return;
+    try {
+      DenseReference ref = FidelityMeter.reference(engine, request);
+      out.fidelity = FidelityMeter.measure(engine, request, fidelityOf, ref, 0);
+    } catch (RuntimeException e) {
+      // a poisoned device must still end the executor, as it would for the answer itself
+      if (DocumentAttempts.classify(e) == DocumentAttempts.Kind.STICKY_DEVICE) throw e;
+      LOG.warn("{}: the fidelity measurement against dense failed: {}", out.docId, e.toString());
+    }
   }
 
   private void generate(Engine engine, Row in, Out out, SharedPrefixes.Partition sharing) {
@@ -251,13 +301,14 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     }
     if (sharing == null) {
       out.ok(engine.generate(request));
-      return;
+    } else {
+      sharing.reachedEngine = true;
+      String head = headText(in, set);
+      int shared = head == null ? 0
+          : sharing.sharedTokens(request.promptIds(), head, h -> engine.promptTokens(request(id, new Prompt(h, "", ""), set)));
+      out.ok(engine.generate(request, new SharedPrefix(shared, sharing.scope)));
     }
-    sharing.reachedEngine = true;
-    String head = headText(in, set);
-    int shared = head == null ? 0
-        : sharing.sharedTokens(request.promptIds(), head, h -> engine.promptTokens(request(id, new Prompt(h, "", ""), set)));
-    out.ok(engine.generate(request, new SharedPrefix(shared, sharing.scope)));
+    measureFidelity(engine, request, out); // driven runs alone, from a fresh cache: no kept prefix is taken
   }
 
   /**
@@ -276,7 +327,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     String text = template.render(turns);
     int[] ids = engine.model().tokenizer().encode(text, !template.hasTemplate()); // a real template writes BOS itself
     GenerationRequest r = GenerationRequest.raw(in.getAs("doc_id"), text, set.maxNewTokens).withPromptIds(ids)
-        .withSampling(set.sampling).withStopStrings(set.stop).withPolicy(policy);
+        .withSampling(set.sampling).withStopStrings(set.stop).withPolicy(policy).withJsonSchema(set.jsonSchema);
     try {
       r = engine.prepare(r);
     } catch (PromptTooLongException e) {
@@ -284,6 +335,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
       return;
     }
     out.ok(engine.generate(r));
+    measureFidelity(engine, r, out);
   }
 
   /**
@@ -291,7 +343,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
    * {@code template} is null for a row of {@code messages}.
    */
   record Settings(PromptTemplate template, String promptSource, String system, boolean raw, int maxNewTokens,
-      SamplingParams sampling, List<String> stop) {}
+      SamplingParams sampling, List<String> stop, OutputSchema jsonSchema) {}
 
   Settings settings(Row in) {
     String own = in.getAs("prompt");
@@ -319,18 +371,20 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     Double topP = in.getAs("top_p");
     Long seed = in.getAs("seed");
     List<String> stop = in.isNullAt(in.fieldIndex("stop")) ? generation.stop() : in.getList(in.fieldIndex("stop"));
+    String ownSchema = in.getAs("json_schema");
+    OutputSchema schema = ownSchema != null ? OutputSchema.parse(ownSchema) : generation.jsonSchema(); // the parser checked it
     return new Settings(template, source, system != null ? system : generation.system(),
         raw != null ? raw : generation.raw(), maxNew != null ? maxNew : maxNewTokens,
         new SamplingParams(temperature != null ? temperature : generation.temperature(),
             topP != null ? topP : generation.topP(), seed != null ? seed : generation.seed()),
-        List.copyOf(stop));
+        List.copyOf(stop), schema);
   }
 
   private GenerationRequest request(String id, Prompt prompt, Settings set) {
     GenerationRequest r = set.raw ? GenerationRequest.raw(id, prompt.text(), set.maxNewTokens)
         : GenerationRequest.chat(id, prompt.text(), set.maxNewTokens);
     if (set.system != null) r = r.withSystem(set.system);
-    return r.withSampling(set.sampling).withStopStrings(set.stop).withPolicy(policy);
+    return r.withSampling(set.sampling).withStopStrings(set.stop).withPolicy(policy).withJsonSchema(set.jsonSchema);
   }
 
   private static Map<String, String> fields(Row in) {
@@ -365,6 +419,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     String policyResolved;
     GenerationStats stats;
     Settings settings; // null where the row never reached the engine
+    Fidelity fidelity; // the shadow audit's dense pass only
 
     Out(Row in) {
       docId = in.getAs("doc_id");
@@ -388,6 +443,12 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     void ok(GenerationResult r) {
       output = r.text();
       finishReason = r.finishReason().label();
+      boolean cut = r.finishReason() == io.longsieve.engine.FinishReason.LENGTH
+          || r.finishReason() == io.longsieve.engine.FinishReason.CONTEXT_FULL;
+      if (settings != null && settings.jsonSchema() != null && cut) {
+        error(JobSchemas.JSON_INCOMPLETE, "the JSON document was cut (" + finishReason + ") before it closed; the output "
+            + "holds what was written; raise max_new_tokens");
+      }
       stats = r.stats();
       inputTokens = stats.inputTokens();
       backend = stats.backend();
@@ -397,8 +458,8 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     }
 
     /** The RESULT row, each value set by its column's name ({@link ResultRow}), so the order lives in JobSchemas alone. */
-    Row row(String runId, String executor, int partition, long t0) {
-      ResultRow r = new ResultRow(JobSchemas.RESULT);
+    Row row(StructType schema, String runId, String executor, int partition, long t0) {
+      ResultRow r = new ResultRow(schema);
       r.set("doc_id", docId).set("run_id", runId).set("task", task).set("status", status).set("error", error)
           .set("notes", notes).set("output", output).set("input_tokens", inputTokens).set("output_tokens", outputTokens)
           .set("finish_reason", finishReason).set("reference", reference).set("source", source)
@@ -415,6 +476,9 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
             .set("selection_ms", p.selectionMs()).set("attention_ms", s.attentionMs())
             .set("decode_batch_mean", Double.isNaN(s.decodeBatchMean()) ? null : s.decodeBatchMean())
             .set("prefix_tokens_reused", s.prefixTokensReused());
+      }
+      if (fidelity != null) {
+        r.set("kl_mean", fidelity.klMean()).set("kl_max", fidelity.klMax()).set("top1_agreement", fidelity.top1Agreement());
       }
       Settings g = settings;
       if (g != null) {

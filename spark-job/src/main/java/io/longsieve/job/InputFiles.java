@@ -41,19 +41,32 @@ final class InputFiles {
   private static final int NAMED = 3;
 
   /**
-   * @param format  the one format of every data file
-   * @param data    data files, full paths, sorted
-   * @param skipped skipped files, relative to the input folder, sorted
-   * @param largest size in bytes of the largest data file
+   * The files to read.
+   *
+   * @param format   the one format of every data file
+   * @param data     data files, full paths, sorted
+   * @param skipped  skipped files, relative to the input folder, sorted
+   * @param largest  size in bytes of the largest data file
+   * @param columns  every Parquet file's columns together, null for JSONL (known only by reading it)
+   * @param snapshot each data file's length and modification time when listed, checked again by every read
    */
-  /** The files to read; {@code columns}: every Parquet file's columns together, null for JSONL (known only by reading it). */
   record Listing(InputReader.Format format, List<String> data, List<String> skipped, long largest,
-      java.util.Set<String> columns) {}
+      java.util.Set<String> columns, InputSnapshot snapshot) {}
 
   private InputFiles() {}
 
   /** Lists and checks the input; throws IllegalArgumentException (one line) for what cannot be read as one table. */
   static Listing list(Configuration conf, String input) {
+    return list(conf, input, null);
+  }
+
+  /**
+   * The same for a run writing to {@code output} (null: none): an output folder inside the input folder
+   * is left out of the listing, said in the log and named in {@code skipped} (the job's own Parquet
+   * files would otherwise be read as input by the next run, and refused as a mix with the JSONL);
+   * the input folder itself as the output is refused.
+   */
+  static Listing list(Configuration conf, String input, String output) {
     try {
       Path p = new Path(input);
       FileSystem fs = p.getFileSystem(conf);
@@ -63,10 +76,16 @@ final class InputFiles {
       FileStatus top = fs.getFileStatus(p);
       if (top.isDirectory()) {
         Path root = fs.makeQualified(p);
+        String inside = output == null ? null : outputInside(fs, root, output, input);
+        if (inside != null) {
+          LOG.warn("input: leaving out {}/ in {}: it is this run's --output", inside, input);
+          skipped.add(inside + "/ (the run's --output)");
+        }
         RemoteIterator<LocatedFileStatus> files = fs.listFiles(root, true);
         while (files.hasNext()) {
           LocatedFileStatus f = files.next();
           String rel = relative(root, f.getPath());
+          if (inside != null && (rel.equals(inside) || rel.startsWith(inside + "/"))) continue;
           if (hidden(rel)) skipped.add(rel);
           else data.add(f);
         }
@@ -93,10 +112,42 @@ final class InputFiles {
       InputReader.Format format = byFormat.keySet().iterator().next();
       List<String> paths = byFormat.get(format);
       java.util.Set<String> columns = format == InputReader.Format.PARQUET ? checkParquetSchemas(conf, paths, input) : null;
-      return new Listing(format, List.copyOf(paths), List.copyOf(skipped), largest, columns);
+      return new Listing(format, List.copyOf(paths), List.copyOf(skipped), largest, columns,
+          InputSnapshot.of(fs, top.isDirectory() ? p : null, data));
     } catch (IOException e) {
       throw new IllegalArgumentException("cannot read input " + input + ": " + e.getMessage(), e);
     }
+  }
+
+  /**
+   * Where {@code output} lies inside the input folder {@code root}, relative to it; null when outside.
+   * On a local disk both are compared with links resolved (the output may not exist yet: its nearest
+   * existing folder is resolved).
+   */
+  private static String outputInside(FileSystem fs, Path root, String output, String input) throws IOException {
+    Path out = new Path(output);
+    if (!out.isAbsolute() && out.toUri().getScheme() == null) out = fs.makeQualified(out);
+    if (out.toUri().getScheme() != null && !out.toUri().getScheme().equals(fs.getUri().getScheme())) return null;
+    String r = root.toUri().getPath();
+    String o = fs.makeQualified(out).toUri().getPath();
+    if ("file".equals(fs.getUri().getScheme())) {
+      r = real(java.nio.file.Path.of(r)).toString();
+      o = real(java.nio.file.Path.of(o)).toString();
+    }
+    if (o.equals(r)) {
+      throw new IllegalArgumentException("--output " + output + " is the --input folder " + input
+          + " itself; choose an output folder outside the input");
+    }
+    return o.startsWith(r + "/") ? o.substring(r.length() + 1) : null;
+  }
+
+  /** The path with links resolved, through its nearest existing ancestor. */
+  private static java.nio.file.Path real(java.nio.file.Path p) throws IOException {
+    java.nio.file.Path abs = p.toAbsolutePath().normalize();
+    java.nio.file.Path existing = abs;
+    while (existing != null && !java.nio.file.Files.exists(existing)) existing = existing.getParent();
+    if (existing == null) return abs;
+    return existing.toRealPath().resolve(existing.relativize(abs));
   }
 
   /** Spark's rule, applied to every folder below the input and the file itself. */

@@ -18,6 +18,7 @@ import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
@@ -78,12 +79,13 @@ public final class InputReader {
    * only when some file is large enough to be split.
    */
   static Dataset<Row> jsonlLines(SparkSession spark, InputFiles.Listing files) {
-    Dataset<Row> raw = spark.read().format("text").load(files.data().toArray(String[]::new)).select(
+    Dataset<Row> text = spark.read().format("text").load(files.data().toArray(String[]::new)).select(
         col("value"),
         expr("is_valid_utf8(value)").as("valid_utf8"),
         col("_metadata.file_name").as("file_name"),
         col("_metadata.file_path").as("file_path"),
         col("_metadata.file_block_start").as("block_start"));
+    Dataset<Row> raw = checked(spark, text, files); // every pass over the lines, the block counts' too
     Map<String, Long> linesBefore = mayBeSplit(spark, files.largest()) ? linesBeforeEachBlock(raw) : Map.of();
     return raw.mapPartitions(new LineNumberer(linesBefore), Encoders.row(JobSchemas.LINE))
         .filter(trim(col("value")).notEqual(""));
@@ -126,12 +128,22 @@ public final class InputReader {
     // files may differ in which columns they have (not in their types: InputFiles checked that)
     Dataset<Row> df = spark.read().option("mergeSchema", "true").parquet(files.data().toArray(String[]::new));
     Column[] fields = Arrays.stream(df.columns()).map(c -> col("`" + c + "`")).toArray(Column[]::new);
-    return df.select(
+    return checked(spark, df.select(
         to_json(struct(fields)).as("value"),
         lit(true).as("valid_utf8"),
         col("_metadata.file_name").as("file_name"),
         col("_metadata.file_path").as("file_path"),
-        col("_metadata.row_index").plus(1).as("line"));
+        col("_metadata.row_index").plus(1).as("line")), files);
+  }
+
+  /**
+   * The same rows, each file compared with the driver's snapshot the first time a task reads from it
+   * ({@link InputSnapshot.Check}): a file changed or deleted since the plan fails the run naming it.
+   * {@code file_name} becomes the file's path below the input folder (a/part.jsonl), for sources and ids.
+   */
+  private static Dataset<Row> checked(SparkSession spark, Dataset<Row> rows, InputFiles.Listing files) {
+    var snapshot = JavaSparkContext.fromSparkContext(spark.sparkContext()).broadcast(files.snapshot());
+    return rows.mapPartitions(new InputSnapshot.Check(snapshot, rows.schema()), Encoders.row(rows.schema()));
   }
 
   /** The first row (by file, then line) of each doc_id keeps it; the later ones are duplicate_id. */

@@ -30,8 +30,10 @@ public final class JobSchemas {
   public static final String OOM = DocumentAttempts.OOM;         // out of memory after retries with smaller chunks
   public static final String TIMEOUT = DocumentAttempts.TIMEOUT; // past spark.longsieve.docTimeoutSeconds
   public static final String BUDGET_EXCEEDED = "budget_exceeded"; // past --max-docs / --max-total-tokens (RunBudget)
+  /** A JSON-schema row whose output was cut (max_new_tokens or the context) before the document closed. */
+  public static final String JSON_INCOMPLETE = "json_incomplete";
   public static final List<String> STATUSES = List.of(OK, BAD_INPUT, DUPLICATE_ID, TOO_LONG, OOM, TIMEOUT, ENGINE_ERROR,
-      BUDGET_EXCEEDED);
+      BUDGET_EXCEEDED, JSON_INCOMPLETE);
 
   public static final List<String> TASKS = List.of("summary", "qa", "multi_doc_qa");
 
@@ -78,7 +80,8 @@ public final class JobSchemas {
       .add("seed", LongType, true)
       .add("stop", DataTypes.createArrayType(StringType, false), true)
       .add("fields", DataTypes.createMapType(StringType, StringType, false), true) // other scalar fields, for placeholders
-      .add("messages", DataTypes.createArrayType(MESSAGE, false), true); // the row's chat conversation, instead of a prompt
+      .add("messages", DataTypes.createArrayType(MESSAGE, false), true) // the row's chat conversation, instead of a prompt
+      .add("json_schema", StringType, true);   // the row's own JSON schema (checked, compact); null: the run's, if any
 
   /** Everything computed for one row, once: both output tables are projections of it. */
   public static final StructType RESULT = new StructType()
@@ -91,14 +94,15 @@ public final class JobSchemas {
       .add("output", StringType, true)
       .add("input_tokens", IntegerType, true)
       .add("output_tokens", IntegerType, true)
-      .add("finish_reason", StringType, true)     // eos, stop, length, context_full
+      .add("finish_reason", StringType, true)     // eos, stop, length, context_full, json_complete
       .add("reference", StringType, true)
       .add("source", StringType, false)           // <file name>:<line or row>
       .add("backend", StringType, true)
       .add("device", StringType, true)
       .add("policy", StringType, true)            // canonical: as asked, every parameter; on every row
       .add("policy_resolved", StringType, true)   // canonical with what the model folder decided, e.g.
-                                                  // layers=auto(2-3); null where the engine did not run
+                                                  // layers=auto(2-3) (auto-unprofiled(3-5) without a profile);
+                                                  // null where the engine did not run
       .add("ttft_ms", DoubleType, true)
       .add("prefill_ms", DoubleType, true)
       .add("decode_ms", DoubleType, true)
@@ -123,6 +127,39 @@ public final class JobSchemas {
       .add("top_p", DoubleType, true)
       .add("seed", LongType, true)
       .add("stop", DataTypes.createArrayType(StringType, false), true);
+
+  /**
+   * The shadow audit's dense pass ({@link ShadowAudit}): a RESULT row of the dense run plus the run's policy measured
+   * against it along dense attention's own greedy continuation (io.longsieve.engine.FidelityMeter); null where the
+   * document did not run or the measurement failed.
+   */
+  public static final StructType AUDIT_DENSE_RESULT = RESULT
+      .add("kl_mean", DoubleType, true)            // mean over steps of KL(dense ‖ policy), nats
+      .add("kl_max", DoubleType, true)             // largest per-step KL
+      .add("top1_agreement", DoubleType, true);    // share of steps where the policy's top-1 token is dense's
+
+  /**
+   * DIR/audit ({@link ShadowAudit}): one row per audited document, a document of the run that ended ok
+   * and falls in the sample; run_id is the partition column. A run whose sample is empty writes its
+   * partition as one empty file with this schema, so the table reads the same either way.
+   */
+  public static final StructType AUDIT = new StructType()
+      .add("doc_id", StringType, false)
+      .add("run_id", StringType, false)
+      .add("policy", StringType, true)               // the run's policy, compared with dense
+      .add("status", StringType, true)               // the run's row status (ok)
+      .add("dense_status", StringType, true)         // the dense row's status
+      .add("exact_match", BooleanType, true)         // trimmed answers equal; null unless both ok
+      .add("token_f1", DoubleType, true)             // word-level F1 of the answer against the dense answer
+      .add("first_divergent_token", IntegerType, true) // first word index where they differ; null if equal or not both ok
+      .add("output_tokens", IntegerType, true)
+      .add("dense_output_tokens", IntegerType, true)
+      .add("total_ms", DoubleType, true)
+      .add("dense_total_ms", DoubleType, true)
+      // the run's policy teacher-forced along the dense greedy continuation; null unless the dense row is ok
+      .add("kl_mean", DoubleType, true)
+      .add("kl_max", DoubleType, true)
+      .add("top1_agreement", DoubleType, true);
 
   /** Columns of DIR/outputs (run_id is the partition column). */
   public static final List<String> OUTPUT_COLUMNS = List.of(

@@ -22,10 +22,11 @@ import org.apache.spark.sql.types.StructType;
  *       .model("/models/Llama-3.1-8B-Instruct").promptTemplate("List the parties of {text}").build());
  *   out.select("doc_id", "status", "output", "total_ms").write().parquet("/data/contracts-parties");
  * </pre>
- * The input's columns are those of {@code longsieve run}'s rows (README, "Input"): {@code doc_id},
+ * The input's columns are those of {@code longsieve run}'s rows (docs/input.md): {@code doc_id},
  * {@code task} or {@code prompt}, {@code text} or {@code documents}, {@code question}, {@code system},
  * the sampling columns, and any other column a template names. The result has one row per input row,
- * {@link JobSchemas#RESULT}: the outputs table's columns and the stats table's together.
+ * {@link JobSchemas#RESULT}: the outputs table's columns and the stats table's together, and with
+ * {@code typedOutput} the {@code answer} column typed from the run's JSON schema ({@link AnswerColumn}).
  *
  * <p>Failure semantics, as in {@code longsieve run} (it is this code): a bad row (a missing field, a
  * template placeholder the row has no value for) is a {@code bad_input} row, a repeated doc_id a
@@ -66,7 +67,8 @@ public final class LongSieve {
     ModelCheck.check(o);
     Dataset<Row> parsed = InputReader.parse(lines(docs), template);
     GenerationStage.Stage stage = stage(spark, parsed, o, JobMetrics.register(spark.sparkContext()));
-    return spark.createDataFrame(stage.results(), JobSchemas.RESULT);
+    Dataset<Row> results = spark.createDataFrame(stage.results(), JobSchemas.RESULT);
+    return o.generation().typedOutput() ? AnswerColumn.add(results, o.generation().jsonSchema()) : results;
   }
 
   /** The same with options from a map of strings, for callers without the builder (py4j, SQL-minded Scala). */

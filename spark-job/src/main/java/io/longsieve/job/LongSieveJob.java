@@ -53,16 +53,19 @@ public final class LongSieveJob {
   }
 
   /**
-   * Every check that needs no Spark, in the order a user would fix them: the model and the policy
-   * against it, the input's files, then the output (writable, not in use by another run, run id
-   * unused), whose lock is taken last so a refused run leaves nothing behind.
+   * Every check that needs no Spark, in the order a user would fix them: the device, the model and the
+   * policy against it, the input's files, a --resume against the runs it continues ({@link ResumeCheck}),
+   * then the output (writable, not in use by another run, run id unused), whose lock is taken last so a
+   * refused run leaves nothing behind.
    *
    * @throws IllegalArgumentException one line for the user
    */
   static Checked check(RunOptions o, Configuration conf) {
     checkDevice(o.device(), KernelModule.isBuilt());
+    checkTsaChunk(o.device(), o.policy(), o.prefillChunk());
+    if (o.master().startsWith("local")) checkLocalDevice(o.device(), CudaAvailability::unavailableReason);
     ModelCheck.check(o);
-    InputFiles.Listing input = InputFiles.list(conf, o.input());
+    InputFiles.Listing input = InputFiles.list(conf, o.input(), o.output());
     PromptTemplate template = o.generation().promptTemplate();
     if (template != null && input.columns() != null) { // Parquet: the columns are known before reading a row
       try {
@@ -71,6 +74,7 @@ public final class LongSieveJob {
         throw new IllegalArgumentException("--prompt-template: " + e.getMessage().replace("of the DataFrame", "of input " + o.input()));
       }
     }
+    ResumeCheck.require(o, conf);
     return new Checked(input, OutputLock.acquire(o, conf));
   }
 
@@ -82,6 +86,35 @@ public final class LongSieveJob {
   static void checkDevice(String device, boolean kernelsBuilt) {
     if (device.equals("cuda") && !kernelsBuilt) {
       throw new IllegalArgumentException("--device cuda: " + CudaAvailability.NO_KERNELS);
+    }
+  }
+
+  /**
+   * {@code --device cuda} with a TSA chunk the CUDA engine's activations cannot hold (they are sized
+   * at start for max(prefillChunk, CudaRunner.MIN_GPU_CHUNK) rows; tsa:chunk=0 needs the whole
+   * prompt) would fail every document: refused here in one line. On auto the executors may run on the
+   * CPU, whose bound is its heap: the engine says so per document.
+   */
+  static void checkTsaChunk(String device, io.longsieve.policy.PolicySpec policy, int prefillChunk) {
+    int tsa = policy.prefillChunk(), gpuRows = Math.max(prefillChunk, io.longsieve.cuda.CudaRunner.MIN_GPU_CHUNK);
+    if (device.equals("cuda") && (tsa > gpuRows || tsa == 0)) {
+      throw new IllegalArgumentException("--device cuda: " + (tsa == 0 ? "tsa:chunk=0 (the whole prompt in one chunk)"
+          : "tsa:chunk=" + tsa) + " needs spark.longsieve.prefillChunk of at least " + (tsa == 0 ? "the longest prompt" : tsa)
+          + " (the CUDA engine holds " + gpuRows + " rows of activations); or use the default tsa:chunk=4096");
+    }
+  }
+
+  /**
+   * {@code --device cuda} in local mode, where the engine runs in this JVM: a machine without a usable
+   * NVIDIA driver or device is refused here in one line (its reason from {@code why}), not by every
+   * task after Spark started.
+   */
+  static void checkLocalDevice(String device, java.util.function.Supplier<String> why) {
+    if (!device.equals("cuda")) return;
+    String reason = why.get();
+    if (reason != null) {
+      throw new IllegalArgumentException("--device cuda: " + reason + " on this machine, where local mode runs the engine; "
+          + "run with --device cpu or auto");
     }
   }
 
@@ -106,7 +139,18 @@ public final class LongSieveJob {
   static RunSummary run(SparkSession spark, RunOptions o, Checked checked) {
     try (ResourceWatchdog watchdog = ResourceWatchdog.start(spark.sparkContext(), o.ops().resourceWaitSeconds())) {
       return watchdog.guard(() -> runWatched(spark, o, checked));
+    } catch (IllegalArgumentException | RunFault e) {
+      throw e;
+    } catch (Exception e) { // Spark's SparkException is checked, thrown from Scala undeclared
+      RunFault f = RunFault.explain(e, checked.input().snapshot(), o, spark.sparkContext().hadoopConfiguration());
+      if (f != null) throw f;
+      throw sneaky(e);
     }
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <E extends Exception> RuntimeException sneaky(Exception e) throws E {
+    throw (E) e; // rethrown as it came: Spark's checked exceptions are undeclared in Scala too
   }
 
   private static RunSummary runWatched(SparkSession spark, RunOptions o, Checked checked) {
@@ -131,6 +175,7 @@ public final class LongSieveJob {
       LOG.info("run {}: generating {} documents on {} partitions in {} commit slices", o.runId(),
           stage.rows(), stage.plan().numPartitions(), stage.slices());
       for (int s = 0; s < stage.slices(); s++) {
+        requireOutput(o, spark.sparkContext().hadoopConfiguration());
         spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": generate slice " + (s + 1) + "/" + stage.slices());
         Path dir = new Path(staging, "slice=" + s);
         stage.slice(s).write().mode(SaveMode.Overwrite).parquet(dir.toString());
@@ -140,11 +185,16 @@ public final class LongSieveJob {
         Dataset<Row> slice = spark.read().schema(JobSchemas.RESULT).parquet(dir.toString());
         slice.select(columns(JobSchemas.STATS_COLUMNS)).write().mode(SaveMode.Append).partitionBy("run_id")
             .parquet(new Path(o.output(), "stats").toString());
-        slice.select(columns(JobSchemas.OUTPUT_COLUMNS)).write().mode(SaveMode.Append).partitionBy("run_id")
-            .parquet(new Path(o.output(), "outputs").toString());
+        Dataset<Row> outputs = slice.select(columns(JobSchemas.OUTPUT_COLUMNS));
+        if (o.generation().typedOutput()) outputs = AnswerColumn.add(outputs, o.generation().jsonSchema());
+        outputs.write().mode(SaveMode.Append).partitionBy("run_id").parquet(new Path(o.output(), "outputs").toString());
+        RunInterruption.committed((s + 1) + " of " + stage.slices() + " commit slices are committed and kept");
       }
     }
 
+    spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": check the committed rows");
+    CommitCheck.require(spark, o, files.snapshot(), spark.sparkContext().hadoopConfiguration(), stage.rows(),
+        stage.plan().documents());
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": summary");
     Dataset<Row> done = spark.read().schema(JobSchemas.RESULT).parquet(sliceDirs.toArray(new String[0]));
     RunSummary summary = RunSummary.of(o.runId(), done, start, Instant.now());
@@ -162,15 +212,21 @@ public final class LongSieveJob {
     if (budgetEntry != null) extra.put("budget", budgetEntry);
     if (audit != null) extra.put("audit", audit.manifest(o.ops(), o.policy().canonical()));
     RunManifest.write(spark, o, format, summary, extra);
-    writeReport(spark, o);
+    if (o.ops().report()) writeReport(spark, o);
     return summary;
+  }
+
+  /** Stops the run when its output folder was removed or changed under it: writing on would recreate it half. */
+  static void requireOutput(RunOptions o, Configuration conf) {
+    String gone = RunFault.outputGone(o, conf);
+    if (gone != null) throw new RunFault(RunFault.Kind.OUTPUT_GONE, gone, null);
   }
 
   /** The shadow audit ({@link ShadowAudit}); one that fails costs a warning, never the run's committed outputs. */
   private static ShadowAudit.Agreement audit(SparkSession spark, RunOptions o, Dataset<Row> todo, Dataset<Row> done) {
     try {
       return ShadowAudit.run(spark, o, todo, done);
-    } catch (RuntimeException e) {
+    } catch (Exception e) { // Spark's AnalysisException and SparkException are checked, thrown from Scala undeclared
       LOG.warn("run {}: the shadow audit failed: {}", o.runId(), e.toString());
       return null;
     }
@@ -181,8 +237,9 @@ public final class LongSieveJob {
     spark.sparkContext().setJobDescription("longsieve " + o.runId() + ": report");
     try {
       LOG.info("run {}: report at {}", o.runId(), io.longsieve.report.RunReport.write(spark, o.output(), o.runId()));
-    } catch (IOException | RuntimeException e) {
-      LOG.warn("run {}: the HTML report could not be written: {}", o.runId(), e.toString());
+    } catch (Exception e) { // IOException, and Spark's AnalysisException (checked, thrown from Scala undeclared)
+      LOG.warn("run {}: the HTML report could not be written ({}); `longsieve report --output {} --run-id {}` writes it "
+          + "again", o.runId(), e.toString().lines().findFirst().orElse(""), o.output(), o.runId());
     } finally {
       spark.sparkContext().setJobDescription(null);
     }

@@ -30,7 +30,9 @@ import org.apache.spark.sql.Row;
  * {@code engine.gpu_memory_used_bytes} (device memory the engine holds, its own accounting; 0 on the CPU), and of
  * the run on the driver {@code run.documents}, {@code run.budget_exceeded},
  * {@code run.audit_documents}, {@code run.audit_agreement_permille} (mean token F1 x1000 of the
- * shadow audit; -1 without an audit). Histograms take longs, hence per-mille for fractions.
+ * shadow audit; -1 without an audit), {@code run.audit_kl_mean_micronats} and {@code run.audit_kl_max_micronats}
+ * (the audit's mean and largest KL(dense ‖ policy) x10^6; -1 without), {@code run.audit_top1_agreement_permille}
+ * (its top-1 agreement x1000; -1 without). Histograms and gauges take longs, hence per-mille and micro-units.
  *
  * <p>Failure semantics: recording never throws into the document's task; a row without engine
  * stats only counts by status.
@@ -55,6 +57,9 @@ public final class LongSieveMetrics {
   static final AtomicLong RUN_BUDGET_EXCEEDED = new AtomicLong();
   static final AtomicLong RUN_AUDIT_DOCUMENTS = new AtomicLong();
   static final AtomicLong RUN_AUDIT_PERMILLE = new AtomicLong(-1);
+  static final AtomicLong RUN_AUDIT_KL_MEAN_MICRO = new AtomicLong(-1);
+  static final AtomicLong RUN_AUDIT_KL_MAX_MICRO = new AtomicLong(-1);
+  static final AtomicLong RUN_AUDIT_TOP1_PERMILLE = new AtomicLong(-1);
 
   static {
     for (String s : JobSchemas.STATUSES) BY_STATUS.put(s, counter("documents." + s));
@@ -75,6 +80,9 @@ public final class LongSieveMetrics {
     gauge("run.budget_exceeded", RUN_BUDGET_EXCEEDED::get);
     gauge("run.audit_documents", RUN_AUDIT_DOCUMENTS::get);
     gauge("run.audit_agreement_permille", RUN_AUDIT_PERMILLE::get);
+    gauge("run.audit_kl_mean_micronats", RUN_AUDIT_KL_MEAN_MICRO::get);
+    gauge("run.audit_kl_max_micronats", RUN_AUDIT_KL_MAX_MICRO::get);
+    gauge("run.audit_top1_agreement_permille", RUN_AUDIT_TOP1_PERMILLE::get);
   }
 
   private static Counter counter(String name) {
@@ -145,6 +153,11 @@ public final class LongSieveMetrics {
     }
   }
 
+  /** {@code v × scale} rounded, or -1 for NaN (not measured). */
+  private static long scaled(double v, double scale) {
+    return Double.isNaN(v) ? -1 : Math.round(v * scale);
+  }
+
   /** The driver's run-level figures, set when a run ends. */
   static void recordRun(RunSummary s, ShadowAudit.Agreement audit) {
     RUN_DOCUMENTS.set(s.rows());
@@ -152,6 +165,9 @@ public final class LongSieveMetrics {
     if (audit != null) {
       RUN_AUDIT_DOCUMENTS.set(audit.documents());
       RUN_AUDIT_PERMILLE.set(Double.isNaN(audit.meanTokenF1()) ? -1 : Math.round(1000 * audit.meanTokenF1()));
+      RUN_AUDIT_KL_MEAN_MICRO.set(scaled(audit.klMean(), 1e6));
+      RUN_AUDIT_KL_MAX_MICRO.set(scaled(audit.klMax(), 1e6));
+      RUN_AUDIT_TOP1_PERMILLE.set(scaled(audit.top1Agreement(), 1000));
     }
   }
 }

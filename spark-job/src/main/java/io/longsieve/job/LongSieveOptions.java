@@ -141,6 +141,16 @@ public record LongSieveOptions(String model, String device, PolicySpec policy, i
       return set("seed", Long.toString(seed));
     }
 
+    /** A JSON Schema every output follows (its text; docs/structured-output.md); rows with their own json_schema keep theirs. */
+    public Builder jsonSchema(String schema) {
+      return set("jsonSchema", schema);
+    }
+
+    /** With {@link #jsonSchema}: the result gets an {@code answer} column typed from the schema. */
+    public Builder typedOutput(boolean on) {
+      return set("typedOutput", Boolean.toString(on));
+    }
+
     public Builder stop(String... stop) {
       return set("stop", GenerationOptions.formatStop(List.of(stop)));
     }

@@ -42,7 +42,10 @@ import org.apache.spark.sql.types.StructType;
  * {@code engine_error}: the answer functions then return null and the struct carries the status and
  * message. A sticky CUDA error ends the executor (exit 45) as in the CLI job, and Spark retries the
  * task on a new one. Calls are deterministic (greedy, or sampled with a seed: options temperature,
- * top_p, seed, stop), so a retried task gives the same answers.
+ * top_p, seed, stop), so a retried task gives the same answers. The option {@code json_schema} (a JSON
+ * Schema's text) holds the answer to that schema (docs/structured-output.md); a schema outside the
+ * supported subset is {@code bad_input} naming the keyword, and an answer cut by max_new_tokens before
+ * its document closed is {@code json_incomplete}, the cut text in {@code output}.
  *
  * <p>Engine settings come from the session's {@code spark.longsieve.*} options at registration, the
  * same keys as {@code longsieve run} ({@link RunOptions}; input and output do not apply): model,
@@ -55,7 +58,7 @@ public final class LongSieveSql {
 
   /** Per-call options (the map argument); every other key is refused as bad_input. */
   public static final List<String> OPTIONS = List.of("max_new_tokens", "policy", "system", "raw", "temperature", "top_p",
-      "seed", "stop");
+      "seed", "stop", "json_schema");
 
   /**
    * The struct {@code longsieve_result} returns: the answer, status and error, the stats, and the settings the
@@ -144,6 +147,13 @@ public final class LongSieveSql {
       try {
         GenerationResult r = attempts.run(request.id(), () -> engine.generate(request));
         GenerationStats s = r.stats();
+        boolean cut = r.finishReason() == io.longsieve.engine.FinishReason.LENGTH
+            || r.finishReason() == io.longsieve.engine.FinishReason.CONTEXT_FULL;
+        if (request.jsonSchema() != null && cut) { // the text so far, and a status that says it is not a whole document
+          return row(r.text(), JobSchemas.JSON_INCOMPLETE, "the JSON document was cut (" + r.finishReason().label()
+              + ") before it closed; raise max_new_tokens", s.inputTokens(), s.outputTokens(), r.finishReason().label(),
+              s.ttftMs(), s.totalMs(), s.backend(), s.device(), s.policy(), s.policyResolved(), request);
+        }
         return row(r.text(), JobSchemas.OK, null, s.inputTokens(), s.outputTokens(), r.finishReason().label(), s.ttftMs(),
             s.totalMs(), s.backend(), s.device(), s.policy(), s.policyResolved(), request);
       } catch (DocumentAttempts.Failed e) {
@@ -180,7 +190,15 @@ public final class LongSieveSql {
       GenerationRequest r = raw.equals("true") ? GenerationRequest.raw(id, prompt, n) : GenerationRequest.chat(id, prompt, n);
       String system = options.getOrDefault("system", generation.system());
       if (system != null) r = r.withSystem(system);
-      return r.withSampling(sampling).withStopStrings(stop).withPolicy(p);
+      io.longsieve.structured.OutputSchema schema = generation.jsonSchema();
+      if (options.containsKey("json_schema")) {
+        try {
+          schema = io.longsieve.structured.OutputSchema.parse(options.get("json_schema"));
+        } catch (io.longsieve.structured.SchemaException e) {
+          throw new IllegalArgumentException("json_schema: " + e.getMessage());
+        }
+      }
+      return r.withSampling(sampling).withStopStrings(stop).withPolicy(p).withJsonSchema(schema);
     }
 
     /** A number option; SamplingParams then checks its range (temperature >= 0, top_p in (0, 1]). */

@@ -1,25 +1,10 @@
 package io.longsieve.job;
 
-import static io.longsieve.model.WeightNames.ATTN_NORM;
-import static io.longsieve.model.WeightNames.BK;
-import static io.longsieve.model.WeightNames.BQ;
-import static io.longsieve.model.WeightNames.BV;
-import static io.longsieve.model.WeightNames.EMBED;
-import static io.longsieve.model.WeightNames.FFN_NORM;
-import static io.longsieve.model.WeightNames.FINAL_NORM;
-import static io.longsieve.model.WeightNames.LM_HEAD;
-import static io.longsieve.model.WeightNames.WK;
-import static io.longsieve.model.WeightNames.WO;
-import static io.longsieve.model.WeightNames.WQ;
-import static io.longsieve.model.WeightNames.WV;
-import static io.longsieve.model.WeightNames.W_DOWN;
-import static io.longsieve.model.WeightNames.W_GATE;
-import static io.longsieve.model.WeightNames.W_UP;
-import static io.longsieve.model.WeightNames.layer;
-
 import io.longsieve.engine.spi.LoadedModel;
+import io.longsieve.structured.TokenVocabulary;
 import io.longsieve.model.Checkpoint;
 import io.longsieve.model.ModelConfig;
+import io.longsieve.model.TensorPlan;
 import io.longsieve.policy.LayerList;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.policy.PolicyTerm;
@@ -33,7 +18,7 @@ import org.apache.logging.log4j.Logger;
  * engine makes when it opens (what {@code longsieve generate} runs, and what every executor would
  * otherwise find one by one, in a long trace, with nothing written): config.json, tokenizer and chat
  * template ({@link LoadedModel#load}), every safetensors header and the index ({@link Checkpoint#open}),
- * each weight's shape against config.json (the shapes the engine loads, see {@code CpuWeights}), and
+ * each weight's shape against config.json (the shapes the engine loads: {@link TensorPlan}), and
  * the policy's parameters against the model. Reading headers maps the shards but reads no weights.
  */
 final class ModelCheck {
@@ -64,38 +49,17 @@ final class ModelCheck {
     try (LoadedModel m = LoadedModel.load(dir); Checkpoint ck = Checkpoint.open(dir)) {
       config = m.config();
       checkShapes(ck, config);
+      // a run-level JSON schema needs a tokenizer whose tokens' bytes structured output can read
+      if (o.generation().jsonSchema() != null) TokenVocabulary.load(dir, config.vocabSize(), m.eosIds());
     } catch (RuntimeException e) {
       throw new IllegalArgumentException("model " + dir + ": " + firstLine(e), e);
     }
     checkPolicy(o.policy(), config, dir);
   }
 
-  /** The shapes the engine's weight loaders ask for; a tensor missing or of another shape is named. */
+  /** The shapes the engine's weight loaders ask for (TensorPlan, their one list); a tensor missing or of another shape is named. */
   private static void checkShapes(Checkpoint ck, ModelConfig c) {
-    long dim = c.hiddenSize(), q = c.qDim(), kv = c.kvDim(), hidden = c.intermediateSize(), vocab = c.vocabSize();
-    shape(ck, EMBED, vocab, dim);
-    for (int i = 0; i < c.numLayers(); i++) {
-      shape(ck, layer(i, ATTN_NORM), dim);
-      shape(ck, layer(i, WQ), q, dim);
-      shape(ck, layer(i, WK), kv, dim);
-      shape(ck, layer(i, WV), kv, dim);
-      if (c.attentionBias()) {
-        shape(ck, layer(i, BQ), q);
-        shape(ck, layer(i, BK), kv);
-        shape(ck, layer(i, BV), kv);
-      }
-      shape(ck, layer(i, WO), dim, q);
-      shape(ck, layer(i, FFN_NORM), dim);
-      shape(ck, layer(i, W_GATE), hidden, dim);
-      shape(ck, layer(i, W_UP), hidden, dim);
-      shape(ck, layer(i, W_DOWN), dim, hidden);
-    }
-    shape(ck, FINAL_NORM, dim);
-    if (!c.tieWordEmbeddings() || ck.has(LM_HEAD)) shape(ck, LM_HEAD, vocab, dim);
-  }
-
-  private static void shape(Checkpoint ck, String name, long... expected) {
-    ck.infoOfShape(name, expected);  // the loaders' own check: names the file and the tensor
+    TensorPlan.check(ck, c);  // the loaders' own check: names the file and the tensor
   }
 
   /**

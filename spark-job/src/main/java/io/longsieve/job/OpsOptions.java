@@ -12,15 +12,17 @@ import java.io.Serializable;
  * @param maxDocs             run budget of documents sent to the engine; 0 = none
  * @param auditFraction       share of documents also run with dense attention ({@link ShadowAudit}); 0 = off
  * @param auditSeed           seed of the audit's sample (by doc_id), so a re-run audits the same documents
+ * @param report              write the HTML report at the end of the run; false leaves it to {@code longsieve report}
  */
 public record OpsOptions(
     int resourceWaitSeconds,
     long maxTotalTokens,
     long maxDocs,
     double auditFraction,
-    long auditSeed) implements Serializable {
+    long auditSeed,
+    boolean report) implements Serializable {
 
-  public static final OpsOptions DEFAULTS = new OpsOptions(600, 0, 0, 0, 0);
+  public static final OpsOptions DEFAULTS = new OpsOptions(600, 0, 0, 0, 0, true);
 
   /** True when either budget is set. */
   public boolean hasBudget() {

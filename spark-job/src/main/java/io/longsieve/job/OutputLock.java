@@ -169,7 +169,7 @@ final class OutputLock implements AutoCloseable {
         if (fs.exists(used)) throw usedRunId(o, used);
       }
       fs.mkdirs(started.getParent());
-      createNew(fs, started, record);
+      createNew(fs, started, startedRecord(record, o));
     } catch (FileAlreadyExistsException | org.apache.hadoop.fs.FileAlreadyExistsException e) {
       throw usedRunId(o, started);
     } catch (IOException e) {
@@ -178,7 +178,14 @@ final class OutputLock implements AutoCloseable {
     }
   }
 
-  /** Where a run's start is recorded: run id, host, pid, start time (the manifest comes at the end). */
+  /** The lock's record and the options the run's answers depend on, which a later --resume compares ({@link ResumeCheck}). */
+  private static byte[] startedRecord(byte[] record, RunOptions o) throws IOException {
+    com.fasterxml.jackson.databind.node.ObjectNode r = (com.fasterxml.jackson.databind.node.ObjectNode) JSON.readTree(record);
+    r.set("answers", JSON.valueToTree(ResumeCheck.answerOptions(o)));
+    return JSON.writeValueAsBytes(r);
+  }
+
+  /** Where a run's start is recorded: run id, host, pid, start time, answer options (the manifest comes at the end). */
   static Path startedPath(String output, String runId) {
     return new Path(new Path(output, "runs"), runId + ".started");
   }

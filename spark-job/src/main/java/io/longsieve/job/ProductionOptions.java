@@ -7,6 +7,7 @@ import java.io.Serializable;
  * (keys spark.longsieve.*, listed with {@code longsieve run --help}).
  *
  * @param resume                  skip doc_ids an earlier run under the same output finished with status ok
+ * @param resumeAnyway            resume even when an earlier run made its answers with other options ({@link ResumeCheck})
  * @param docTimeoutSeconds       per-document time limit; 0 = none
  * @param progressIntervalSeconds seconds between the driver's progress lines; 0 = none
  * @param inferenceGpuAmount      GPU share per generation task through a stage-level TaskResourceProfile;
@@ -27,6 +28,7 @@ import java.io.Serializable;
  */
 public record ProductionOptions(
     boolean resume,
+    boolean resumeAnyway,
     int docTimeoutSeconds,
     int progressIntervalSeconds,
     double inferenceGpuAmount,
@@ -39,8 +41,8 @@ public record ProductionOptions(
     String injectOomDocId,
     String injectStickyCudaError) implements Serializable {
 
-  public static final ProductionOptions DEFAULTS = new ProductionOptions(false, 0, 30, 0, 4.0, 0, 8, 0.9, true, 0, null,
-      null);
+  public static final ProductionOptions DEFAULTS = new ProductionOptions(false, false, 0, 30, 0, 4.0, 0, 8, 0.9, true, 0,
+      null, null);
 
   /** What the engine spec's prefix cache is: 0 (reuse off), the engine's default, or the MiB asked for. */
   public long prefixCacheBytes() {

@@ -42,7 +42,7 @@ final class Resume {
       LOG.info("--resume: no earlier run under {}; running every document", outputs);
       return new Todo(parsed, runs);
     }
-    Dataset<Row> done = spark.read().parquet(outputs.toString())
+    Dataset<Row> done = OwnTables.all(spark, o.output(), "outputs", JobSchemas.OUTPUTS)
         .filter(col("status").equalTo(JobSchemas.OK)).select("doc_id");
     LOG.info("--resume: skipping documents already ok in runs {}", runs);
     return new Todo(parsed.join(done, parsed.col("doc_id").equalTo(done.col("doc_id")), "left_anti"), runs);

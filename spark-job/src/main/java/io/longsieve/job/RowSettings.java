@@ -1,6 +1,7 @@
 package io.longsieve.job;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.longsieve.engine.spi.SamplingParams;
 import io.longsieve.job.DocumentParser.BadInput;
 import java.util.ArrayList;
 import java.util.List;
@@ -29,6 +30,10 @@ record RowSettings(String system, Boolean raw, Integer maxNewTokens, Double temp
     }
     Double t = number(root, "temperature");
     if (t != null && !(t >= 0)) throw new BadInput("field 'temperature' must be >= 0, not " + t);
+    if (t != null && t > 0 && t < SamplingParams.MIN_TEMPERATURE) {
+      throw new BadInput("field 'temperature' must be 0 (greedy) or at least " + SamplingParams.MIN_TEMPERATURE + ", not " + t
+          + " (smaller ones overflow the sampler)");
+    }
     Double p = number(root, "top_p");
     if (p != null && !(p > 0 && p <= 1)) throw new BadInput("field 'top_p' must be in (0, 1], not " + p);
     return new RowSettings(DocumentParser.optionalString(root, "system"), bool(root, "raw"), maxNew, t, p,

@@ -29,6 +29,8 @@ import scala.Tuple2;
 public final class RunCommand implements Callable<Integer> {
 
   private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(RunCommand.class);
+  /** A failure's stack trace: to the log file only under bin/longsieve (stderr has the failure's one line). */
+  static final org.slf4j.Logger FAILURES = org.slf4j.LoggerFactory.getLogger("io.longsieve.failures");
 
   /** Exit code for a refused configuration (picocli uses 2 for usage errors too). */
   public static final int CONFIG_ERROR = 2;
@@ -56,6 +58,12 @@ public final class RunCommand implements Callable<Integer> {
 
   @Option(names = "--prompt-template", paramLabel = "FILE", description = "Prompt template for rows without their own prompt: {text}, {documents}, {question}, {any_column}; {{ and }} for braces (default: the task's preset).")
   Path promptTemplate;
+
+  @Option(names = "--json-schema", paramLabel = "FILE", description = "A JSON Schema every output follows (constrained decoding; docs/structured-output.md says which keywords); a row's json_schema wins.")
+  String jsonSchema;
+
+  @Option(names = "--typed-output", description = "With --json-schema: outputs get an 'answer' column whose Spark type comes from the schema.")
+  Boolean typedOutput;
 
   @Option(names = "--system", paramLabel = "TEXT", description = "System message for the chat template (a row's system wins).")
   String system;
@@ -99,6 +107,9 @@ public final class RunCommand implements Callable<Integer> {
   @Option(names = "--resume", description = "Skip doc_ids that an earlier run under the same --output finished with status ok.")
   Boolean resume;
 
+  @Option(names = "--resume-anyway", description = "--resume even when an earlier run made its answers with another model, policy, sampling or prompt (the merged results mix them).")
+  Boolean resumeAnyway;
+
   @Option(names = "--max-total-tokens", paramLabel = "N", description = "Run budget of input + output tokens; documents past it get budget_exceeded rows (default: none).")
   Long maxTotalTokens;
 
@@ -118,10 +129,13 @@ public final class RunCommand implements Callable<Integer> {
   boolean debug;
 
   /**
-   * Checks everything it can before Spark starts ({@link LongSieveJob#check}), then runs. A user
-   * error (bad option, input, model, policy; output not writable or in use) prints one line and
-   * exits 2; anything else prints one line and exits 1. The stack trace goes to the log at DEBUG
-   * (error for the unexpected), or to stderr with --debug.
+   * Checks everything it can before Spark starts ({@link LongSieveJob#check}), then runs. Every way it
+   * ends is one line on stderr and an exit code (docs/failures.md): 2 for a user error found before
+   * Spark starts (bad option, input, model, policy; output not writable or in use); 3 to 7 for a run
+   * stopped by something outside the job ({@link RunFault}: the input changed, no disk space, the output
+   * removed, Spark gave up after its retries, rows missing at the end), each with the way on; 143 / 130
+   * for SIGTERM / SIGINT ({@link RunInterruption}); 1 for anything unexpected. The stack trace goes to
+   * the log (the {@code io.longsieve.failures} logger; at DEBUG for a refusal), and to stderr with --debug.
    */
   @Override
   public Integer call() {
@@ -133,31 +147,54 @@ public final class RunCommand implements Callable<Integer> {
       checked = LongSieveJob.check(options, options.hadoopConfiguration());
     } catch (IllegalArgumentException e) {
       return fail(err, e, CONFIG_ERROR);
-    }
-    try (checked) {
-      boolean ownSession = SparkSession.getActiveSession().isEmpty() && SparkSession.getDefaultSession().isEmpty();
-      SparkSession spark = session(options);
-      try {
-        RunSummary s = LongSieveJob.run(spark, options, checked);
-        spec.commandLine().getOut().println(s.line());
-        return 0;
-      } finally {
-        if (ownSession) spark.stop();
-      }
-    } catch (IllegalArgumentException e) {
-      return fail(err, e, CONFIG_ERROR);
-    } catch (RuntimeException e) {
+    } catch (Exception | Error e) {
       return fail(err, e, 1);
+    }
+    try (checked; RunInterruption stop = RunInterruption.watch(options.runId(), err)) {
+      try {
+        return run(options, checked, stop);
+      } catch (IllegalArgumentException e) {
+        return stop.stopped() ? stop.exitCode() : fail(err, e, CONFIG_ERROR);
+      } catch (RunFault e) {
+        if (stop.stopped()) return stop.exitCode();
+        err.println("longsieve run stopped: " + e.line() + traceHint());
+        FAILURES.error("longsieve run stopped: {}", e.getMessage(), e);
+        if (debug) e.printStackTrace(err);
+        err.flush();
+        return e.kind().exitCode();
+      } catch (Exception | Error e) {
+        return stop.stopped() ? stop.exitCode() : fail(err, e, 1);
+      }
     }
   }
 
-  private int fail(PrintWriter err, RuntimeException e, int code) {
+  private int run(RunOptions options, LongSieveJob.Checked checked, RunInterruption stop) {
+    boolean ownSession = SparkSession.getActiveSession().isEmpty() && SparkSession.getDefaultSession().isEmpty();
+    SparkSession spark = session(options);
+    try {
+      RunSummary s = LongSieveJob.run(spark, options, checked);
+      spec.commandLine().getOut().println(s.line());
+      return 0;
+    } finally {
+      if (ownSession && !stop.stopped()) spark.stop(); // on a signal Spark's own hook stops it
+    }
+  }
+
+  /** Where the stack trace is: the log file bin/longsieve's logging writes, or the log. */
+  private String traceHint() {
+    if (debug) return "";
+    String file = System.getProperty(JobCli.LOG_FILE_PROPERTY);
+    return " (stack trace in " + (file != null ? file : "the log") + "; --debug prints it here)";
+  }
+
+  private int fail(PrintWriter err, Throwable e, int code) {
+    String message = String.valueOf(e.getMessage()).lines().findFirst().orElse("");
     if (code == CONFIG_ERROR) {
-      err.println("longsieve run: " + e.getMessage());
+      err.println("longsieve run: " + message);
       LOG.debug("longsieve run refused", e);
     } else {
-      err.println("longsieve run failed: " + e + (debug ? "" : " (stack trace in the log; --debug prints it here)"));
-      LOG.error("longsieve run failed", e);
+      err.println("longsieve run failed: " + e.getClass().getName() + ": " + message + traceHint());
+      FAILURES.error("longsieve run failed", e);
     }
     if (debug) e.printStackTrace(err);
     err.flush();
@@ -200,6 +237,8 @@ public final class RunCommand implements Callable<Integer> {
     put(m, RunOptions.Key.RUN_ID, runId);
     put(m, RunOptions.Key.MAX_NEW_TOKENS, maxNewTokens);
     put(m, RunOptions.Key.PROMPT_TEMPLATE_FILE, promptTemplate);
+    put(m, RunOptions.Key.JSON_SCHEMA_FILE, jsonSchema);
+    put(m, RunOptions.Key.TYPED_OUTPUT, typedOutput);
     put(m, RunOptions.Key.SYSTEM, system);
     put(m, RunOptions.Key.RAW, raw);
     put(m, RunOptions.Key.TEMPERATURE, temperature);
@@ -209,6 +248,10 @@ public final class RunCommand implements Callable<Integer> {
     put(m, RunOptions.Key.DEVICE, device);
     put(m, RunOptions.Key.TRUNCATE, truncate);
     put(m, RunOptions.Key.RESUME, resume);
+    if (Boolean.TRUE.equals(resumeAnyway)) {
+      m.put(RunOptions.Key.RESUME.conf(), "true");
+      m.put(RunOptions.Key.RESUME_ANYWAY.conf(), "true");
+    }
     put(m, RunOptions.Key.PREFIX_REUSE, prefixReuse);
     put(m, RunOptions.Key.MAX_TOTAL_TOKENS, maxTotalTokens);
     put(m, RunOptions.Key.MAX_DOCS, maxDocs);

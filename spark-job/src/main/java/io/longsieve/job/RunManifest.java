@@ -4,19 +4,17 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.OutputStream;
 import java.io.UncheckedIOException;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Properties;
-import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.SparkSession;
 
 /**
  * {@code DIR/runs/<run_id>.json}: what ran (input, options, versions, backend) and what came out
  * (counts by status, tokens, start and end time). Written last, so its presence means the run's
- * outputs and stats are complete.
+ * outputs and stats are complete; written atomically ({@link AtomicFiles}), so a manifest is whole.
  */
 public final class RunManifest {
   private RunManifest() {}
@@ -83,10 +81,9 @@ public final class RunManifest {
   static void write(SparkSession spark, RunOptions o, InputReader.Format format, RunSummary s, Map<String, Object> extra) {
     Path p = path(o.output(), o.runId());
     try {
-      FileSystem fs = p.getFileSystem(spark.sparkContext().hadoopConfiguration());
-      try (OutputStream out = fs.create(p, false)) {
-        new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValue(out, content(spark, o, format, s, extra));
-      }
+      // whole or not at all: a manifest is the run's "finished" mark, so a torn one must not exist
+      AtomicFiles.write(p, new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT)
+          .writeValueAsBytes(content(spark, o, format, s, extra)), spark.sparkContext().hadoopConfiguration());
     } catch (IOException e) {
       throw new UncheckedIOException("cannot write the run manifest " + p + ": " + e.getMessage(), e);
     }

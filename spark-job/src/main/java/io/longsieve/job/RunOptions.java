@@ -77,6 +77,10 @@ public record RunOptions(
     TOP_P("topP", "1", "nucleus sampling mass in (0, 1] (a row's top_p wins)"),
     SEED("seed", "0", "sampling seed: the same document and seed give the same output (a row's seed wins)"),
     STOP("stop", null, "stop strings: one string, or a JSON array of strings (a row's stop wins)"),
+    JSON_SCHEMA("jsonSchema", null,
+        "JSON Schema every output follows (constrained decoding, docs/structured-output.md); a row's json_schema wins"),
+    JSON_SCHEMA_FILE("jsonSchemaFile", null, "a file holding the JSON schema (instead of jsonSchema)"),
+    TYPED_OUTPUT("typedOutput", "false", "with a run-level JSON schema: outputs get an answer column typed from the schema"),
     POLICY("policy", null, "attention policy, e.g. dense (default: dense)"),
     PREFILL("prefill", null, "prefill attention policy slot (instead of policy)"),
     KV("kv", null, "KV compression policy slot (instead of policy)"),
@@ -84,10 +88,12 @@ public record RunOptions(
     DEVICE("device", "auto", "auto, cpu or cuda"),
     TRUNCATE("truncate", "false", "keep head and tail of over-long documents instead of too_long"),
     THREADS("threads", "0", "CPU threads per engine; 0 = all cores"),
-    PREFILL_CHUNK("prefillChunk", "512", "prompt tokens per prefill chunk"),
+    PREFILL_CHUNK("prefillChunk", "512", "prompt tokens per prefill chunk (a TSA prefill runs in its own tsa:chunk)"),
     MAX_CONTEXT("maxContext", "0", "longest prompt + output in tokens; 0 = the model's limit"),
     PARTITIONS("partitions", "0", "partitions of the generation stage; 0 = task slots x 2, cost-balanced"),
     RESUME("resume", "false", "skip doc_ids that an earlier run under the same output already finished with status ok"),
+    RESUME_ANYWAY("resumeAnyway", "false",
+        "with resume: run even when an earlier run made its answers with another model, policy, sampling or prompt"),
     DOC_TIMEOUT("docTimeoutSeconds", "0", "per-document time limit in seconds (timeout row); 0 = none"),
     PROGRESS_INTERVAL("progressIntervalSeconds", "30", "seconds between progress log lines on the driver; 0 = none"),
     INFERENCE_GPU_AMOUNT("inferenceGpuAmount", "0",
@@ -111,6 +117,7 @@ public record RunOptions(
     AUDIT_FRACTION("auditFraction", "0",
         "share of documents (sampled by doc_id) also run with dense attention, compared in the audit table; 0 = off"),
     AUDIT_SEED("auditSeed", "0", "seed of the audit sample"),
+    REPORT("report", "true", "write the HTML report at the end of the run; false: skip it (longsieve report writes it later)"),
     TEST_INJECT_OOM("test.injectOomDocId", null, "testing: fail this doc_id as if out of GPU memory on every attempt"),
     TEST_INJECT_STICKY("test.injectStickyCudaError", null,
         "testing: DOC_ID@MARKER_FILE, the first attempt of DOC_ID hits a sticky CUDA error (the executor exits with 45)");
@@ -181,8 +188,8 @@ public record RunOptions(
 
   /** Keys only a run over files reads: its input, output, resume, budgets, audit, slices, progress. */
   public static final java.util.Set<Key> FILE_RUN_ONLY = java.util.EnumSet.of(Key.INPUT, Key.OUTPUT, Key.RESUME,
-      Key.MAX_TOTAL_TOKENS, Key.MAX_DOCS, Key.AUDIT_FRACTION, Key.AUDIT_SEED, Key.SLICES, Key.PROGRESS_INTERVAL,
-      Key.RESOURCE_WAIT);
+      Key.RESUME_ANYWAY, Key.MAX_TOTAL_TOKENS, Key.MAX_DOCS, Key.AUDIT_FRACTION, Key.AUDIT_SEED, Key.SLICES, Key.PROGRESS_INTERVAL,
+      Key.RESOURCE_WAIT, Key.REPORT);
 
   private static RunOptions fromSettings(Map<String, String> settings, boolean files) {
     Map<Key, String> values = new LinkedHashMap<>();
@@ -218,14 +225,16 @@ public record RunOptions(
         intAtLeast(values, Key.MAX_NEW_TOKENS, 1), policy, device, bool(values, Key.TRUNCATE),
         intAtLeast(values, Key.THREADS, 0), intAtLeast(values, Key.PREFILL_CHUNK, 1),
         intAtLeast(values, Key.MAX_CONTEXT, 0), intAtLeast(values, Key.PARTITIONS, 0), spark,
-        new ProductionOptions(bool(values, Key.RESUME), intAtLeast(values, Key.DOC_TIMEOUT, 0),
+        new ProductionOptions(bool(values, Key.RESUME), bool(values, Key.RESUME_ANYWAY),
+            intAtLeast(values, Key.DOC_TIMEOUT, 0),
             intAtLeast(values, Key.PROGRESS_INTERVAL, 0), fraction(values, Key.INFERENCE_GPU_AMOUNT),
             positive(values, Key.CHARS_PER_TOKEN), intAtLeast(values, Key.SLICES, 0), intAtLeast(values, Key.MAX_BATCH, 1),
             nonZeroShare(values, Key.GPU_MEMORY_FRACTION), bool(values, Key.PREFIX_REUSE),
             intAtLeast(values, Key.PREFIX_CACHE_MB, 0), value(values, Key.TEST_INJECT_OOM),
             value(values, Key.TEST_INJECT_STICKY)),
         new OpsOptions(intAtLeast(values, Key.RESOURCE_WAIT, 0), longAtLeast(values, Key.MAX_TOTAL_TOKENS, 0),
-            longAtLeast(values, Key.MAX_DOCS, 0), share(values, Key.AUDIT_FRACTION), longAtLeast(values, Key.AUDIT_SEED, 0)),
+            longAtLeast(values, Key.MAX_DOCS, 0), share(values, Key.AUDIT_FRACTION), longAtLeast(values, Key.AUDIT_SEED, 0),
+            bool(values, Key.REPORT)),
         GenerationOptions.from(values));
     o.engineSpec(); // EngineSpec validates its own fields; fail here, on the driver, not on an executor
     return o;
@@ -269,6 +278,7 @@ public record RunOptions(
     m.put(Key.MAX_CONTEXT.conf(), Integer.toString(maxContext));
     m.put(Key.PARTITIONS.conf(), Integer.toString(partitions));
     m.put(Key.RESUME.conf(), Boolean.toString(production.resume()));
+    m.put(Key.RESUME_ANYWAY.conf(), Boolean.toString(production.resumeAnyway()));
     m.put(Key.DOC_TIMEOUT.conf(), Integer.toString(production.docTimeoutSeconds()));
     m.put(Key.PROGRESS_INTERVAL.conf(), Integer.toString(production.progressIntervalSeconds()));
     m.put(Key.INFERENCE_GPU_AMOUNT.conf(), Double.toString(production.inferenceGpuAmount()));
@@ -283,6 +293,7 @@ public record RunOptions(
     m.put(Key.MAX_DOCS.conf(), Long.toString(ops.maxDocs()));
     m.put(Key.AUDIT_FRACTION.conf(), Double.toString(ops.auditFraction()));
     m.put(Key.AUDIT_SEED.conf(), Long.toString(ops.auditSeed()));
+    m.put(Key.REPORT.conf(), Boolean.toString(ops.report()));
     if (generation.promptTemplate() != null) m.put(Key.PROMPT_TEMPLATE.conf(), generation.promptTemplate().source());
     if (generation.system() != null) m.put(Key.SYSTEM.conf(), generation.system());
     m.put(Key.RAW.conf(), Boolean.toString(generation.raw()));
@@ -290,6 +301,8 @@ public record RunOptions(
     m.put(Key.TOP_P.conf(), Double.toString(generation.topP()));
     m.put(Key.SEED.conf(), Long.toString(generation.seed()));
     if (!generation.stop().isEmpty()) m.put(Key.STOP.conf(), GenerationOptions.formatStop(generation.stop()));
+    if (generation.jsonSchema() != null) m.put(Key.JSON_SCHEMA.conf(), generation.jsonSchema().canonical());
+    m.put(Key.TYPED_OUTPUT.conf(), Boolean.toString(generation.typedOutput()));
     if (production.injectOomDocId() != null) m.put(Key.TEST_INJECT_OOM.conf(), production.injectOomDocId());
     if (production.injectStickyCudaError() != null) {
       m.put(Key.TEST_INJECT_STICKY.conf(), production.injectStickyCudaError());

@@ -1,6 +1,7 @@
 package io.longsieve.job;
 
 import static org.apache.spark.sql.functions.col;
+import static org.apache.spark.sql.functions.collect_set;
 import static org.apache.spark.sql.functions.count;
 import static org.apache.spark.sql.functions.lit;
 import static org.apache.spark.sql.functions.sum;
@@ -39,8 +40,11 @@ public record RunSummary(String runId, long rows, Map<String, Long> byStatus, lo
     long rows = 0;
     long in = 0;
     long out = 0;
-    List<Row> groups = results.groupBy("status").agg(count(lit(1)), sum(col("input_tokens")), sum(col("output_tokens")))
-        .collectAsList();
+    // one Spark job: counts and tokens per status, with the backends and devices that ran each
+    List<Row> groups = results.groupBy("status").agg(count(lit(1)), sum(col("input_tokens")), sum(col("output_tokens")),
+        collect_set(col("backend")), collect_set(col("device"))).collectAsList();
+    TreeSet<String> backends = new TreeSet<>();
+    TreeSet<String> devices = new TreeSet<>();
     for (Row g : groups) {
       byStatus.merge(g.getString(0), g.getLong(1), Long::sum);
       rows += g.getLong(1);
@@ -48,12 +52,8 @@ public record RunSummary(String runId, long rows, Map<String, Long> byStatus, lo
         in += g.isNullAt(2) ? 0 : g.getLong(2);
         out += g.isNullAt(3) ? 0 : g.getLong(3);
       }
-    }
-    TreeSet<String> backends = new TreeSet<>();
-    TreeSet<String> devices = new TreeSet<>();
-    for (Row r : results.select("backend", "device").where(col("backend").isNotNull()).distinct().collectAsList()) {
-      backends.add(r.getString(0));
-      devices.add(r.getString(1));
+      backends.addAll(g.<String>getList(4));
+      devices.addAll(g.<String>getList(5));
     }
     return new RunSummary(runId, rows, byStatus, in, out, new ArrayList<>(backends), new ArrayList<>(devices),
         start, end);

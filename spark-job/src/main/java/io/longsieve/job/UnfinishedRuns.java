@@ -2,7 +2,6 @@ package io.longsieve.job;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
-import java.io.OutputStream;
 import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -44,11 +43,11 @@ final class UnfinishedRuns {
       if (id.equals(currentRun) || fs.exists(RunManifest.path(output, id)) || fs.exists(recordPath(output, id))) continue;
       Path runStats = new Path(stats, "run_id=" + id);
       Path runOutputs = new Path(new Path(output, "outputs"), "run_id=" + id);
-      Dataset<Row> all = spark.read().parquet(runStats.toString());
+      Dataset<Row> all = OwnTables.run(spark, output, "stats", id, JobSchemas.STATS);
       long before = all.count();
       long kept = 0;
       if (fs.exists(runOutputs)) {
-        Dataset<Row> done = spark.read().parquet(runOutputs.toString()).select("doc_id").distinct();
+        Dataset<Row> done = OwnTables.run(spark, output, "outputs", id, JobSchemas.OUTPUTS).select("doc_id").distinct();
         Dataset<Row> keep = all.join(done, all.col("doc_id").equalTo(done.col("doc_id")), "left_semi");
         kept = keep.count();
         if (kept < before && kept > 0) replace(fs, output, id, runStats, keep);
@@ -96,8 +95,6 @@ final class UnfinishedRuns {
     m.put("committed_documents", kept);
     m.put("stats_rows_removed", removed);
     m.put("found", Instant.now().toString());
-    try (OutputStream os = fs.create(recordPath(output, id), true)) {
-      new ObjectMapper().writeValue(os, m);
-    }
+    AtomicFiles.write(recordPath(output, id), new ObjectMapper().writeValueAsBytes(m), fs.getConf());
   }
 }

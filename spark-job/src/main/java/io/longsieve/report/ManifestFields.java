@@ -18,7 +18,12 @@ import org.apache.hadoop.fs.Path;
  * The run manifest {@code <out>/runs/<run_id>.json} (written by {@link io.longsieve.job.RunManifest}), read loosely: the report shows its top-level scalar fields as they
  * are and takes the wall time from the first field that holds one, so a manifest that gains fields needs no change here.
  */
-record ManifestFields(Map<String, Object> fields) {
+record ManifestFields(Map<String, Object> fields, String torn) {
+
+  /** A manifest as read; {@code torn} says why a file that is there could not be read (null: it could). */
+  ManifestFields(Map<String, Object> fields) {
+    this(fields, null);
+  }
 
   private static final List<String> WALL_MS_KEYS = List.of("wall_ms", "wall_time_ms", "wallMs", "elapsed_ms",
       "duration_ms");
@@ -33,7 +38,11 @@ record ManifestFields(Map<String, Object> fields) {
     return new ManifestFields(Map.of());
   }
 
-  /** Reads the manifest of {@code runId} under {@code outputDir} (any Hadoop file system); empty when there is none. */
+  /**
+   * Reads the manifest of {@code runId} under {@code outputDir} (any Hadoop file system); empty when there is none,
+   * and empty with {@link #torn} set when the file is there but is not a whole JSON object (a manifest cut short
+   * by a full disk before manifests were written atomically): the report is then made from the tables alone.
+   */
   static ManifestFields read(Configuration conf, Path outputDir, String runId) throws IOException {
     Path file = new Path(new Path(outputDir, "runs"), runId + ".json");
     FileSystem fs = file.getFileSystem(conf);
@@ -41,7 +50,11 @@ record ManifestFields(Map<String, Object> fields) {
       return empty();
     }
     try (InputStream in = fs.open(file)) {
-      return new ManifestFields(new ObjectMapper().readValue(in, new TypeReference<LinkedHashMap<String, Object>>() {}));
+      Map<String, Object> m = new ObjectMapper().readValue(in, new TypeReference<LinkedHashMap<String, Object>>() {});
+      return m == null ? new ManifestFields(Map.of(), "runs/" + runId + ".json is empty") : new ManifestFields(m);
+    } catch (com.fasterxml.jackson.core.JacksonException e) {
+      return new ManifestFields(Map.of(), "runs/" + runId + ".json is torn (" + fs.getFileStatus(file).getLen()
+          + " bytes, not a whole JSON object)");
     }
   }
 

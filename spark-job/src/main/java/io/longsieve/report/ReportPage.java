@@ -38,12 +38,19 @@ final class ReportPage {
 
   /** The page, with the overview ({@link RunOverview}: what ran, budget, audit, tasks and answers) first. */
   static String render(RunAggregates a, ManifestFields manifest, Instant generatedAt, RunOverview.Data overview) {
+    return render(a, manifest, generatedAt, overview, StructuredOutputs.Data.EMPTY);
+  }
+
+  /** The page with the structured-output section ({@link StructuredOutputs}) after the overview, for runs that have one. */
+  static String render(RunAggregates a, ManifestFields manifest, Instant generatedAt, RunOverview.Data overview,
+      StructuredOutputs.Data structured) {
     ReportPage p = new ReportPage(a, manifest);
     p.head(generatedAt);
     p.h.append(RunOverview.header(manifest)).append(RunOverview.budget(manifest));
     p.summary();
     p.h.append(RunOverview.audit(manifest));
     if (!overview.tasks().isEmpty()) p.h.append(RunOverview.tasks(overview));
+    p.h.append(StructuredOutputs.html(structured));
     p.latency();
     p.throughput();
     p.layers();
@@ -100,6 +107,10 @@ final class ReportPage {
       h.append("<details><summary>Run manifest</summary><table>");
       fields.forEach((k, v) -> row(k, Html.truncate(v, 200)));
       h.append("</table></details>");
+    } else if (manifest.torn() != null) {
+      h.append("<p class=\"unfinished\" id=\"torn-manifest\">The run manifest ").append(Html.escape(manifest.torn()))
+          .append(": this report is made from the tables alone (").append(Html.num(s.documents()))
+          .append(" documents). Throughput needs the manifest's wall time.</p>");
     } else {
       // the manifest is written last: without it the run was killed (or is still running)
       h.append("<p class=\"unfinished\">No run manifest (runs/").append(Html.escape(a.runId()))

@@ -14,7 +14,6 @@ import java.io.IOException;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Dataset;
@@ -85,9 +84,7 @@ final class RunOverview {
   }
 
   static String normalise(String s) {
-    String t = String.join(" ", s.trim().split("\\s+"));
-    while (t.endsWith(".")) t = t.substring(0, t.length() - 1);
-    return t.trim().toLowerCase(Locale.ROOT);
+    return AnswerAgreement.normalised(s);
   }
 
   /** The header line under the title: model, policy, input, backend, from the manifest. */
@@ -131,6 +128,12 @@ final class RunOverview {
   static String audit(ManifestFields m) {
     Map<String, String> f = m.scalars();
     if (!f.containsKey("audit.documents")) return "";
+    if ("0".equals(f.get("audit.documents"))) {
+      String note = f.getOrDefault("audit.note", "0 documents audited");
+      return "<section id=\"audit\"><h2>Shadow audit against dense attention</h2><p class=\"unfinished\" id=\"audit-empty\">"
+          + Html.escape(note) + ". Sample: " + Html.escape(pct(f.get("audit.fraction"))) + " of the documents, seed "
+          + Html.escape(f.get("audit.seed")) + "; a larger --audit-fraction or another --audit-seed audits some.</p></section>";
+    }
     String agreement = f.get("audit.agreement_token_f1");
     String exact = f.get("audit.exact_match_rate");
     return "<section id=\"audit\"><h2>Shadow audit against dense attention</h2><div class=\"cards\">"
@@ -138,9 +141,25 @@ final class RunOverview {
         + card("exact match (share of the compared documents)", exact == null ? "n/a" : pct(exact))
         + card("documents audited", f.get("audit.documents"))
         + card("compared (both ok)", f.get("audit.compared"))
+        + card("mean KL(dense ‖ policy) per token, nats", number(f.get("audit.kl_mean")))
+        + card("largest KL of a token", number(f.get("audit.kl_max")))
+        + card("top-1 agreement with dense (share of tokens)", f.get("audit.top1_agreement") == null ? "n/a"
+            : pct(f.get("audit.top1_agreement")))
         + "</div><p class=\"muted\">A sample of " + Html.escape(pct(f.get("audit.fraction"))) + " of the documents (seed "
         + Html.escape(f.get("audit.seed")) + ", by doc_id) also ran with dense attention; policy "
-        + Html.escape(f.get("audit.policy")) + ". Per-document rows: the audit table (audit/run_id=...).</p></section>";
+        + Html.escape(f.get("audit.policy")) + ". Agreement and exact match compare the answers' words; KL and top-1"
+        + " agreement compare the next-token distributions with the policy fed dense attention's own greedy answer"
+        + " (teacher forcing), so they do not depend on the wording. Per-document rows: the audit table"
+        + " (audit/run_id=...).</p></section>";
+  }
+
+  /** A KL figure as the manifest has it, to four decimals; n/a when absent. */
+  private static String number(String v) {
+    try {
+      return String.format(java.util.Locale.ROOT, "%.4f", Double.parseDouble(v));
+    } catch (NumberFormatException | NullPointerException e) {
+      return "n/a";
+    }
   }
 
   private static String pct(String v) {

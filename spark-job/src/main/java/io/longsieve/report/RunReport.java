@@ -1,14 +1,11 @@
 package io.longsieve.report;
 
-import static org.apache.spark.sql.functions.col;
-import static org.apache.spark.sql.functions.lit;
 
+import io.longsieve.job.AtomicFiles;
 import io.longsieve.job.JobSchemas;
 import java.io.IOException;
-import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
 import java.util.LinkedHashMap;
@@ -18,7 +15,6 @@ import java.util.Optional;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
-import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -82,18 +78,14 @@ public final class RunReport {
     try {
       RunAggregates aggregates = new RunAggregator(stats, outputs).aggregate(runId, EvalResults.read(spark, out, runId));
       String html = ReportPage.render(aggregates, ManifestFields.read(conf, out, runId), Instant.now(),
-          RunOverview.read(spark, out, runId));
+          RunOverview.read(spark, out, runId), StructuredOutputs.read(spark, out, runId));
       Path file = new Path(new Path(out, "report"), runId + ".html");
       FileSystem fs = file.getFileSystem(conf);
-      // on a local disk, write without Hadoop's .crc side file: the report is a file for people, not for Spark
-      FileSystem writer = fs instanceof LocalFileSystem local ? local.getRawFileSystem() : fs;
-      try (OutputStream os = writer.create(file, true)) {
-        os.write(html.getBytes(StandardCharsets.UTF_8));
-      }
+      // whole or not at all (a full disk leaves the previous page, never half of one), no .crc side file
+      AtomicFiles.write(file, html.getBytes(StandardCharsets.UTF_8), conf);
       // the page's quantiles for the notebook, which shows these rather than computing its own
-      try (OutputStream os = writer.create(new Path(new Path(out, "report"), runId + ".quantiles.json"), true)) {
-        os.write(Quantiles.json(aggregates).getBytes(StandardCharsets.UTF_8));
-      }
+      AtomicFiles.write(new Path(new Path(out, "report"), runId + ".quantiles.json"),
+          Quantiles.json(aggregates).getBytes(StandardCharsets.UTF_8), conf);
       return fs.makeQualified(file).toString();
     } finally {
       stats.unpersist();
@@ -141,22 +133,18 @@ public final class RunReport {
   }
 
   /**
-   * Reads one run's partition only, so other runs (perhaps with older schemas) are never opened. A
-   * run with no partition (an empty input, or killed before its first commit) reads as no rows.
+   * Reads one run's partition only, so other runs (perhaps with older schemas) are never opened, with
+   * the job's schema for {@code columns}: a column an older run lacks reads as null, and a run with no
+   * partition (an empty input, or killed before its first commit) reads as no rows.
    */
   static Dataset<Row> readRun(SparkSession spark, Path table, String runId, Map<String, DataType> columns)
       throws IOException {
+    org.apache.spark.sql.types.StructType schema = new org.apache.spark.sql.types.StructType();
+    for (Map.Entry<String, DataType> c : columns.entrySet()) schema = schema.add(c.getKey(), c.getValue(), true);
     Path partition = new Path(table, "run_id=" + runId);
     if (!partition.getFileSystem(spark.sparkContext().hadoopConfiguration()).exists(partition)) {
-      org.apache.spark.sql.types.StructType schema = new org.apache.spark.sql.types.StructType();
-      for (Map.Entry<String, DataType> c : columns.entrySet()) schema = schema.add(c.getKey(), c.getValue(), true);
       return spark.createDataFrame(List.<Row>of(), schema);
     }
-    Dataset<Row> df = spark.read().option("basePath", table.toString()).parquet(partition.toString());
-    List<String> have = Arrays.asList(df.columns());
-    List<org.apache.spark.sql.Column> select = new ArrayList<>();
-    columns.forEach((name, type) -> select.add(
-        (have.contains(name) ? col(name).cast(type) : lit(null).cast(type)).as(name)));
-    return df.select(select.toArray(org.apache.spark.sql.Column[]::new));
+    return spark.read().schema(schema).parquet(partition.toString());
   }
 }

@@ -28,7 +28,7 @@ class CliHelpTest {
   @Test
   void topLevelHelpListsEveryCommand() {
     String help = usage(JobCli.commandLine());
-    for (String c : new String[] {"run", "report", "generate", "eval", "bench", "profile", "eval-engine"}) {
+    for (String c : new String[] {"run", "report", "generate", "eval", "bench", "profile", "eval-engine", "inspect"}) {
       assertTrue(help.contains("  " + c + " "), c + " in\n" + help);
     }
   }

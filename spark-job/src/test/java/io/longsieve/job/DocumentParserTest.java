@@ -342,4 +342,24 @@ class DocumentParserTest {
         error(parse(m + "[{\"role\":\"user\",\"content\":\"x\"}],\"prompt\":\"p\"}")));
     assertTrue(error(parse(m + "[{\"role\":\"user\",\"content\":\"x\"}],\"raw\":true}")).startsWith("'raw' does not apply"));
   }
+
+  @Test
+  void messagesWithTextDocumentsOrAQuestionAreRefusedNotSilentlyDropped() {
+    String m = "{\"doc_id\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],";
+    Row text = parse(m + "\"text\":\"ignored?\"}");
+    assertEquals(JobSchemas.BAD_INPUT, status(text));
+    assertEquals("give either 'messages' or 'text' / 'documents' / 'question', not both: 'messages' is the whole prompt, "
+        + "so 'text' would be ignored", error(text));
+    assertTrue(error(parse(m + "\"documents\":[{\"text\":\"d\"}]}")).endsWith("so 'documents' would be ignored"));
+    assertTrue(error(parse(m + "\"question\":\"q?\"}")).endsWith("so 'question' would be ignored"));
+  }
+
+  @Test
+  void aTemperatureThatOverflowsTheSamplerIsBadInput() {
+    String row = "{\"doc_id\":\"t\",\"task\":\"summary\",\"text\":\"x\",\"temperature\":";
+    assertEquals("field 'temperature' must be 0 (greedy) or at least 1.0E-6, not 4.9E-324 (smaller ones overflow the sampler)",
+        error(parse(row + "5e-324}")));
+    assertNull(status(parse(row + "0}")));
+    assertNull(status(parse(row + "0.000001}")));
+  }
 }

@@ -61,6 +61,39 @@ final class JobTestSupport {
     return sb.append('}').toString();
   }
 
+  /** What a command printed and returned. */
+  record Cli(int code, String out, String err) {
+    /** stderr's last line: the one a failing command ends with. */
+    String lastErrLine() {
+      List<String> l = err.strip().lines().toList();
+      return l.isEmpty() ? "" : l.get(l.size() - 1);
+    }
+  }
+
+  /** {@code longsieve ARGS} in this JVM (its Spark session, if one is active), stdout and stderr captured. */
+  static Cli cli(String... args) {
+    java.io.StringWriter so = new java.io.StringWriter();
+    java.io.StringWriter se = new java.io.StringWriter();
+    picocli.CommandLine cl = JobCli.commandLine();
+    cl.setOut(new java.io.PrintWriter(so, true));
+    cl.setErr(new java.io.PrintWriter(se, true));
+    int code = cl.execute(args);
+    return new Cli(code, so.toString(), se.toString());
+  }
+
+  /**
+   * {@code longsieve run} with the test model on the CPU in local[2], few tokens, no HTML report (50 of a
+   * tiny run's 66 Spark jobs; {@code --conf spark.longsieve.report=true} among {@code args} turns it on), and
+   * {@code args}.
+   */
+  static Cli run(String... args) {
+    List<String> all = new java.util.ArrayList<>(List.of("run", "--model", MODEL.toString(), "--master", "local[2]",
+        "--device", "cpu", "--max-new-tokens", "2", "--conf", "spark.longsieve.threads=1", "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.longsieve.report=false"));
+    all.addAll(List.of(args));
+    return cli(all.toArray(String[]::new));
+  }
+
   static List<String> words(int n) {
     String[] pool = {"river", "harbour", "council", "budget", "winter", "station", "market", "school", "bridge", "farm"};
     String[] out = new String[n];

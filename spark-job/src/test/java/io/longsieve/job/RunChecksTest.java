@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.longsieve.cuda.CudaAvailability;
+import io.longsieve.policy.PolicySpec;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.ByteBuffer;
@@ -76,6 +77,22 @@ class RunChecksTest {
   }
 
   @Test
+  void aQuantizationMethodTheEngineDoesNotReadIsRefusedOnTheDriver() throws Exception {
+    Path model = Files.createDirectories(dir.resolve("awq"));
+    try (var files = Files.list(JobTestSupport.MODEL)) {
+      for (Path f : files.toList()) Files.copy(f, model.resolve(f.getFileName()));
+    }
+    Path config = model.resolve("config.json");
+    Files.writeString(config, Files.readString(config).replaceFirst("\\{",
+        "{\"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4},"));
+    Path out = dir.resolve("out");
+    String[] r = cli("--model", model.toString(), "--input", input().toString(), "--output", out.toString());
+    assertOneLineRefusal(r, "model " + model + ": ");
+    assertTrue(r[2].contains("quant_method 'awq' is not supported"), r[2]);
+    assertFalse(Files.exists(out), "nothing written under the output");
+  }
+
+  @Test
   void aPolicyLayerBeyondTheModelIsRefusedBeforeSparkStarts() {
     Path out = dir.resolve("out");
     String[] r = cli("--input", input().toString(), "--output", out.toString(), "--policy", "tsa:layers=99");
@@ -104,6 +121,18 @@ class RunChecksTest {
     LongSieveJob.checkDevice("cpu", false);
     LongSieveJob.checkDevice("cuda", true); // whether the executors have a GPU is theirs to say
   }
+  @Test
+  void aTsaChunkTheCudaEngineCannotHoldIsRefusedBeforeSparkStarts() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> LongSieveJob.checkTsaChunk("cuda", PolicySpec.parse("tsa:chunk=8192"), 512));
+    assertTrue(e.getMessage().contains("tsa:chunk=8192") && e.getMessage().contains("8192"), e.getMessage());
+    assertThrows(IllegalArgumentException.class, () -> LongSieveJob.checkTsaChunk("cuda", PolicySpec.parse("tsa:chunk=0"), 512));
+    LongSieveJob.checkTsaChunk("cuda", PolicySpec.parse("tsa:chunk=8192"), 8192);  // the engine's chunk holds it
+    LongSieveJob.checkTsaChunk("cuda", PolicySpec.parse("tsa"), 512);              // the default fits any setting
+    LongSieveJob.checkTsaChunk("auto", PolicySpec.parse("tsa:chunk=0"), 512);      // the CPU may run it
+    LongSieveJob.checkTsaChunk("cuda", PolicySpec.parse("tokenselect"), 16);       // no TSA
+  }
+
 
   @Test
   void debugPrintsTheStackTraceAfterTheLine() {

@@ -112,6 +112,9 @@ class ReportBrowserTest {
     assertTrue(budget.contains("Run budget spent") && budget.contains("--max-docs 10") && budget.contains("--resume"), budget);
     String audit = visibleText("#audit");
     assertTrue(audit.contains("Shadow audit against dense attention") && audit.contains("100.0%"), audit);
+    // a dense run against dense: no KL, every top-1 token agrees
+    assertTrue(audit.contains("mean KL(dense ‖ policy) per token") && audit.contains("0.0000")
+        && audit.contains("top-1 agreement with dense"), audit);
     List<WebElement> taskRows = driver.findElements(By.cssSelector("table.tasks tr"));
     assertTrue(taskRows.size() >= 3, "a header and a row per task");
     String tasks = visibleText("table.tasks");

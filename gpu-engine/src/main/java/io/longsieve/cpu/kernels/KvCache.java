@@ -9,7 +9,9 @@ import java.util.Arrays;
  * before RoPE (so selection policies can score position-neutrally and re-position what they pick);
  * {@code ropedKeys} holds the same keys rotated at their slot's original position, a derived copy
  * that lets attention at original positions skip re-rotating every key on every step. Compression
- * (SelKV and friends) may shrink a layer, so lengths, positions and logit biases are per layer.
+ * (SelKV and friends) may shrink a layer, so lengths, positions and logit biases are per layer. The
+ * logit bias is per slot and QUERY head (SelKV's compensation α·log R_{h,t} differs between the
+ * query heads that share a KV head); attention adds {@code logitBias[layer][slot * nHeads + h]}.
  */
 public final class KvCache {
 
@@ -20,11 +22,15 @@ public final class KvCache {
   public final float[][] ropedKeys;  // (layer) → (capacity, kvDim) f32, rotated at positions[layer][slot]
   public final float[][] values;     // (layer) → (capacity, kvDim) f32
   public final int[][] positions;    // (layer) → (capacity) original token position of each slot
-  public final float[][] logitBias;  // (layer) → (capacity, nKvHeads) additive logit bias, null until a policy sets one
+  public final float[][] logitBias;  // (layer) → (capacity, nHeads) additive logit bias per query head, null until a
+                                     //   policy sets one
   public final int[][] headPositions; // (layer) → (capacity, nKvHeads) per-KV-head original positions once heads
                                       //   were compacted differently (SelKV, SnapKV); null while all heads share positions
+  /** Evaluation only: told what the attention kernels attended (attention recall); null in every other run. */
+  public AttendedKeys attended;
   private final int[] length;        // (layer) slots in use
   private final int nKvHeads;
+  private final int nHeads;          // query heads; KV head g serves heads g * group .. (g + 1) * group - 1
   private final Rope rope;
   private final float[] cos;         // (headDim / 2) scratch for append
   private final float[] sin;
@@ -34,6 +40,7 @@ public final class KvCache {
     this.kvDim = c.kvDim();
     this.capacity = capacity;
     this.nKvHeads = c.numKvHeads();
+    this.nHeads = c.numHeads();
     this.rope = rope;
     this.keys = new float[layers][capacity * kvDim];
     this.ropedKeys = new float[layers][capacity * kvDim];
@@ -60,8 +67,18 @@ public final class KvCache {
     return nKvHeads;
   }
 
+  /** Query heads: the logit bias's row length. */
+  public int nHeads() {
+    return nHeads;
+  }
+
   /** Appends n tokens' keys (before RoPE) and values, rows of kvDim starting at k[ko], v[vo]. */
   public void append(int layer, float[] k, int ko, float[] v, int vo, int n, int pos0) {
+    append(layer, k, ko, v, vo, n, pos0, rope);
+  }
+
+  /** As above, the rotated copy made with {@code rope}: the layer's own table at the call's length. */
+  public void append(int layer, float[] k, int ko, float[] v, int vo, int n, int pos0, Rope rope) {
     int start = length[layer];
     if (start + n > capacity) throw new IllegalStateException("KV cache full: " + (start + n) + " > " + capacity);
     for (int i = 0; i < n; i++) {
@@ -83,20 +100,21 @@ public final class KvCache {
     return hp == null ? positions[layer][slot] : hp[slot * nKvHeads + kvHead];
   }
 
-  /** The layer's logit bias, created (zeros) on first use. */
+  /** The layer's logit bias (capacity, nHeads), created (zeros) on first use. */
   public float[] logitBias(int layer) {
-    if (logitBias[layer] == null) logitBias[layer] = new float[capacity * nKvHeads];
+    if (logitBias[layer] == null) logitBias[layer] = new float[capacity * nHeads];
     return logitBias[layer];
   }
 
   /**
    * Compaction after eviction: KV head g keeps the slots keep[g][0 .. count) (ascending), which
-   * move to slots 0 .. count-1 with their keys (both copies), values, positions and bias. Every
+   * move to slots 0 .. count-1 with their keys (both copies), values, positions and the bias of
+   * g's query heads. Every
    * head keeps the same number of tokens, so later tokens still append at one slot for all heads.
    */
   public void retain(int layer, int[][] keep, int count) {
     if (keep.length != nKvHeads) throw new IllegalArgumentException("one keep list per KV head");
-    int d = kvDim / nKvHeads, n = length[layer];
+    int d = kvDim / nKvHeads, n = length[layer], group = nHeads / nKvHeads;
     boolean same = true;
     for (int g = 1; g < nKvHeads && same; g++) {
       for (int i = 0; i < count; i++) {
@@ -124,12 +142,12 @@ public final class KvCache {
         System.arraycopy(keys[layer], fo, keys[layer], to, d);
         System.arraycopy(ropedKeys[layer], fo, ropedKeys[layer], to, d);
         System.arraycopy(values[layer], fo, values[layer], to, d);
-        if (bias != null) bias[i * nKvHeads + g] = bias[from * nKvHeads + g];
+        if (bias != null) System.arraycopy(bias, from * nHeads + g * group, bias, i * nHeads + g * group, group);
         if (hp != null) hp[i * nKvHeads + g] = hp[from * nKvHeads + g];
       }
     }
     for (int i = 0; i < count; i++) positions[layer][i] = hp != null ? hp[i * nKvHeads] : positions[layer][keep[0][i]];
-    if (bias != null) Arrays.fill(bias, count * nKvHeads, n * nKvHeads, 0f);
+    if (bias != null) Arrays.fill(bias, count * nHeads, n * nHeads, 0f);
     length[layer] = count;
   }
 
@@ -159,7 +177,7 @@ public final class KvCache {
     long bytes = 0;
     for (int l = 0; l < layers; l++) {
       bytes += (long) length[l] * kvDim * 2L * 2L;
-      if (logitBias[l] != null) bytes += (long) length[l] * nKvHeads * 4L;
+      if (logitBias[l] != null) bytes += (long) length[l] * nHeads * 4L;
     }
     return bytes;
   }

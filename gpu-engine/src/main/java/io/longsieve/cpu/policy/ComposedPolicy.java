@@ -1,6 +1,7 @@
 package io.longsieve.cpu.policy;
 
 import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.policy.LayerList;
 import io.longsieve.policy.PolicyCatalog.Backend;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.policy.PolicyStats;
@@ -12,6 +13,12 @@ import java.nio.file.Path;
  * the prefill part (and are shown to the KV part, which may record the queries it scores with),
  * the KV part rewrites the cache once after the prompt, decode steps go to the decode part. Parts
  * are built on the first call, when the model's shapes are known. Not thread-safe: one request.
+ *
+ * <p>Sliding-window layers (Gemma 3's local layers; every layer of a model whose config slides them
+ * all, as Mistral v0.1's): every policy attends densely within the window there, prefill and decode,
+ * and KV compression leaves such a layer whole (the compressors skip it, H2O never observes it). A
+ * window of a few thousand tokens is already the sparse part of those models, and selecting inside
+ * it would drop what the model was trained to see. docs/models.md lists this per policy.
  *
  * <p>The CPU backend's one policy factory ({@link #of}): which names it runs comes from
  * {@link io.longsieve.policy.PolicyCatalog}'s backends column.
@@ -73,6 +80,8 @@ public final class ComposedPolicy implements AttentionPolicy {
   private Prefill prefill;
   private Kv kvPart;       // null: no compression
   private Decode decode;
+  private Prefill windowed;       // sliding-window layers' prefill and decode: dense within the window
+  private Decode windowedDecode;
   private String described;
 
   /**
@@ -102,6 +111,8 @@ public final class ComposedPolicy implements AttentionPolicy {
   private void init(AttentionContext ctx) {
     if (stats != null) return;
     stats = new SelectionStats(ctx.config().numLayers());
+    windowed = new DenseParts.Prefill(stats);
+    windowedDecode = new DenseParts.Decode(stats);
     TokenSelect tsPrefill = null;
     switch (spec.prefill().name()) {
       case "dense": prefill = new DenseParts.Prefill(stats); break;
@@ -109,9 +120,10 @@ public final class ComposedPolicy implements AttentionPolicy {
       case "tsa": {
         TokenSparseAttention t = new TokenSparseAttention(spec.prefill(), stats, ctx, modelDir);
         prefill = t;
-        described = spec.resolved(t.layerList());
+        described = spec.resolved(LayerList.describe(spec.prefill().text("layers"), t.layerList(), modelDir));
         break;
       }
+      case "oracle": prefill = new OracleSelection(spec.prefill(), stats, ctx); break;
       default: throw new IllegalStateException("not a prefill policy: " + spec.prefill().name());
     }
     switch (spec.kv().name()) {
@@ -129,6 +141,7 @@ public final class ComposedPolicy implements AttentionPolicy {
         break;
       case "quest": decode = new Quest(spec.decode(), stats, ctx); break;
       case "streaming": decode = new StreamingLlm.Window(spec.decode(), stats, ctx); break;
+      case "oracle": decode = new OracleSelection(spec.decode(), stats, ctx); break; // stateless: no sharing needed
       default: throw new IllegalStateException("not a decode policy: " + spec.decode().name());
     }
   }
@@ -141,6 +154,10 @@ public final class ComposedPolicy implements AttentionPolicy {
   @Override
   public void prefill(int layer, float[] q, int n, int pos0, KvCache kv, float[] out, AttentionContext ctx) {
     init(ctx);
+    if (ctx.window() > 0) {  // a sliding-window layer: dense within its window, whatever the policy
+      windowed.prefill(layer, q, n, pos0, kv, out, ctx);
+      return;
+    }
     // observing the prefill's attention is attention work (inside attention_ms, as on the GPU), not selection
     if (kvPart != null) kvPart.observe(layer, q, n, pos0, kv, ctx);
     prefill.prefill(layer, q, n, pos0, kv, out, ctx);
@@ -158,6 +175,10 @@ public final class ComposedPolicy implements AttentionPolicy {
   @Override
   public void decode(int layer, float[] q, int pos, KvCache kv, float[] out, AttentionContext ctx) {
     init(ctx);
+    if (ctx.window() > 0) {
+      windowedDecode.decode(layer, q, pos, kv, out, ctx);
+      return;
+    }
     decode.decode(layer, q, pos, kv, out, ctx);
     if (kvPart != null) {
       long t = System.nanoTime();

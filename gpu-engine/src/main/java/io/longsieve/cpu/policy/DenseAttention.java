@@ -6,8 +6,9 @@ import io.longsieve.model.ModelConfig;
 
 /**
  * Exact causal attention over every cached slot, at original positions: softmax(q·kᵀ/√d + bias)·V
- * per query head, query head h reading KV head h / group. Honours a per-slot logit bias when a
- * compression policy set one, and the sliding window of models that have one.
+ * per query head, query head h reading KV head h / group. Honours a per-slot, per-query-head logit bias when a
+ * compression policy set one, and the layer's sliding window ({@link AttentionContext#window}) where it
+ * has one: slots and positions coincide there, as compression leaves sliding-window layers whole.
  */
 public final class DenseAttention implements AttentionPolicy {
 
@@ -53,7 +54,7 @@ public final class DenseAttention implements AttentionPolicy {
         System.arraycopy(q, ((row0 + i) * heads + h) * c.headDim(), qr, 0, c.headDim());
         ctx.rope().apply(qr, 0, 1, cos, sin);
         int end = before + i + 1;
-        int start = c.slidingWindow() > 0 ? Math.max(0, end - c.slidingWindow()) : 0;
+        int start = ctx.window() > 0 ? Math.max(0, end - ctx.window()) : 0;  // a sliding-window layer
         attendHead(layer, h, qr, start, end, kv, out, ((row0 + i) * heads + h) * c.headDim(), ctx);
       }
     });
@@ -70,13 +71,14 @@ public final class DenseAttention implements AttentionPolicy {
     float[] bias = kv.logitBias[layer];
     for (int s = start; s < end; s++) {
       float v = CpuOps.dot(qr, 0, keys, s * kv.kvDim + kvh * d, d) * scale;
-      if (bias != null) v += bias[s * kv.nKvHeads() + kvh];
+      if (bias != null) v += bias[s * kv.nHeads() + h];
       scores[s - start] = v;
     }
     CpuOps.softmax(scores, 0, n);
     java.util.Arrays.fill(out, oo, oo + d, 0f);
     float[] values = kv.values[layer];
     for (int s = start; s < end; s++) CpuOps.axpy(scores[s - start], values, s * kv.kvDim + kvh * d, out, oo, d);
+    if (kv.attended != null) kv.attended.attendedRange(layer, oo / d, start, end); // evaluation runs only
   }
 
   static float[] scratch(int n) {

@@ -80,7 +80,7 @@ final class H2o implements ComposedPolicy.Kv {
   /** acc[g, j] += Σ over the n query rows and g's query heads of softmax(q·k/√d + bias)[j], causal. */
   private void accumulate(int layer, float[] q, int n, int pos0, KvCache kv, AttentionContext ctx) {
     float[] a = acc[layer];
-    int end = kv.length(layer), before = end - n, cap = kv.capacity, kvDim = kv.kvDim, nKv = kv.nKvHeads();
+    int end = kv.length(layer), before = end - n, cap = kv.capacity, kvDim = kv.kvDim;
     float[] keys = kv.ropedKeys[layer], bias = kv.logitBias[layer];
     float scale = ctx.scale();
     // one task per KV head: its query heads' rows accumulate into its own row of acc, no races
@@ -95,7 +95,7 @@ final class H2o implements ComposedPolicy.Kv {
             System.arraycopy(q, (i * heads + h) * d, qr, 0, d);
             ctx.rope().apply(qr, 0, 1, cos, sin);
             for (int j = 0; j < visible; j++) {
-              s[j] = CpuOps.dot(qr, 0, keys, j * kvDim + g * d, d) * scale + (bias == null ? 0 : bias[j * nKv + g]);
+              s[j] = CpuOps.dot(qr, 0, keys, j * kvDim + g * d, d) * scale + (bias == null ? 0 : bias[j * heads + h]);
             }
             CpuOps.softmax(s, 0, visible);
             for (int j = 0; j < visible; j++) a[g * cap + j] += s[j];

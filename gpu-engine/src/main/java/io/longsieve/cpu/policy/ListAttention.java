@@ -10,7 +10,7 @@ import java.util.Arrays;
  * {@code softmax(q·Kᵀ·scale + bias)·V} restricted to the list. Keys come either from the cache's
  * keys rotated at their original positions, or from a caller-filled buffer of keys rotated at
  * their index in the list (compact positions, TokenSelect's and StreamingLLM's re-positioning).
- * Values and the per-slot logit bias always come from the cache.
+ * Values and the per-slot, per-query-head logit bias always come from the cache.
  */
 final class ListAttention {
   private ListAttention() {}
@@ -18,30 +18,31 @@ final class ListAttention {
   /**
    * One head's output over list entries [0, count).
    *
+   * @param h       the query head: it reads KV head h / group and the bias of (slot, h)
    * @param qr      rotated query, headDim values from qo
    * @param slots   cache slots of the list, from so
    * @param keyBuf  null: keys are {@code kv.ropedKeys} at each slot; else (count, headDim) rows from kbo,
    *                entry i already rotated at its list position
    */
-  static void attend(int layer, int kvh, float[] qr, int qo, int[] slots, int so, int count, float[] keyBuf, int kbo,
+  static void attend(int layer, int h, float[] qr, int qo, int[] slots, int so, int count, float[] keyBuf, int kbo,
                      KvCache kv, float[] out, int oo, float scale) {
-    int d = kv.kvDim / kv.nKvHeads();
+    int d = kv.kvDim / kv.nKvHeads(), heads = kv.nHeads(), kvh = h / (heads / kv.nKvHeads());
     float[] scores = DenseAttention.scratch(count);
     float[] keys = kv.ropedKeys[layer];
     float[] bias = kv.logitBias[layer];
-    int nKv = kv.nKvHeads();
     for (int i = 0; i < count; i++) {
       int slot = slots[so + i];
       float v = keyBuf == null ? CpuOps.dot(qr, qo, keys, slot * kv.kvDim + kvh * d, d)
           : CpuOps.dot(qr, qo, keyBuf, kbo + i * d, d);
       v *= scale;
-      if (bias != null) v += bias[slot * nKv + kvh];
+      if (bias != null) v += bias[slot * heads + h];
       scores[i] = v;
     }
     CpuOps.softmax(scores, 0, count);
     Arrays.fill(out, oo, oo + d, 0f);
     float[] values = kv.values[layer];
     for (int i = 0; i < count; i++) CpuOps.axpy(scores[i], values, slots[so + i] * kv.kvDim + kvh * d, out, oo, d);
+    if (kv.attended != null) kv.attended.attended(layer, oo / d, slots, so, count); // evaluation runs only
   }
 
   /**
@@ -59,17 +60,28 @@ final class ListAttention {
     }
   }
 
-  /** cos/sin of every position up to a bound, computed once per request so compact RoPE is a table lookup. */
+  /**
+   * cos/sin of every position up to a bound, computed once per request so compact RoPE is a table
+   * lookup. It follows the RoPE table of the call ({@link #use}): layers of another kind, or a
+   * length-dependent scaling that moved on (dynamic NTK, LongRoPE), start it afresh.
+   */
   static final class RopeTable {
-    private final Rope rope;
-    private final int half;
-    private float[] cos = new float[0]; // (positions, headDim / 2)
-    private float[] sin = new float[0]; // (positions, headDim / 2)
+    private Rope rope;
+    private int half;                   // rotaryDim / 2
+    private float[] cos = new float[0]; // (positions, rotaryDim / 2) times the attention factor
+    private float[] sin = new float[0]; // (positions, rotaryDim / 2)
     private int positions;
 
     RopeTable(Rope rope) {
-      this.rope = rope;
-      this.half = rope.headDim() / 2;
+      use(rope);
+    }
+
+    /** Rotates with {@code r} from now on (a no-op when it already does). */
+    void use(Rope r) {
+      if (r == rope) return;
+      rope = r;
+      half = r.rotaryDim() / 2;
+      positions = 0;
     }
 
     void ensure(int n) {
@@ -87,14 +99,9 @@ final class ListAttention {
       positions = m;
     }
 
-    /** Rotates one head vector v[off .. off+headDim) at pos (the same rotate-half math as {@link Rope#apply}). */
+    /** Rotates one head vector v[off .. off+headDim) at pos (the rotate-half math of {@link Rope#apply}). */
     void rotate(float[] v, int off, int pos) {
-      int t = pos * half;
-      for (int i = 0; i < half; i++) {
-        float x1 = v[off + i], x2 = v[off + half + i];
-        v[off + i] = x1 * cos[t + i] - x2 * sin[t + i];
-        v[off + half + i] = x2 * cos[t + i] + x1 * sin[t + i];
-      }
+      rope.apply(v, off, 1, cos, sin, pos * half);
     }
   }
 }

@@ -45,7 +45,7 @@ final class ObservationWindow {
   }
 
   /**
-   * attn[h, j] = Σ over window rows r of softmax(q_r·k/√d)[j] for slots j &lt; N (the whole cache),
+   * attn[h, j] = Σ over window rows r of softmax(q_r·k/√d + bias_h)[j] for slots j &lt; N (the whole cache),
    * row r at position and slot N − count + r, causal; rotated at those positions.
    *
    * @param attn (heads, N) output, grown by the caller
@@ -55,7 +55,7 @@ final class ObservationWindow {
     float[] keys = kv.ropedKeys[layer], r = rows[layer];
     float[] bias = kv.logitBias[layer];
     float scale = ctx.scale();
-    int kvDim = kv.kvDim, nKv = kv.nKvHeads();
+    int kvDim = kv.kvDim;
     ctx.pool().forRange(heads, (from, to) -> {
       RotationScratch rs = RotationScratch.of(d);
       float[] qr = rs.qr, cos = rs.cos, sin = rs.sin, s = new float[n];
@@ -68,7 +68,7 @@ final class ObservationWindow {
           ctx.rope().angles(kv.positions[layer][slot], cos, sin);
           ctx.rope().apply(qr, 0, 1, cos, sin);
           for (int j = 0; j < visible; j++) {
-            s[j] = CpuOps.dot(qr, 0, keys, j * kvDim + kvh * d, d) * scale + (bias == null ? 0 : bias[j * nKv + kvh]);
+            s[j] = CpuOps.dot(qr, 0, keys, j * kvDim + kvh * d, d) * scale + (bias == null ? 0 : bias[j * heads + h]);
           }
           CpuOps.softmax(s, 0, visible);
           for (int j = 0; j < visible; j++) attn[ao + j] += s[j];

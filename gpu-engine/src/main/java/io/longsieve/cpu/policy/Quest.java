@@ -96,7 +96,7 @@ final class Quest implements ComposedPolicy.Decode {
       for (int h = from; h < to; h++) {
         System.arraycopy(q, h * d, qr, 0, d);
         ctx.rope().apply(qr, 0, 1, cos, sin);
-        ListAttention.attend(layer, h / group, qr, 0, lists, h * cap, listLen[h], null, 0, kv, out, h * d, scale);
+        ListAttention.attend(layer, h, qr, 0, lists, h * cap, listLen[h], null, 0, kv, out, h * d, scale);
       }
     });
     double attended = 0;

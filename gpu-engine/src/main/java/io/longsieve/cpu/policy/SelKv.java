@@ -1,38 +1,39 @@
 package io.longsieve.cpu.policy;
 
-import io.longsieve.cpu.kernels.CpuOps;
 import io.longsieve.cpu.kernels.KvCache;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.policy.PolicyTerm;
 import java.util.Arrays;
 
 /**
- * SelKV: KV compression after prefill by selection and gated merging (reconstructed spec, issue #3
- * §3 and research/algorithms.md §3.2; no public code exists). Per layer and KV head g, with N
- * cached tokens and budget B = max(sinks + window, round(ratio · N)):
+ * SelKV: KV compression after prefill by selection and selective merging, as its method write-up
+ * describes it (seed 004; research/algorithms.md §3.2; no public code exists). Per layer and KV
+ * head g, with N cached tokens and budget B = max(sinks + window, round(ratio · N)):
  * <ol>
  *   <li>attention a[h, j]: softmax probability of slot j summed over the last {@code window} prompt
  *       queries (the observation window), per query head;</li>
- *   <li>score s_h[j] = a[h, j] · ‖v_j‖₁; sinks and the last window slots are always kept;</li>
+ *   <li>score s_h[j] = a[h, j] · ‖v_j‖₁ (VATP); sinks and the last window slots are always kept;</li>
  *   <li>GQA union: each query head of g proposes its top B − sinks − window middle tokens; the
  *       union is ranked by Σ_h s_h (ties to the lower slot) and trimmed to that many;</li>
- *   <li>every dropped token i merges into the kept slot t with the highest cosine of pre-RoPE keys,
- *       gate g_i = max(cos, 0): v'_t = (v_t + Σ g_i v_i) / (1 + Σ g_i) (keys too with
- *       {@code merge=kv}, re-rotated at t's position);</li>
- *   <li>slot t's logit gets α · log R_t with R_t = (a_t + Σ a_i) / a_t, a = Σ_h∈g a[h, ·]: the
- *       prefill attention mass of the tokens t now stands for (proportional attention: with
- *       identical merged tokens and α = 1 attention is unchanged).</li>
+ *   <li>routing, gated merge and compensation ({@link SelKvMerge}): every dropped token goes to
+ *       the most attended selected token of its position bucket ({@code bucket} positions; the
+ *       nearest selected token when the bucket has none), gate g_i = max(cos(v_i, v_t), 0) on the
+ *       values, v'_t = (A_t·v_t + Σ g_i·A_i·v_i) / (A_t + Σ g_i·A_i) with A the group's window
+ *       attention (keys too with {@code merge=kv}, re-rotated at t's position), and per query head
+ *       h a logit bias α·log R_{h,t}, R_{h,t} = (a_{h,t} + Σ g_i·a_{h,i}) / a_{h,t};</li>
+ *   <li>no RoPE re-placement: kept tokens keep their original positions (the seed disables it for
+ *       long contexts).</li>
  * </ol>
  * {@code merge=off} evicts without merging or bias (the selection alone). {@code pool > 1}
  * avg-pools each head's score over neighbouring slots before step 3, as SnapKV pools its votes, so
- * a kept token brings its neighbours (a multi-token fact survives whole); the spec's default is 1.
- * {@code gate > 0} (a CPU-only diagnostic) merges a dropped token only when its best cosine reaches
- * it; the others are evicted without adding value or mass; the spec's default is 0.
+ * a kept token brings its neighbours; the seed's is 1. {@code gate > 0} (a CPU-only diagnostic, not
+ * the seed's, which has no threshold) merges a routed token only when its value cosine reaches it;
+ * the others are evicted without adding value or mass.
  */
 final class SelKv implements ComposedPolicy.Kv {
 
   private final double ratio, alpha, gateMin;
-  private final int sinks, window, pool;
+  private final int sinks, window, pool, bucket;
   private final String merge;
   private final ObservationWindow obs;
   private final int heads, kvHeads, d, group;
@@ -46,6 +47,7 @@ final class SelKv implements ComposedPolicy.Kv {
     sinks = t.intParam("sinks");
     window = Math.max(1, t.intParam("window"));
     pool = Math.max(1, t.intParam("pool"));
+    bucket = t.intParam("bucket");
     merge = t.text("merge");
     obs = new ObservationWindow(window, c);
     heads = c.numHeads();
@@ -61,7 +63,10 @@ final class SelKv implements ComposedPolicy.Kv {
 
   @Override
   public void compress(KvCache kv, AttentionContext ctx) {
-    for (int l = 0; l < kv.layers; l++) compressLayer(l, kv, ctx);
+    for (int l = 0; l < kv.layers; l++) {
+      if (ctx.config().window(l) > 0) continue;  // a sliding-window layer stays whole (ComposedPolicy)
+      compressLayer(l, kv, ctx);
+    }
   }
 
   void compressLayer(int layer, KvCache kv, AttentionContext ctx) {
@@ -100,76 +105,34 @@ final class SelKv implements ComposedPolicy.Kv {
         for (int i = 0; i < sinks; i++) kg[i] = i;
         TopK.select(sum, 0, mid, pick, work, kg, sinks, sinks);
         for (int i = 0; i < win; i++) kg[sinks + pick + i] = n - win + i;
-        if (bias != null) merge(layer, g, n, kg, kv, ctx, bias);
+        if (bias != null) merge(layer, g, n, kg, pick, kv, ctx, bias);
       }
     });
     kv.retain(layer, keep, budget);
   }
 
-  /** Merges every slot of KV head g that is not in kg (ascending) into its most similar kept slot. */
-  private void merge(int layer, int g, int n, int[] kg, KvCache kv, AttentionContext ctx, float[] bias) {
-    int kvDim = kv.kvDim, b = kg.length;
-    float[] keys = kv.keys[layer], values = kv.values[layer];
-    float[] unitKept = new float[b * d];    // (kept, headDim) normalised pre-RoPE keys
-    for (int t = 0; t < b; t++) unit(keys, kg[t] * kvDim + g * d, unitKept, t * d);
-    float[] gateSum = new float[b];          // (kept) Σ g_i
-    float[] massSum = new float[b];          // (kept) Σ a_i
-    float[] vAcc = new float[b * d];         // (kept, headDim) Σ g_i v_i
-    float[] kAcc = merge.equals("kv") ? new float[b * d] : null;
-    float[] u = new float[d];
-    int next = 0;
-    for (int i = 0; i < n; i++) {
-      if (next < b && kg[next] == i) {
-        next++;
-        continue;
-      }
-      unit(keys, i * kvDim + g * d, u, 0);
-      int best = 0;
-      float bestCos = Float.NEGATIVE_INFINITY;
-      for (int t = 0; t < b; t++) {
-        float cs = CpuOps.dot(u, 0, unitKept, t * d, d);
-        if (cs > bestCos) {
-          bestCos = cs;
-          best = t;
-        }
-      }
-      if (gateMin > 0 && bestCos < gateMin) continue; // diagnostic gate: evicted, not merged
-      float gate = Math.max(bestCos, 0f);
-      gateSum[best] += gate;
-      massSum[best] += groupMass(i, g, n);
-      CpuOps.axpy(gate, values, i * kvDim + g * d, vAcc, best * d, d);
-      if (kAcc != null) CpuOps.axpy(gate, keys, i * kvDim + g * d, kAcc, best * d, d);
-    }
+  /** Stages 3-5 for KV head g, whose kept slots kg (ascending) are sinks ++ pick selected ++ window. */
+  private void merge(int layer, int g, int n, int[] kg, int pick, KvCache kv, AttentionContext ctx, float[] bias) {
+    int[] position = new int[n];
+    for (int j = 0; j < n; j++) position[j] = kv.position(layer, j, g);
+    int[] target = SelKvMerge.targets(n, kg, sinks, sinks + pick, groupMass(g, n), position, bucket);
+    float[] keys = merge.equals("kv") ? kv.keys[layer] : null;
+    boolean[] keyChanged = SelKvMerge.apply(g, n, kg, target, attn, heads, group, kv.values[layer], keys, kv.kvDim, d,
+        alpha, gateMin, bias);
     float[] cos = new float[d / 2], sin = new float[d / 2];
-    for (int t = 0; t < b; t++) {
-      int slot = kg[t], o = slot * kvDim + g * d;
-      if (gateSum[t] > 0) {
-        float inv = 1f / (1f + gateSum[t]);
-        for (int e = 0; e < d; e++) values[o + e] = (values[o + e] + vAcc[t * d + e]) * inv;
-        if (kAcc != null) {
-          for (int e = 0; e < d; e++) keys[o + e] = (keys[o + e] + kAcc[t * d + e]) * inv;
-          System.arraycopy(keys, o, kv.ropedKeys[layer], o, d);
-          ctx.rope().angles(kv.position(layer, slot, g), cos, sin);
-          ctx.rope().apply(kv.ropedKeys[layer], o, 1, cos, sin);
-        }
-      }
-      if (massSum[t] > 0 && alpha != 0) {
-        double at = Math.max(groupMass(slot, g, n), 1e-30);
-        bias[slot * kv.nKvHeads() + g] += (float) (alpha * Math.log((at + massSum[t]) / at));
-      }
+    for (int t = 0; t < kg.length; t++) {
+      if (!keyChanged[t]) continue;
+      int o = kg[t] * kv.kvDim + g * d;
+      System.arraycopy(kv.keys[layer], o, kv.ropedKeys[layer], o, d);
+      ctx.rope().angles(position[kg[t]], cos, sin);
+      ctx.rope().apply(kv.ropedKeys[layer], o, 1, cos, sin);
     }
   }
 
-  private float groupMass(int slot, int g, int n) {
-    float s = 0;
-    for (int h = g * group; h < (g + 1) * group; h++) s += attn[h * n + slot];
-    return s;
-  }
-
-  private void unit(float[] src, int so, float[] dst, int dOff) {
-    double ss = 0;
-    for (int e = 0; e < d; e++) ss += (double) src[so + e] * src[so + e];
-    float inv = ss > 0 ? (float) (1 / Math.sqrt(ss)) : 0f;
-    for (int e = 0; e < d; e++) dst[dOff + e] = src[so + e] * inv;
+  /** (n) the observation attention of KV head g's query heads, summed. */
+  private float[] groupMass(int g, int n) {
+    float[] m = new float[n];
+    for (int h = g * group; h < (g + 1) * group; h++) for (int j = 0; j < n; j++) m[j] += attn[h * n + j];
+    return m;
   }
 }

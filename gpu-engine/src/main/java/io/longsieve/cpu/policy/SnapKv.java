@@ -40,6 +40,7 @@ final class SnapKv implements ComposedPolicy.Kv {
   @Override
   public void compress(KvCache kv, AttentionContext ctx) {
     for (int layer = 0; layer < kv.layers; layer++) {
+      if (ctx.config().window(layer) > 0) continue;  // a sliding-window layer stays whole (ComposedPolicy)
       int n = kv.length(layer), win = Math.min(window, obs.count(layer));
       int cap = ratio > 0 ? (int) Math.round(ratio * n) : capacity;
       cap = Math.max(cap, win);

@@ -28,7 +28,7 @@ final class StreamingLlm {
     public void compress(KvCache kv, AttentionContext ctx) {
       for (int layer = 0; layer < kv.layers; layer++) {
         int n = kv.length(layer);
-        if (sinks + recent >= n) continue;
+        if (sinks + recent >= n || ctx.config().window(layer) > 0) continue;  // sliding layers stay whole
         int[] keep = new int[sinks + recent];
         for (int i = 0; i < sinks; i++) keep[i] = i;
         for (int i = 0; i < recent; i++) keep[sinks + i] = n - recent + i;
@@ -74,6 +74,7 @@ final class StreamingLlm {
 
     @Override
     public void decode(int layer, float[] q, int pos, KvCache kv, float[] out, AttentionContext ctx) {
+      table.use(ctx.rope());
       int n = kv.length(layer);
       if (sinks + recent >= n) {
         DenseAttention.attendRows(layer, q, 1, pos, n - 1, kv, out, ctx);
@@ -98,11 +99,11 @@ final class StreamingLlm {
           System.arraycopy(q, h * d, qr, 0, d);
           if (compact) {
             table.rotate(qr, 0, len - 1);
-            ListAttention.attend(layer, g, qr, 0, list, 0, len, keyBuf, g * len * d, kv, out, h * d, scale);
+            ListAttention.attend(layer, h, qr, 0, list, 0, len, keyBuf, g * len * d, kv, out, h * d, scale);
           } else {
             ctx.rope().angles(pos, cos, sin);
             ctx.rope().apply(qr, 0, 1, cos, sin);
-            ListAttention.attend(layer, g, qr, 0, list, 0, len, null, 0, kv, out, h * d, scale);
+            ListAttention.attend(layer, h, qr, 0, list, 0, len, null, 0, kv, out, h * d, scale);
           }
         }
       });

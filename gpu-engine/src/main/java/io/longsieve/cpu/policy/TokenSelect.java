@@ -25,7 +25,8 @@ import java.util.Arrays;
  *   <li>top-k (ties to the lower slot), ascending; attend to sinks ++ top-k ++ local where local is
  *       the last max(window, call length) slots; RoPE by list index ({@code positions=compact},
  *       official) or by original position;</li>
- *   <li>Selection Cache ({@code cache=on}): per layer, when the cosine of this fingerprint with the
+ *   <li>Selection Cache ({@code cache=on}; off by default, as the official release runs it): per
+ *       layer, when the cosine of this fingerprint with the
  *       last scored one is ≥ threshold and the top-k budget is unchanged, reuse the last top-k
  *       (sinks and window recomputed; {@link SelectionCache}).</li>
  * </ol>
@@ -82,6 +83,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
 
   @Override
   public void prefill(int layer, float[] q, int n, int pos0, KvCache kv, float[] out, AttentionContext ctx) {
+    table.use(ctx.rope());
     int before = kv.length(layer) - n;
     if (params.int4()) index.update(layer, kv);
     for (int s = 0; s < n; s += params.chunk()) {
@@ -109,6 +111,7 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
 
   @Override
   public void decode(int layer, float[] q, int pos, KvCache kv, float[] out, AttentionContext ctx) {
+    table.use(ctx.rope());
     if (params.int4()) index.update(layer, kv);
     block(layer, q, 0, 1, pos, kv.length(layer), kv, out, ctx, true);
   }
@@ -325,11 +328,11 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
         int oo = ((row0 + i) * heads + h) * d;
         if (params.compact()) {
           table.rotate(qr, 0, visible - 1);
-          ListAttention.attend(layer, g, qr, 0, list, lo, visible, keyBuf, g * listLen * d, kv, out, oo, scale);
+          ListAttention.attend(layer, h, qr, 0, list, lo, visible, keyBuf, g * listLen * d, kv, out, oo, scale);
         } else {
           ctx.rope().angles(pos0 + i, cos, sin);
           ctx.rope().apply(qr, 0, 1, cos, sin);
-          ListAttention.attend(layer, g, qr, 0, list, lo, visible, null, 0, kv, out, oo, scale);
+          ListAttention.attend(layer, h, qr, 0, list, lo, visible, null, 0, kv, out, oo, scale);
         }
       }
     });

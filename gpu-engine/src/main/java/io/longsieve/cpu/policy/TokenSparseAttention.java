@@ -7,6 +7,7 @@ import io.longsieve.policy.LayerList;
 import io.longsieve.policy.PolicyTerm;
 import io.longsieve.policy.SelectionStats;
 import io.longsieve.policy.TsaKeep;
+import io.longsieve.policy.TsaSelections;
 import java.nio.file.Path;
 import java.util.Arrays;
 
@@ -29,8 +30,10 @@ import java.util.Arrays;
  * Active only when the chunk has more than one query, τ &gt; 0 (or a fixed keep) and N &gt; min + W
  * (official condition). With one chunk covering the prompt this is the official algorithm; with smaller
  * prefill chunks each chunk's queries are the query subset and its last W rows the proxy window,
- * so the proxy costs W / chunk of dense attention per chunk (25 % at W 128, chunk 512) instead of
- * W / L once. Sparse layers: {@link LayerList}.
+ * so the proxy costs W / chunk of dense attention per chunk (3 % at W 128, chunk 4096) instead of
+ * W / L once. The chunk is the policy's own {@code chunk} parameter (PolicySpec.prefillChunk; 0 =
+ * the whole prompt): both backends prefill a TSA request in chunks of exactly that size, whatever
+ * their own chunk setting, so a CPU run selects what a GPU run selects. Sparse layers: {@link LayerList}.
  */
 final class TokenSparseAttention implements ComposedPolicy.Prefill {
 
@@ -88,6 +91,7 @@ final class TokenSparseAttention implements ComposedPolicy.Prefill {
     int len = keep + w;
     selectPerHead(prefix, keep, w, len, end);
     stats.selectionNanos += System.nanoTime() - t0;
+    if (TsaSelections.active()) TsaSelections.report(layer, pos0, lists, heads, len, pos0 - before);
     stats.markSparse(layer);
     attend(layer, q, n, pos0, before, len, kv, out, ctx);
   }
@@ -204,7 +208,7 @@ final class TokenSparseAttention implements ComposedPolicy.Prefill {
           System.arraycopy(q, (i * heads + h) * d, qr, 0, d);
           ctx.rope().angles(pos0 + i, cos, sin);
           ctx.rope().apply(qr, 0, 1, cos, sin);
-          ListAttention.attend(layer, h / group, qr, 0, lists, lo, e + 1, null, 0, kv, out, (i * heads + h) * d, scale);
+          ListAttention.attend(layer, h, qr, 0, lists, lo, e + 1, null, 0, kv, out, (i * heads + h) * d, scale);
         }
       }
     });

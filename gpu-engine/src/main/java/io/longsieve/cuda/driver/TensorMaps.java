@@ -16,8 +16,9 @@ import jcuda.driver.CUdeviceptr;
  * compatibility libcuda.so, and two driver libraries in one process corrupt each other). Encoding
  * is host-only work (no context, no launch).
  *
- * <p>Every map here is bf16 with the 128-byte swizzle and a box whose inner dimension is 64
- * elements (128 bytes): the shared-memory layout the kernels' wgmma descriptors read
+ * <p>Every map here has the 128-byte swizzle and a box whose inner dimension is 128 bytes (64 bf16,
+ * or 128 e4m3 bytes for the FP8 GEMM: {@link #matrixBytes}): the shared-memory layout the kernels'
+ * wgmma descriptors read
  * (hopper/sm90.cuh). The kernels read the maps from device memory: each encoded map is copied once
  * into a 128-byte slot of this object's arena and the slot's address is what a launch passes (a map
  * passed by value as a __grid_constant__ parameter faulted when launched through JCuda on an H200).
@@ -32,6 +33,7 @@ import jcuda.driver.CUdeviceptr;
 public final class TensorMaps {
 
   private static final int BF16 = 9;           // CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+  private static final int UINT8 = 0;          // CU_TENSOR_MAP_DATA_TYPE_UINT8: float8_e4m3 moves as bytes
   private static final int SWIZZLE_128B = 3;   // CU_TENSOR_MAP_SWIZZLE_128B
   private static final int L2_256B = 3;        // CU_TENSOR_MAP_L2_PROMOTION_L2_256B
   private static final int SLOTS = 4096;      // 512 KB of device memory
@@ -77,10 +79,10 @@ public final class TensorMaps {
     return library;
   }
 
-  private record Key(long address, long[] dims, long[] strides, int[] box) {
+  private record Key(long address, int dtype, long[] dims, long[] strides, int[] box) {
     @Override
     public boolean equals(Object o) {
-      return o instanceof Key k && k.address == address && java.util.Arrays.equals(k.dims, dims)
+      return o instanceof Key k && k.address == address && k.dtype == dtype && java.util.Arrays.equals(k.dims, dims)
           && java.util.Arrays.equals(k.strides, strides) && java.util.Arrays.equals(k.box, box);
     }
 
@@ -108,7 +110,15 @@ public final class TensorMaps {
    * (rows = page x nKv x pageSize, cols = headDim).
    */
   public synchronized CUdeviceptr matrix(CUdeviceptr base, long rows, long cols, long rowBytes, int boxRows) {
-    return encode(DeviceAddress.of(base), new long[] {cols, rows}, new long[] {rowBytes}, new int[] {64, boxRows});
+    return encode(DeviceAddress.of(base), BF16, new long[] {cols, rows}, new long[] {rowBytes}, new int[] {64, boxRows});
+  }
+
+  /**
+   * A row-major (rows, cols) matrix of bytes (float8_e4m3) at base, rowBytes apart (a multiple of
+   * 16), read in boxes of boxRows rows by 128 bytes: the FP8 GEMM's operands (hopper/gemm_fp8_sm90.cu).
+   */
+  public synchronized CUdeviceptr matrixBytes(CUdeviceptr base, long rows, long cols, long rowBytes, int boxRows) {
+    return encode(DeviceAddress.of(base), UINT8, new long[] {cols, rows}, new long[] {rowBytes}, new int[] {128, boxRows});
   }
 
   /**
@@ -118,13 +128,13 @@ public final class TensorMaps {
    */
   public synchronized CUdeviceptr tensor3(CUdeviceptr base, long d0, long d1, long d2, long stride1, long stride2,
                                         int box1, int box2) {
-    return encode(DeviceAddress.of(base), new long[] {d0, d1, d2}, new long[] {stride1, stride2},
+    return encode(DeviceAddress.of(base), BF16, new long[] {d0, d1, d2}, new long[] {stride1, stride2},
         new int[] {64, box1, box2});
   }
 
   /** The device address of the encoded map (a slot of the arena). */
-  private CUdeviceptr encode(long address, long[] dims, long[] strides, int[] box) {
-    Key key = new Key(address, dims, strides, box);
+  private CUdeviceptr encode(long address, int dtype, long[] dims, long[] strides, int[] box) {
+    Key key = new Key(address, dtype, dims, strides, box);
     CUdeviceptr hit = cache.get(key);
     if (hit != null) return hit;
     if (address % 16 != 0) throw new IllegalArgumentException("a tensor map's base must be 16-byte aligned: " + address);
@@ -133,7 +143,7 @@ public final class TensorMaps {
     }
     int[] elementStrides = new int[dims.length];
     java.util.Arrays.fill(elementStrides, 1);
-    int r = DRIVER.cuTensorMapEncodeTiled(aligned, BF16, dims.length, new Pointer(address), dims, strides, box,
+    int r = DRIVER.cuTensorMapEncodeTiled(aligned, dtype, dims.length, new Pointer(address), dims, strides, box,
         elementStrides, 0, SWIZZLE_128B, L2_256B, 0);
     if (r != 0) {
       throw new IllegalStateException("cuTensorMapEncodeTiled failed with CUresult " + r + " for dims "

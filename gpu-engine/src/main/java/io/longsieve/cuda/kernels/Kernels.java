@@ -22,7 +22,7 @@ public final class Kernels {
   static final int OUT_SWIGLU = 3;
 
   /** Most rows the GEMV takes: matmul streams the weights once up to here, the tensor-core GEMM runs above. */
-  private static final int GEMV_MAX_ROWS = 8;
+  static final int GEMV_MAX_ROWS = 8;
 
   /** Page size of the KV cache; the tensor-core attention kernel takes one page per key tile. */
   public static final int PAGE_SIZE = 64;
@@ -84,6 +84,11 @@ public final class Kernels {
   /** The launcher, shared by the other kernel families' wrappers (ListKernels, ...). */
   Launcher launcher() {
     return l;
+  }
+
+  /** The tensor maps of the sm_90a kernels (Fp8Kernels' GEMM); null unless {@link #hopper}. */
+  TensorMaps maps() {
+    return maps;
   }
 
   public int smCount() {
@@ -403,9 +408,27 @@ public final class Kernels {
    * The picks of a batched decode step: tokens (n) int from logits (n, vocab) f32, row b with (1 /
    * temperature, top-p, uniform) from params (n, 3) f32 on the device, 1 / temperature 0 for greedy;
    * the same pick as {@link #argmax} or {@link #sampleTopP} with those values. probs (n, vocab) f32 scratch.
+   * Row b is held to its token mask, masks + b * maskWords u32, where masked[b] (int, on the device) is not 0.
    */
-  public void sampleRows(CUdeviceptr tokens, CUdeviceptr probs, CUdeviceptr logits, CUdeviceptr params, int n, int vocab) {
-    l.launch("sample_rows", n, 1, 1, 1024, 0, tokens, probs, logits, params, vocab);
+  public void sampleRows(CUdeviceptr tokens, CUdeviceptr probs, CUdeviceptr logits, CUdeviceptr params, int n, int vocab,
+                         CUdeviceptr masks, CUdeviceptr masked, int maskWords) {
+    l.launch("sample_rows", n, 1, 1, 1024, 0, tokens, probs, logits, params, vocab, masks, masked, maskWords);
+  }
+
+  /** u32 words of a token mask over vocab ids: whole 64-bit words of the host's long[] bitset, little-endian. */
+  public static int maskWords(int vocab) {
+    return 2 * ((vocab + 63) / 64);
+  }
+
+  /** {@link #argmax} over the tokens whose bit is set in mask (maskWords(vocab)) u32 on the device. */
+  public void argmaxMasked(CUdeviceptr token, CUdeviceptr logits, int vocab, CUdeviceptr mask) {
+    l.launch("argmax_masked_f32", 1, 1, 1, 1024, 0, token, logits, vocab, mask);
+  }
+
+  /** {@link #sampleTopP} over the tokens whose bit is set in mask; a token of probability 0 is never drawn. */
+  public void sampleTopPMasked(CUdeviceptr token, CUdeviceptr probs, CUdeviceptr logits, int vocab, float temperature,
+                               float topP, float u, CUdeviceptr mask) {
+    l.launch("sample_top_p_masked", 1, 1, 1, 1024, 0, token, probs, logits, vocab, 1f / temperature, topP, u, mask);
   }
 
   /** Keys per split and split count: about two blocks per multiprocessor, at most 40 KB of scores. */
@@ -445,8 +468,9 @@ public final class Kernels {
 
   /**
    * One layer's view of the paged cache: kPre, kRope and v each (pages, nKv, pageSize, headDim)
-   * bf16, pageTable (pages) int mapping logical to physical pages, bias (slots, nKv) f32 additive
-   * logit bias per slot and KV head (KV compression's merges), null while no policy set one.
+   * bf16, pageTable (pages) int mapping logical to physical pages, bias (slots, nHeads) f32 additive
+   * logit bias per slot and QUERY head (SelKV's compensation), null while no policy set one; the
+   * kernels index it with their own nHeads argument.
    */
   public record KvView(CUdeviceptr kPre, CUdeviceptr kRope, CUdeviceptr v, CUdeviceptr pageTable, int nKv, int headDim,
                        int pageSize, CUdeviceptr bias) {

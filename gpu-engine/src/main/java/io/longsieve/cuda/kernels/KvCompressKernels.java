@@ -6,12 +6,12 @@ import jcuda.driver.CUdeviceptr;
 /**
  * Typed launches of the KV compression kernels (src/main/cuda/kv_compress.cu), shapes in the
  * parameter names; everything asynchronous on the dense kernels' stream. CPU twins:
- * cpu/policy/ObservationWindow, SelKv, SnapKv, TopK and cpu/kernels/KvCache.retain. Failure semantics:
+ * cpu/policy/ObservationWindow, SelKv, SelKvMerge, SnapKv, TopK and cpu/kernels/KvCache.retain. Failure semantics:
  * IllegalArgumentException for shapes the kernels do not take, before anything is queued.
  */
 public final class KvCompressKernels {
 
-  private static final int T = 64;  // tile of kvc_obs_scores and kvc_nearest (KVC_T)
+  private static final int T = 64;  // tile of kvc_obs_scores (KVC_T)
 
   private final Launcher l;
 
@@ -101,89 +101,85 @@ public final class KvCompressKernels {
     l.launch("kvc_lists", nKv, 1, 1, 1024, 0, keep, keepLd, drop, dropLd, counts, flags, flagLd, n, lo, hi);
   }
 
-  /** inv (nKv, n) f32 = 1 / ‖kPre_j‖ per KV head (0 for a zero key). */
-  public void invNorm(CUdeviceptr inv, Kernels.KvView kv, int n) {
-    l.launch("kvc_inv_norm", blocks((long) kv.nKv() * n * 32, 256), 1, 1, 256, 0, inv, kv.kPre(), kv.pageTable(), n,
-        kv.nKv(), kv.headDim(), kv.pageSize());
-  }
-
-  /** best (nKv, nDrop) int, bestCos (nKv, nDrop) f32: the kept slot (index into keep) nearest each dropped one by cosine. */
-  public void nearest(CUdeviceptr best, CUdeviceptr bestCos, CUdeviceptr keep, int nKeep, CUdeviceptr drop, int nDrop,
-               CUdeviceptr inv, Kernels.KvView kv, int n) {
-    if (nDrop <= 0) return;
-    l.launch("kvc_nearest", (nDrop + T - 1) / T, kv.nKv(), 1, 256, 0, best, bestCos, keep, nKeep, drop, nDrop, inv,
-        kv.kPre(), kv.pageTable(), n, kv.nKv(), kv.headDim(), kv.pageSize());
-  }
-
-  /** Whether {@link #nearestMma} takes this head size. */
-  public static boolean mmaSearch(int headDim) {
-    return headDim == 64 || headDim == 128;
-  }
-
-  /** hi, lo (nKv, m, d) bf16 = the unit pre-RoPE keys of slots list (nKv, m), split x = hi + lo. */
-  public void unitSplit(CUdeviceptr hi, CUdeviceptr lo, CUdeviceptr list, int m, CUdeviceptr inv, Kernels.KvView kv, int n) {
-    if (m <= 0) return;
-    l.launch("kvc_unit_split", m, kv.nKv(), 1, Math.min(128, Math.max(32, kv.headDim())), 0, hi, lo, list, m, inv,
-        kv.kPre(), kv.pageTable(), n, kv.nKv(), kv.headDim(), kv.pageSize());
+  /**
+   * SelKV routing, step 1 (kv_merge.cu): runBest (nKv, keepLd) int = for each selected token j in [from, to)
+   * of keep (nKv, keepLd), the most attended selected token of its position bucket (mass (nKv, n) f32;
+   * position = slot + posOffset).
+   */
+  public void bucketBest(CUdeviceptr runBest, CUdeviceptr keep, int keepLd, int from, int to, CUdeviceptr mass, int n,
+                         int posOffset, int bucket, int nKv) {
+    if (to <= from) return;
+    l.launch("kvc_bucket_best", blocks(to - from, 256), nKv, 1, 256, 0, runBest, keep, keepLd, from, to, mass, n,
+        posOffset, bucket);
   }
 
   /**
-   * {@link #nearest} on tensor cores from split unit keys: dropped dHi/dLo (nKv, nDrop, d), kept
-   * kHi/kLo (nKv, nKeep, d) bf16 (headDim 64 or 128).
+   * SelKV routing, step 2: target (nKv, nDrop) int = the index into keep of each dropped slot's
+   * target (drop (nKv, nDrop) int): its bucket's runBest, else the nearest selected token; -1 when
+   * nothing is selected (cpu/policy/SelKvMerge.targets).
    */
-  public void nearestMma(CUdeviceptr best, CUdeviceptr bestCos, CUdeviceptr dHi, CUdeviceptr dLo, int nDrop, CUdeviceptr kHi,
-                  CUdeviceptr kLo, int nKeep, int nKv, int d) {
-    if (!mmaSearch(d)) throw new IllegalArgumentException("the tensor-core search takes headDim 64 or 128, not " + d);
+  public void route(CUdeviceptr target, CUdeviceptr drop, int nDrop, CUdeviceptr keep, int keepLd, int from, int to,
+                    CUdeviceptr runBest, int posOffset, int bucket, int nKv) {
     if (nDrop <= 0) return;
-    l.launch(d == 64 ? "kvc_nearest_mma_d64" : "kvc_nearest_mma_d128", (nDrop + T - 1) / T, nKv, 1, 128,
-        4 * 64 * (d + 8) * 2, best, bestCos, dHi, dLo, nDrop, kHi, kLo, nKeep);
+    l.launch("kvc_route", blocks(nDrop, 256), nKv, 1, 256, 0, target, drop, nDrop, keep, keepLd, from, to, runBest,
+        posOffset, bucket);
   }
 
-  /** Gated accumulation of the dropped slots into their nearest kept ones (sums zeroed by the caller). */
-  public void mergeAcc(CUdeviceptr gateSum, CUdeviceptr massSum, CUdeviceptr vAcc, CUdeviceptr kAcc, CUdeviceptr best,
-                CUdeviceptr bestCos, CUdeviceptr drop, int nDrop, int nKeep, CUdeviceptr attn, Kernels.KvView kv, int n,
-                int group) {
+  /**
+   * The value-cosine gate and the accumulation of every routed dropped slot into its target:
+   * weight (nKv, keepLd), vAcc and kAcc (nKv, keepLd, d), headMass (nKv, keepLd, group) f32,
+   * zeroed by the caller (kAcc null unless merge=kv). attn (heads, n), mass (nKv, n) f32.
+   */
+  public void mergeAcc(CUdeviceptr weight, CUdeviceptr vAcc, CUdeviceptr kAcc, CUdeviceptr headMass, CUdeviceptr target,
+                       CUdeviceptr drop, int nDrop, CUdeviceptr keep, int keepLd, CUdeviceptr attn, CUdeviceptr mass,
+                       Kernels.KvView kv, int n, int group) {
     if (nDrop <= 0) return;
-    l.launch("kvc_merge_acc", blocks((long) kv.nKv() * nDrop * 32, 256), 1, 1, 256, 0, gateSum, massSum, vAcc, kAcc,
-        best, bestCos, drop, nDrop, nKeep, attn, kv.kPre(), kv.v(), kv.pageTable(), n, kv.nKv(), group, kv.headDim(),
-        kv.pageSize());
+    if (group > 32) throw new IllegalArgumentException("at most 32 query heads per KV head, not " + group);
+    l.launch("kvc_merge_acc", blocks((long) kv.nKv() * nDrop * 32, 256), 1, 1, 256, 0, weight, vAcc, kAcc, headMass,
+        target, drop, nDrop, keep, keepLd, attn, mass, kv.kPre(), kv.v(), kv.pageTable(), n, kv.nKv(), group,
+        kv.headDim(), kv.pageSize());
   }
 
-  /** Writes the merged values (keys), and adds α · log R_t to kv's bias (which must exist). */
-  public void mergeApply(Kernels.KvView kv, CUdeviceptr gateSum, CUdeviceptr massSum, CUdeviceptr vAcc, CUdeviceptr kAcc,
-                  CUdeviceptr keep, int nKeep, CUdeviceptr attn, CUdeviceptr invFreq, int posOffset, int n, int group,
-                  double alpha) {
-    l.launch("kvc_merge_apply", nKeep, kv.nKv(), 1, 64, 0, kv.kPre(), kv.kRope(), kv.v(), kv.bias(), gateSum, massSum,
-        vAcc, kAcc, keep, nKeep, attn, kv.pageTable(), invFreq, posOffset, n, kv.nKv(), group, kv.headDim(),
-        kv.pageSize(), alpha);
+  /**
+   * Writes the merged values (keys) of the selected tokens keep[g, from .. to), and adds α · log R_{h,t}
+   * per query head to kv's bias (slots, nKv · group), which must exist.
+   */
+  public void mergeApply(Kernels.KvView kv, CUdeviceptr weight, CUdeviceptr vAcc, CUdeviceptr kAcc, CUdeviceptr headMass,
+                         CUdeviceptr keep, int keepLd, int from, int to, CUdeviceptr attn, CUdeviceptr mass,
+                         CUdeviceptr invFreq, int posOffset, int n, int group, double alpha) {
+    if (to <= from) return;
+    l.launch("kvc_merge_apply", to - from, kv.nKv(), 1, 64, 0, kv.kPre(), kv.kRope(), kv.v(), kv.bias(), weight, vAcc,
+        kAcc, headMass, keep, keepLd, from, attn, mass, kv.pageTable(), invFreq, posOffset, n, kv.nKv(), group,
+        kv.headDim(), kv.pageSize(), alpha);
   }
 
-  /** Scratch bytes compaction of `rows` destination slots needs (keys twice, values, bias). */
-  public static long compactScratchBytes(int rows, int nKv, int d) {
-    return 3L * nKv * rows * d * 2 + (long) rows * nKv * 4;
+  /** Scratch bytes compaction of `rows` destination slots needs (keys twice, values, the bias of every query head). */
+  public static long compactScratchBytes(int rows, int nKv, int nHeads, int d) {
+    return 3L * nKv * rows * d * 2 + (long) rows * nHeads * 4;
   }
 
   /**
    * Compaction: destination slots first .. count − 1 of every KV head take the source slot
    * keep[g, i] (keep (nKv, keepLd) int ascending), or, with keep null, slot i + 1 from dropSlot on
-   * (one slot evicted); keys (both), values and bias move through scratch; the bias of slots
-   * count .. oldLength − 1 is zeroed, as KvCache.retain leaves it.
+   * (one slot evicted); keys (both), values and the bias of the KV head's query heads (bias (slots,
+   * nHeads)) move through scratch; the bias of slots count .. oldLength − 1 is zeroed, as
+   * KvCache.retain leaves it.
    */
-  public void compact(Kernels.KvView kv, CUdeviceptr scratch, CUdeviceptr keep, int keepLd, int dropSlot, int first,
-               int count, int oldLength) {
+  public void compact(Kernels.KvView kv, int nHeads, CUdeviceptr scratch, CUdeviceptr keep, int keepLd, int dropSlot,
+               int first, int count, int oldLength) {
     int d = kv.headDim();
     if (d % 8 != 0) throw new IllegalArgumentException("headDim " + d + " must be a multiple of 8");
     int rows = count - first;
     if (rows > 0) {
       int threads = Math.max(32, Math.min(256, d / 8));
       l.launch("kvc_gather", rows, kv.nKv(), 1, threads, 0, scratch, kv.kPre(), kv.kRope(), kv.v(), kv.bias(),
-          kv.pageTable(), keep, keepLd, dropSlot, first, count, kv.nKv(), d, kv.pageSize());
+          kv.pageTable(), keep, keepLd, dropSlot, first, count, kv.nKv(), nHeads, d, kv.pageSize());
       l.launch("kvc_scatter", rows, kv.nKv(), 1, threads, 0, scratch, kv.kPre(), kv.kRope(), kv.v(), kv.bias(),
-          kv.pageTable(), first, count, kv.nKv(), d, kv.pageSize());
+          kv.pageTable(), first, count, kv.nKv(), nHeads, d, kv.pageSize());
     }
     if (kv.bias() != null && oldLength > count) {
-      l.launch("kvc_zero_bias", blocks((long) (oldLength - count) * kv.nKv(), 256), 1, 1, 256, 0, kv.bias(), count,
-          oldLength, kv.nKv());
+      l.launch("kvc_zero_bias", blocks((long) (oldLength - count) * nHeads, 256), 1, 1, 256, 0, kv.bias(), count,
+          oldLength, nHeads);
     }
   }
 }

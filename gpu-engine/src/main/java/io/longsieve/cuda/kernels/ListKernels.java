@@ -56,7 +56,7 @@ public final class ListKernels implements AutoCloseable {
    * HBM needs (the kernel is latency-bound: list -> page table -> row, then the split merge).
    */
   static final int TC_BLOCKS_PER_SM = 3;
-  /** Largest split of the tensor-core decode kernel (its slot offsets and biases are staged in shared memory). */
+  /** Largest split of the tensor-core decode kernel (its slot offsets and slots are staged in shared memory). */
   static final int TC_CHUNK_MAX = 1024;
 
   enum Path { TC_DECODE, GATHER_PREFILL, CORE }
@@ -97,7 +97,7 @@ public final class ListKernels implements AutoCloseable {
    *   inverse frequencies invFreq (d/2) f32: the gather and CUDA-core paths read the tables, the tensor-core decode
    *   kernel computes the rows it needs from invFreq (cos/sin within ~1e-6 of the tables', list_decode.cu
    *   ld_rope_cs). All three are ignored for original keys (pass null).
-   * kv.bias() != null: the logit of entry e for KV head g gets + bias[lists[e] * nKv + g] (after the scale).
+   * kv.bias() != null: the logit of entry e for query head h gets + bias[lists[e] * nHeads + h] (after the scale).
    * Any power-of-two d in [8, 256]; group (nHeads / nKv) up to 16; n >= 1.
    */
   public void attend(CUdeviceptr out, CUdeviceptr q, Kernels.KvView kv, CUdeviceptr lists, int nLists, int listLen,
@@ -268,7 +268,7 @@ public final class ListKernels implements AutoCloseable {
 
   /**
    * Shared memory of the tensor-core decode kernel: queries, for compact keys the inverse frequencies (d / 2) f32,
-   * staged offsets + biases, the warps' tile buffers.
+   * staged offsets + slots, the warps' tile buffers.
    */
   static int tcSmem(int d, int chunk, int stages, boolean compact) {
     int ld = d + 8;
@@ -299,7 +299,7 @@ public final class ListKernels implements AutoCloseable {
     return Math.max(TC_TILE * TC_WARPS, Math.min(TC_CHUNK_MAX, room / (TC_TILE * TC_WARPS) * (TC_TILE * TC_WARPS)));
   }
 
-  /** Shared memory of the CUDA-core kernel: scores, reduction scratch, staged offsets + biases. */
+  /** Shared memory of the CUDA-core kernel: scores, reduction scratch, staged offsets + slots. */
   static int coreSmem(int heads, int chunk) {
     return (heads * chunk + CORE_THREADS * 8) * 4 + chunk * (8 + 4);
   }

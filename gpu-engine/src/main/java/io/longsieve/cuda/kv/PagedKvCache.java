@@ -26,6 +26,7 @@ public final class PagedKvCache implements AutoCloseable {
 
   public final int layers;
   public final int nKv;
+  public final int nHeads;           // query heads: the logit bias's row length
   public final int headDim;
   public final int pageSize;
   public final int pages;            // logical pages per layer
@@ -37,7 +38,8 @@ public final class PagedKvCache implements AutoCloseable {
   private final DeviceBuffer pageTable; // (pages) int, logical → pool page of every layer
   private final int[] length;        // (layer) slots in use
   private final CudaContext ctx;
-  private DeviceBuffer bias;         // (layer, capacity, nKv) f32 logit bias, null until a policy asks (KV compression)
+  private DeviceBuffer bias;         // (layer, capacity, nHeads) f32 logit bias per query head, null until a policy asks
+                                     //   (SelKV's compensation)
 
   public PagedKvCache(CudaContext ctx, ModelConfig c, int capacity) {
     this(ctx, c, capacity, null);
@@ -47,6 +49,7 @@ public final class PagedKvCache implements AutoCloseable {
   public PagedKvCache(CudaContext ctx, ModelConfig c, int capacity, KvPagePool shared) {
     this.layers = c.numLayers();
     this.nKv = c.numKvHeads();
+    this.nHeads = c.numHeads();
     this.headDim = c.headDim();
     this.pageSize = Kernels.PAGE_SIZE;
     this.pages = Math.max(1, (capacity + pageSize - 1) / pageSize);
@@ -189,7 +192,7 @@ public final class PagedKvCache implements AutoCloseable {
   /** Device bytes this sequence holds: its pool pages (kPre, kRope, v), page table and bias. */
   public long deviceBytes() {
     return mapped * KvPagePool.pageBytes(layers, nKv, headDim) + pages * 4L
-        + (bias == null ? 0 : (long) layers * capacity * nKv * 4);
+        + (bias == null ? 0 : (long) layers * capacity * nHeads * 4);
   }
 
   /** Pages of the pool behind this cache (the physical extent of each layer's buffers). */
@@ -216,16 +219,16 @@ public final class PagedKvCache implements AutoCloseable {
 
   public Kernels.KvView layer(int l) {
     return new Kernels.KvView(pool.kPre(l), pool.kRope(l), pool.v(l), pageTable.ptr(), nKv, headDim, pageSize,
-        bias == null ? null : bias.at((long) l * capacity * nKv * 4));
+        bias == null ? null : bias.at((long) l * capacity * nHeads * 4));
   }
 
   /**
-   * Allocates the per-slot logit bias (zeros) on first use; from then on every layer's view
+   * Allocates the per-slot, per-query-head logit bias (zeros) on first use; from then on every layer's view
    * carries it and the decode kernels add it to their logits.
    */
   public void ensureBias() {
     if (bias != null) return;
-    bias = ctx.alloc((long) layers * capacity * nKv * 4, "KV logit bias");
+    bias = ctx.alloc((long) layers * capacity * nHeads * 4, "KV logit bias");
     bias.fill32(0);
   }
 
@@ -260,7 +263,7 @@ public final class PagedKvCache implements AutoCloseable {
   public long bf16Bytes() {
     long slots = 0;
     for (int n : length) slots += n;
-    return slots * nKv * headDim * 2L * 2L + (bias == null ? 0 : slots * nKv * 4L);
+    return slots * nKv * headDim * 2L * 2L + (bias == null ? 0 : slots * nHeads * 4L);
   }
 
   @Override

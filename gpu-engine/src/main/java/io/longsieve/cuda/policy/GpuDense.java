@@ -18,7 +18,7 @@ final class GpuDense {
     @Override
     public void prefill(LayerCall c) {
       int heads = env.config().numHeads();
-      env.k().attention(c.out(), c.q(), c.kv(), c.n(), heads, c.before(), env.config().slidingWindow(), env.scale(),
+      env.k().attention(c.out(), c.q(), c.kv(), c.n(), heads, c.before(), env.config().window(c.layer()), env.scale(),
           env.ws());
       double pairs = SelectionStats.densePairs(c.n(), c.before(), heads);
       stats.prefill(c.layer(), pairs, pairs);
@@ -37,7 +37,7 @@ final class GpuDense {
     @Override
     public void decode(LayerCall c) {
       int heads = env.config().numHeads();
-      env.k().attention(c.out(), c.q(), c.kv(), 1, heads, c.before(), env.config().slidingWindow(), env.scale(), env.ws());
+      env.k().attention(c.out(), c.q(), c.kv(), 1, heads, c.before(), env.config().window(c.layer()), env.scale(), env.ws());
       count(c.layer(), c.before(), c.pos0());
     }
 

@@ -11,12 +11,15 @@ import jcuda.driver.CUdeviceptr;
  * launcher the other kernel families share), RoPE inverse frequencies on the device, the shared
  * attention scratch and the model folder (TSA's layer profile).
  *
- * @param invFreq (headDim / 2) f32 RoPE inverse frequencies, as model/Rope computes them
+ * @param invFreq (headDim / 2) f32 RoPE inverse frequencies of the full-attention layers, as model/Rope's
+ *     deviceInverseFrequencies (for a length-dependent scaling, the table of the call in flight): the
+ *     only layers policies see, since sliding-window layers always attend densely ({@link GpuPolicy})
  */
 public record GpuEnv(ModelConfig config, CudaContext ctx, Kernels k, Kernels.Workspace ws, CUdeviceptr invFreq,
                      Path modelDir) {
 
+  /** Attention logits are q·k times this: 1/√headDim, or the family's query scale (Gemma 3). */
   public float scale() {
-    return (float) (1.0 / Math.sqrt(config.headDim()));
+    return (float) config.traits().queryScale();
   }
 }

@@ -161,8 +161,8 @@ final class GpuKvCompress {
                      int slot) {
     Kernels.KvView view = kv.layer(layer);
     int n = kv.length(layer);
-    CUdeviceptr scratch = s.get(slot, KvCompressKernels.compactScratchBytes(count, kv.nKv, kv.headDim));
-    kk.compact(view, scratch, keep, count, 0, 0, count, n);
+    CUdeviceptr scratch = s.get(slot, KvCompressKernels.compactScratchBytes(count, kv.nKv, kv.nHeads, kv.headDim));
+    kk.compact(view, kv.nHeads, scratch, keep, count, 0, 0, count, n);
     kv.setLength(layer, count);
   }
 

@@ -62,7 +62,10 @@ abstract class GpuObservedKv implements GpuParts.Kv {
   public void compress(PagedKvCache kv) {
     try (GpuKvCompress.Scratch s = new GpuKvCompress.Scratch(env.ctx());
          DeviceBuffer counts = env.ctx().alloc(nKv * 2L * 4, "KV list counts")) {
-      for (int l = 0; l < kv.layers; l++) compressLayer(l, kv, s, counts);
+      for (int l = 0; l < kv.layers; l++) {
+        if (env.config().window(l) > 0) continue;  // a sliding-window layer stays whole (GpuPolicy)
+        compressLayer(l, kv, s, counts);
+      }
     }
     kv.shrink();
   }

@@ -1,6 +1,7 @@
 package io.longsieve.cuda.policy;
 
 import io.longsieve.cuda.kv.PagedKvCache;
+import io.longsieve.policy.LayerList;
 import io.longsieve.policy.PolicyCatalog.Backend;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.policy.PolicyStats;
@@ -13,7 +14,8 @@ import jcuda.driver.CUdeviceptr;
 /**
  * A request's attention policy on the GPU: one part per slot of its {@link PolicySpec}, the same
  * composition as cpu/policy/ComposedPolicy on the CPU and the same statistics, so a run can be
- * moved between backends and compared. Prefill chunks go to the prefill part (and are shown to the
+ * moved between backends and compared. On sliding-window layers every policy attends densely within
+ * the window and KV compression leaves the layer whole, as on the CPU. Prefill chunks go to the prefill part (and are shown to the
  * KV part first), the KV part rewrites the cache once after the prompt, decode steps go to the
  * decode part. This is the CUDA backend's one policy factory; which names it runs comes from
  * {@link io.longsieve.policy.PolicyCatalog}'s backends column.
@@ -28,6 +30,9 @@ public final class GpuPolicy implements AutoCloseable {
   private final GpuParts.Prefill prefill;
   private final GpuParts.Kv kvPart;   // null: no compression
   private final GpuParts.Decode decode;
+  private final GpuDense.Prefill windowed;       // sliding-window layers: dense within the window
+  private final GpuDense.Decode windowedDecode;
+  private final io.longsieve.model.ModelConfig config;
   private final List<GpuParts.Part> parts = new ArrayList<>();
   private final String described;
   private final GpuEnv env;
@@ -52,6 +57,9 @@ public final class GpuPolicy implements AutoCloseable {
   private GpuPolicy(PolicySpec spec, GpuEnv env) {
     this.env = env;
     stats = new SelectionStats(env.config().numLayers());
+    config = env.config();
+    windowed = new GpuDense.Prefill(stats, env);
+    windowedDecode = new GpuDense.Decode(stats, env);
     String desc = spec.canonical();
     try {
       GpuTokenSelect tsPrefill = null;
@@ -61,7 +69,7 @@ public final class GpuPolicy implements AutoCloseable {
         case "tsa" -> {
           GpuTsa t = add(new GpuTsa(spec.prefill(), stats, env));
           prefill = t;
-          desc = spec.resolved(t.layerList());
+          desc = spec.resolved(LayerList.describe(spec.prefill().text("layers"), t.layerList(), env.modelDir()));
         }
         default -> throw new IllegalStateException("not a prefill policy: " + spec.prefill().name());
       }
@@ -101,8 +109,16 @@ public final class GpuPolicy implements AutoCloseable {
   }
 
   public void prefill(LayerCall c) {
+    if (sliding(c.layer())) {  // dense within the window, whatever the policy (cpu/policy/ComposedPolicy's rule)
+      windowed.prefill(c);
+      return;
+    }
     if (kvPart != null) kvPart.observe(c);
     prefill.prefill(c);
+  }
+
+  private boolean sliding(int layer) {
+    return config.window(layer) > 0;
   }
 
   /**
@@ -166,10 +182,14 @@ public final class GpuPolicy implements AutoCloseable {
 
   /** Whether the planned step attends densely in the layer; see {@link GpuParts.CapturedDecode#stepAttendsDense}. */
   public boolean stepAttendsDense(int layer) {
-    return ((GpuParts.CapturedDecode) decode).stepAttendsDense(layer);
+    return sliding(layer) || ((GpuParts.CapturedDecode) decode).stepAttendsDense(layer);
   }
 
   public void decode(LayerCall c, PagedKvCache kv) {
+    if (sliding(c.layer())) {
+      windowedDecode.decode(c);
+      return;
+    }
     decode.decode(c);
     if (kvPart != null && kvPart.afterDecode(c, kv)) decode.reset();
   }

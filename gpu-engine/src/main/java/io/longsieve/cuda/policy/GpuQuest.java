@@ -102,7 +102,7 @@ public final class GpuQuest implements GpuParts.CapturedDecode {
   public void decode(LayerCall c) {
     int layer = c.layer(), n = c.before() + 1, full = (n - 1) / page;
     if (dense(layer, denseLayers, topPages, full)) {
-      env.k().attention(c.out(), c.q(), c.kv(), 1, heads, c.before(), env.config().slidingWindow(), env.scale(),
+      env.k().attention(c.out(), c.q(), c.kv(), 1, heads, c.before(), env.config().window(layer), env.scale(),
           env.ws());
       stats.decode(layer, (double) n * heads, c.pos0() + 1, heads);
       return;

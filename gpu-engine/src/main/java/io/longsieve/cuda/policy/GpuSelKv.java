@@ -10,27 +10,22 @@ import io.longsieve.policy.SelectionStats;
 import jcuda.driver.CUdeviceptr;
 
 /**
- * SelKV on the GPU: what cpu/policy/SelKv computes, per layer on the device. Observation attention
- * of the last {@code window} prompt queries; scores a·‖v‖₁ (optionally avg-pooled); per-head
- * proposals and their GQA union ranked by the summed score (ties to the lower slot, as TopK); keep
- * lists sinks ++ picks ++ window; every dropped token merges into its nearest kept key by cosine of
- * pre-RoPE keys with gate max(cos, 0) (values, or keys too with merge=kv, re-rotated at the kept
- * slot's position), the kept slot's logit gets α·log R_t; then each KV head's kept slots move to
- * slots 0..budget−1. Records no statistics of its own (the CPU twin records none; GpuPolicy sets
- * kvBytesAfter). Failure semantics: CUDA errors propagate from the call that queued the work;
- * compress synchronises once per layer (it reads the list sizes back).
+ * SelKV on the GPU: what cpu/policy/SelKv and SelKvMerge compute, per layer on the device.
+ * Observation attention of the last {@code window} prompt queries; scores a·‖v‖₁ (optionally
+ * avg-pooled); per-head proposals and their GQA union ranked by the summed score (ties to the lower
+ * slot, as TopK); keep lists sinks ++ picks ++ window; then every dropped token is routed to the most
+ * attended pick of its position bucket (the nearest pick when the bucket has none), merged with the
+ * value-cosine gate max(cos(v_i, v_t), 0) into the attention-weighted average (keys too with merge=kv,
+ * re-rotated at the kept slot's position), and each query head's bias of the kept slot gets
+ * α·log R_{h,t} from the gated mass; then each KV head's kept slots move to slots 0..budget−1.
+ * Records no statistics of its own (the CPU twin records none; GpuPolicy sets kvBytesAfter).
+ * Failure semantics: CUDA errors propagate from the call that queued the work; compress
+ * synchronises once per layer (it reads the list sizes back).
  */
 public final class GpuSelKv extends GpuObservedKv {
 
-  /**
-   * The nearest-key search on tensor cores (keys split into two bf16 halves, about 16 bits of
-   * cosine) where the head size allows; false: the f32 CUDA-core search (exact f32 dot products,
-   * about 50x slower at 128K). Tests flip it to compare both with the CPU.
-   */
-  static volatile boolean tensorCoreSearch = true;
-
   private final double ratio, alpha;
-  private final int sinks, pool;
+  private final int sinks, pool, bucket;
   private final String merge;
   private final int heads, d;
 
@@ -41,6 +36,7 @@ public final class GpuSelKv extends GpuObservedKv {
     alpha = t.doubleParam("alpha");
     sinks = t.intParam("sinks");
     pool = Math.max(1, t.intParam("pool"));
+    bucket = t.intParam("bucket");
     merge = t.text("merge");
     heads = c.numHeads();
     d = c.headDim();
@@ -79,36 +75,33 @@ public final class GpuSelKv extends GpuObservedKv {
     kk.topkFlags(flagsG, mid, sum, mid, nKv, mid, pick);
     kk.lists(keep, budget, dropList, Math.max(1, drop), counts.ptr(), flagsG, mid, nKv, n, sinks, n - win);
     checkCounts(counts, budget, drop);
-    if (merging) merge(layer, kv, view, attn, keep, budget, dropList, drop, n, s);
+    if (merging) merge(layer, view, attn, keep, budget, pick, dropList, drop, n, s);
     retain(kv, layer, keep, budget, s);
   }
 
-  /** The gated merge of every dropped slot into its nearest kept one, and the logit bias. */
-  private void merge(int layer, PagedKvCache kv, Kernels.KvView view, CUdeviceptr attn, CUdeviceptr keep, int budget,
+  /**
+   * Stages 3-5 (cpu/policy/SelKvMerge): routing of every dropped slot to a pick keep[g, sinks ..
+   * sinks + pick), the gated, attention-weighted merge and the bias per query head.
+   */
+  private void merge(int layer, Kernels.KvView view, CUdeviceptr attn, CUdeviceptr keep, int budget, int pick,
                      CUdeviceptr dropList, int drop, int n, GpuKvCompress.Scratch s) {
-    CUdeviceptr inv = s.get(12, (long) nKv * n * 4);                 // (nKv, n) 1 / |kPre|
-    CUdeviceptr best = s.get(13, (long) nKv * drop * 4);             // (nKv, drop) int index into keep
-    CUdeviceptr bestCos = s.get(14, (long) nKv * drop * 4);          // (nKv, drop) f32
-    CUdeviceptr gateSum = s.get(15, (long) nKv * budget * 4);        // (nKv, budget) Σ g_i
-    CUdeviceptr massSum = s.get(16, (long) nKv * budget * 4);        // (nKv, budget) Σ a_i
-    CUdeviceptr vAcc = s.get(17, (long) nKv * budget * d * 4);       // (nKv, budget, d) Σ g_i v_i
-    CUdeviceptr kAcc = merge.equals("kv") ? s.get(18, (long) nKv * budget * d * 4) : null; // Σ g_i k_i
-    kk.invNorm(inv, view, n);
-    if (tensorCoreSearch && KvCompressKernels.mmaSearch(d)) {
-      CUdeviceptr kHi = s.get(19, (long) nKv * budget * d * 2), kLo = s.get(21, (long) nKv * budget * d * 2);
-      CUdeviceptr dHi = s.get(22, (long) nKv * drop * d * 2), dLo = s.get(23, (long) nKv * drop * d * 2);
-      kk.unitSplit(kHi, kLo, keep, budget, inv, view, n);
-      kk.unitSplit(dHi, dLo, dropList, drop, inv, view, n);
-      kk.nearestMma(best, bestCos, dHi, dLo, drop, kHi, kLo, budget, nKv, d);
-    } else {
-      kk.nearest(best, bestCos, keep, budget, dropList, drop, inv, view, n);
-    }
-    env.k().fillF32(gateSum, (long) nKv * budget, 0f);
-    env.k().fillF32(massSum, (long) nKv * budget, 0f);
+    int posOffset = obs.posOffset(layer), from = sinks, to = sinks + pick;
+    CUdeviceptr mass = s.get(12, (long) nKv * n * 4);                   // (nKv, n) Σ over the group's heads of attn
+    CUdeviceptr runBest = s.get(13, (long) nKv * budget * 4);           // (nKv, budget) int
+    CUdeviceptr target = s.get(14, (long) nKv * drop * 4);              // (nKv, drop) int index into keep, or -1
+    CUdeviceptr weight = s.get(15, (long) nKv * budget * 4);            // (nKv, budget) Σ g_i A_i
+    CUdeviceptr vAcc = s.get(16, (long) nKv * budget * d * 4);          // (nKv, budget, d) Σ g_i A_i v_i
+    CUdeviceptr kAcc = merge.equals("kv") ? s.get(17, (long) nKv * budget * d * 4) : null; // Σ g_i A_i k_i
+    CUdeviceptr headMass = s.get(18, (long) nKv * budget * group * 4);  // (nKv, budget, group) Σ g_i a_hi
+    kk.groupSum(mass, attn, n, n, nKv, group);
+    kk.bucketBest(runBest, keep, budget, from, to, mass, n, posOffset, bucket, nKv);
+    kk.route(target, dropList, drop, keep, budget, from, to, runBest, posOffset, bucket, nKv);
+    env.k().fillF32(weight, (long) nKv * budget, 0f);
     env.k().fillF32(vAcc, (long) nKv * budget * d, 0f);
     if (kAcc != null) env.k().fillF32(kAcc, (long) nKv * budget * d, 0f);
-    kk.mergeAcc(gateSum, massSum, vAcc, kAcc, best, bestCos, dropList, drop, budget, attn, view, n, group);
-    kk.mergeApply(view, gateSum, massSum, vAcc, kAcc, keep, budget, attn, env.invFreq(), obs.posOffset(layer), n,
+    env.k().fillF32(headMass, (long) nKv * budget * group, 0f);
+    kk.mergeAcc(weight, vAcc, kAcc, headMass, target, dropList, drop, keep, budget, attn, mass, view, n, group);
+    kk.mergeApply(view, weight, vAcc, kAcc, headMass, keep, budget, from, to, attn, mass, env.invFreq(), posOffset, n,
         group, alpha);
   }
 }

@@ -50,7 +50,7 @@ public final class GpuStreamingEviction implements GpuParts.Kv {
       int uploadedFor = -1;
       for (int l = 0; l < kv.layers; l++) {
         int n = kv.length(l);
-        if (count >= n) continue;
+        if (count >= n || env.config().window(l) > 0) continue;  // sliding-window layers stay whole (GpuPolicy)
         if (n != uploadedFor) {
           env.k().stream().synchronize();  // the previous layer's compaction may still read the list
           keep.upload(keepList(sinks, recent, n, kv.nKv));
@@ -69,8 +69,8 @@ public final class GpuStreamingEviction implements GpuParts.Kv {
     if (n <= sinks + recent) return false;
     int rows = n - 1 - sinks;  // slots sinks+1 .. n−1 move down by one
     Kernels.KvView view = kv.layer(layer);
-    kk.compact(view, scratch.get(0, KvCompressKernels.compactScratchBytes(rows, kv.nKv, kv.headDim)), null, 0, sinks,
-        sinks, n - 1, n);
+    kk.compact(view, kv.nHeads, scratch.get(0, KvCompressKernels.compactScratchBytes(rows, kv.nKv, kv.nHeads,
+        kv.headDim)), null, 0, sinks, sinks, n - 1, n);
     kv.setLength(layer, n - 1);
     return true;
   }

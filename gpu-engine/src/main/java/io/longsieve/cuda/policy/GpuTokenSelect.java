@@ -325,7 +325,7 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Captured
     CUdeviceptr out = c.out().withByteOffset((long) row0 * qDim * 2);
     if (bp.dense()) {
       env.k().attention(out, c.q().withByteOffset((long) row0 * qDim * 2), c.kv(), m, heads, end - m,
-          env.config().slidingWindow(), env.scale(), env.ws());
+          env.config().window(layer), env.scale(), env.ws());
       record(layer, m, c.pos0() + row0 + m, end, end, decode);
       return;
     }

@@ -8,6 +8,7 @@ import io.longsieve.policy.LayerList;
 import io.longsieve.policy.PolicyTerm;
 import io.longsieve.policy.SelectionStats;
 import io.longsieve.policy.TsaKeep;
+import io.longsieve.policy.TsaSelections;
 import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
 
@@ -15,7 +16,8 @@ import jcuda.driver.CUdeviceptr;
  * Token Sparse Attention for prefill on the GPU: what cpu/policy/TokenSparseAttention computes on
  * the CPU (research/algorithms.md §2.3), with the same parameters (tau, min, window, pool, layers),
  * activation condition and statistics; {@code keep=F} (a benchmark knob, {@link TsaKeep}) fixes the
- * keep count on both. On a sparse layer and chunk (N cached slots, W' = min(window,
+ * keep count on both; the engine prefills a TSA request in chunks of the policy's {@code chunk} on both
+ * backends (PolicySpec.prefillChunk). On a sparse layer and chunk (N cached slots, W' = min(window,
  * n) window rows, prefix = N − W'): two-pass proxy attention of the window rows on tensor cores,
  * avg-pooling, head mean, the cumulative-mass cut-off by radix select, per-head top-keep ++ window,
  * then per query head a gather of its list into a dense cache, flash prefill over it for the head's
@@ -107,6 +109,9 @@ public final class GpuTsa implements GpuParts.Prefill {
       return;
     }
     stats.markSparse(c.layer());
+    if (TsaSelections.active()) {  // tests only: reads the lists back (synchronises)
+      TsaSelections.report(c.layer(), c.pos0(), downloadLists(keep + w), heads, keep + w, c.pos0() - c.before());
+    }
     attend(c, w, keep);
     double attended = 0;
     for (int h = 0; h < heads; h++) attended += attendedPairs(keep + w, info[2 + h]);
@@ -119,7 +124,7 @@ public final class GpuTsa implements GpuParts.Prefill {
   }
 
   private void dense(LayerCall c) {
-    env.k().attention(c.out(), c.q(), c.kv(), c.n(), heads, c.before(), env.config().slidingWindow(), env.scale(),
+    env.k().attention(c.out(), c.q(), c.kv(), c.n(), heads, c.before(), env.config().window(c.layer()), env.scale(),
         env.ws());
     double pairs = SelectionStats.densePairs(c.n(), c.before(), heads);
     stats.prefill(c.layer(), pairs, pairs);

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.longsieve.model.ChatTemplate;
 import io.longsieve.model.CheckpointException;
 import io.longsieve.model.ModelConfig;
+import io.longsieve.model.QuantizationConfig;
 import io.longsieve.model.Tokenizer;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -23,6 +24,9 @@ public record LoadedModel(Path dir, ModelConfig config, Tokenizer tokenizer, Cha
   public static LoadedModel load(Path dir) {
     if (!Files.isDirectory(dir)) throw new CheckpointException(dir + ": model folder does not exist");
     ModelConfig config = ModelConfig.read(dir);
+    // refuses a quantization method the engine does not read (GPTQ, AWQ, bitsandbytes, ...) here, in one
+    // line, before any backend opens; the checkpoint reads the config again when it opens (Checkpoint.open)
+    QuantizationConfig.read(dir);
     ChatTemplate template = ChatTemplate.load(dir);
     Tokenizer tokenizer = Tokenizer.load(dir);
     Set<Integer> eos = new LinkedHashSet<>(config.eosTokenIds());

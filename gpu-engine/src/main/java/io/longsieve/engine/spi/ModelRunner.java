@@ -154,6 +154,24 @@ public interface ModelRunner extends AutoCloseable {
       return sampler.next(logits, logits.length);
     }
 
+    /**
+     * Evaluation only ({@code Engine.drive}): from the next call on, measures attention recall
+     * ({@link AttentionRecall}) at the query positions {@code positions} (ascending) in every layer and
+     * query head; {@link #attentionRecall} reads it. Costs a second, never compressed copy of the KV cache
+     * and one dense score row per probed query and head; runs that never call it pay nothing.
+     *
+     * @throws UnsupportedOperationException (a one-line reason) where the backend cannot say which keys
+     *     its policies attended
+     */
+    default void recordAttention(int[] positions) {
+      throw new UnsupportedOperationException("attention recall is measured on the CPU backend only");
+    }
+
+    /** What {@link #recordAttention} measured so far; null when it was not called. */
+    default AttentionRecall attentionRecall() {
+      return null;
+    }
+
     /** KV cache bytes (bf16 equivalent) right after prefill, before any compression. */
     long kvBytesBeforeCompression();
 

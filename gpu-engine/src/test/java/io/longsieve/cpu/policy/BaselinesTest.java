@@ -32,7 +32,7 @@ class BaselinesTest {
             .decode(1, q, 99, kv, out, f.ctx);
         boolean compact = positions.equals("compact");
         for (int h = 0; h < f.c.numHeads(); h++) {
-          double[] ref = f.reference(kv, 1, q, h * f.c.headDim(), compact ? 13 : 99, h / f.c.group(), list,
+          double[] ref = f.reference(kv, 1, q, h * f.c.headDim(), compact ? 13 : 99, h, list,
               compact ? Fixture.range(0, 14) : list);
           assertTrue(Fixture.relErr(out, h * f.c.headDim(), ref) < 1e-4, positions);
         }
@@ -190,7 +190,7 @@ class BaselinesTest {
         int len = 0;
         for (int p : pages) for (int s = 0; s < page; s++) list[len++] = p * page + s;
         for (int s = full * page; s < n; s++) list[len++] = s;
-        double[] ref = f.reference(kv, 1, q, h * d, 99, g, list, list);
+        double[] ref = f.reference(kv, 1, q, h * d, 99, h, list, list);
         assertTrue(Fixture.relErr(out, h * d, ref) < 1e-4, "head " + h);
       }
     }

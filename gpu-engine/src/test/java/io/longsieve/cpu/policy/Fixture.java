@@ -59,11 +59,12 @@ final class Fixture implements AutoCloseable {
   }
 
   /**
-   * Reference attention of one query head: q (pre-RoPE, head h of row) rotated at qpos, keys of
-   * the given slots rotated at keyPos[i] from the pre-RoPE cache, bias included; fp64.
+   * Reference attention of query head h: q (pre-RoPE, head h of row) rotated at qpos, keys of KV
+   * head h / group at the given slots rotated at keyPos[i] from the pre-RoPE cache, h's bias
+   * included; fp64.
    */
-  double[] reference(KvCache kv, int layer, float[] q, int qOff, int qpos, int kvh, int[] slots, int[] keyPos) {
-    int d = c.headDim();
+  double[] reference(KvCache kv, int layer, float[] q, int qOff, int qpos, int h, int[] slots, int[] keyPos) {
+    int d = c.headDim(), kvh = h / c.group();
     float[] qr = rotated(q, qOff, qpos);
     double[] s = new double[slots.length];
     double max = Double.NEGATIVE_INFINITY;
@@ -72,7 +73,7 @@ final class Fixture implements AutoCloseable {
       double v = 0;
       for (int e = 0; e < d; e++) v += (double) qr[e] * k[e];
       v /= Math.sqrt(d);
-      if (kv.logitBias[layer] != null) v += kv.logitBias[layer][slots[i] * c.numKvHeads() + kvh];
+      if (kv.logitBias[layer] != null) v += kv.logitBias[layer][slots[i] * c.numHeads() + h];
       s[i] = v;
       max = Math.max(max, v);
     }

@@ -34,7 +34,7 @@ public final class ListAttentionRef {
       int count = listLen - n + i + 1;
       for (int h = 0; h < nHeads; h++) {
         int g = h / group;
-        ListAttention.attend(0, g, q, (i * nHeads + h) * d, lists, (nLists == 1 ? 0 : g) * listLen, count, keyBuf,
+        ListAttention.attend(0, h, q, (i * nHeads + h) * d, lists, (nLists == 1 ? 0 : g) * listLen, count, keyBuf,
             g * listLen * d, kv, out, (i * nHeads + h) * d, scale);
       }
     }

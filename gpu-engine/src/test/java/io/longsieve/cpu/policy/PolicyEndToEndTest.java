@@ -57,7 +57,8 @@ class PolicyEndToEndTest {
       GenerationResult r = run(p, 12);
       assertArrayEquals(dense.tokenIds(), r.tokenIds(), p);
       assertEquals(PolicySpec.parse(p).canonical(), r.stats().policy());
-      assertEquals(PolicySpec.parse(p).canonical().replace("layers=auto", "layers=auto(2-3)"), r.stats().policyResolved());
+      assertEquals(PolicySpec.parse(p).canonical().replace("layers=auto", "layers=auto-unprofiled(2-3)"),
+          r.stats().policyResolved());
     }
   }
 
@@ -76,7 +77,7 @@ class PolicyEndToEndTest {
   void sparsePoliciesRunAndReportTheirStats() {
     String ts = "tokenselect:sinks=4,k=32,window=32,chunk=64";
     String tsa = "tsa:tau=0.2,min=32,window=16,layers=all";
-    for (String p : new String[] {ts, ts + ",heads=kvhead,gqa=mod,pool=3,positions=original,cache=off", tsa,
+    for (String p : new String[] {ts, ts + ",heads=kvhead,gqa=mod,pool=3,positions=original,cache=on", tsa,
         "selkv:ratio=0.25", "selkv:ratio=0.25,merge=kv", "snapkv:capacity=64", "h2o", "streaming:sinks=4,recent=64",
         "quest:budget=64,page=8,dense_layers=1", tsa + " + selkv:ratio=0.25 + " + ts}) {
       GenerationResult r = run(p, 8);
@@ -97,8 +98,10 @@ class PolicyEndToEndTest {
       if (attendsLess) assertTrue(meanFrac < 1, p + " mean fraction " + meanFrac);
       assertTrue(s.policyStats().attendedTokensMean() > 0 && s.policyStats().attendedTokensMean() < s.inputTokens() + 8, p);
       assertEquals(spec.prefill().name().equals("tsa") ? 4 : 0, s.policyStats().sparseLayers(), p);
-      if (p.startsWith(ts) && !p.contains("cache=off")) {
+      if (p.startsWith(ts) && p.contains("cache=on")) {
         assertTrue(s.policyStats().selectionCacheHitRate() >= 0 && s.policyStats().selectionCacheHitRate() <= 1, p);
+      } else if (p.startsWith(ts)) {
+        assertTrue(Double.isNaN(s.policyStats().selectionCacheHitRate()), p + ": the cache is off by default");
       }
       assertTrue(s.policyStats().selectionMs() >= 0 && s.attentionMs() >= 0, p);
     }

@@ -76,7 +76,7 @@ class TokenSelectTest {
         int[] keyPos = compact && !dense ? Fixture.range(0, visible) : slots.clone();
         if (!compact || dense) for (int e = 0; e < visible; e++) keyPos[e] = kv.positions[layer][slots[e]];
         int qpos = compact && !dense ? visible - 1 : pos0 + i;
-        double[] o = f.reference(kv, layer, q, ((row0 + i) * heads + h) * d, qpos, g, slots, keyPos);
+        double[] o = f.reference(kv, layer, q, ((row0 + i) * heads + h) * d, qpos, h, slots, keyPos);
         for (int e = 0; e < d; e++) out[(i * heads + h) * d + e] = (float) o[e];
       }
     }
@@ -175,7 +175,7 @@ class TokenSelectTest {
         ListAttention.gatherCompact(0, g, all, 0, 50, kv, table, buf, 0);
         float[] qr = java.util.Arrays.copyOfRange(q, h * d, (h + 1) * d);
         table.rotate(qr, 0, 49);
-        ListAttention.attend(0, g, qr, 0, all, 0, 50, buf, 0, kv, out, h * d, f.ctx.scale());
+        ListAttention.attend(0, h, qr, 0, all, 0, 50, buf, 0, kv, out, h * d, f.ctx.scale());
       }
       new DenseAttention().decode(0, q, 49, kv, dense, f.ctx);
       assertTrue(Fixture.relErr(out, dense) <= 1e-5, "" + Fixture.relErr(out, dense));
@@ -262,7 +262,7 @@ class TokenSelectTest {
       for (double threshold : new double[] {1.01, -1.01, 0.9}) {
         KvCache kv = f.cache(200, 150);
         SelectionStats stats = new SelectionStats(2);
-        TokenSelect ts = policy(f, "sinks=4,k=8,window=8,threshold=" + threshold, stats);
+        TokenSelect ts = policy(f, "sinks=4,k=8,window=8,cache=on,threshold=" + threshold, stats);
         float[] out = new float[f.c.qDim()];
         int steps = 6;
         for (int s = 0; s < steps; s++) {
@@ -282,7 +282,7 @@ class TokenSelectTest {
     try (Fixture f = new Fixture(19)) {
       KvCache kv = f.cache(200, 150);
       String p = "sinks=4,k=8,window=8";
-      TokenSelect cached = policy(f, p + ",threshold=-2", new SelectionStats(2));
+      TokenSelect cached = policy(f, p + ",cache=on,threshold=-2", new SelectionStats(2));
       float[] q1 = f.rand(f.c.qDim()), q2 = f.rand(f.c.qDim()), out = new float[f.c.qDim()];
       cached.decode(0, q1, 149, kv, out, f.ctx);
       f.append(kv, 1, 150);
@@ -318,7 +318,7 @@ class TokenSelectTest {
     for (int i = 0; i < 8; i++) list[12 + i] = 151 - 8 + i;
     float[] out = new float[f.c.qDim()];
     for (int h = 0; h < heads; h++) {
-      double[] o = f.reference(kv, 0, q2, h * d, list.length - 1, h / f.c.group(), list, Fixture.range(0, list.length));
+      double[] o = f.reference(kv, 0, q2, h * d, list.length - 1, h, list, Fixture.range(0, list.length));
       for (int e = 0; e < d; e++) out[h * d + e] = (float) o[e];
     }
     return out;

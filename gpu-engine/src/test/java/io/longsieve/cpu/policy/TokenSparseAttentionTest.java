@@ -88,7 +88,7 @@ class TokenSparseAttentionTest {
         if (list[e] < before) continue;
         int i = list[e] - before;
         int[] slots = Arrays.copyOf(list, e + 1);
-        double[] o = f.reference(kv, layer, q, (i * heads + h) * d, before + i, h / group, slots, slots);
+        double[] o = f.reference(kv, layer, q, (i * heads + h) * d, before + i, h, slots, slots);
         for (int x = 0; x < d; x++) out[(i * heads + h) * d + x] = (float) o[x];
       }
     }

@@ -61,7 +61,7 @@ public final class DeviceCaches {
 
   /**
    * Buffers (pages, kvHeads, 64, d) bf16 for table's pages, and the view through table; kPre
-   * poisoned too when poisonKPre; bias (slots, kvHeads) f32 or null.
+   * poisoned too when poisonKPre; bias (slots, query heads) f32 or null.
    */
   public static Layer layer(Gpu gpu, int[] table, int kvHeads, int d, boolean poisonKPre, DeviceBuffer bias) {
     long bytes = (long) table.length * kvHeads * Kernels.PAGE_SIZE * d * 2;

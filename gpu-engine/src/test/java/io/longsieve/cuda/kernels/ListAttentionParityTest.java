@@ -45,7 +45,7 @@ class ListAttentionParityTest extends GpuTest {
     DeviceBuffer biasDev = null;
     if (bias) {
       float[] b = cpu.logitBias(0);
-      for (int i = 0; i < total * kvHeads; i++) b[i] = (float) (r.nextGaussian() * 1.5);
+      for (int i = 0; i < total * heads; i++) b[i] = (float) (r.nextGaussian() * 1.5);  // (slot, query head)
       biasDev = gpu.f32(b);
     }
     Kernels.KvView view = DeviceCaches.layer(gpu, table, kvHeads, d, true, biasDev).view();

@@ -74,15 +74,18 @@ public final class KvAligned {
     return p;
   }
 
-  /** {softmax mass of query head h on the odd rows, largest ‖v‖ among them} over one side's n slots. */
+  /**
+   * {softmax mass of query head h on the odd rows, largest ‖v‖ among them} over one side's n slots;
+   * bias (slots, heads) or null.
+   */
   public static double[] oddMass(float[] q, int h, int d, double scale, float[] kRope, float[] v, float[] bias,
-                                  int kvh, int nKv, int kvDim, int n, boolean[] odd) {
+                                  int kvh, int heads, int kvDim, int n, boolean[] odd) {
     double[] x = new double[n];
     double max = Double.NEGATIVE_INFINITY;
     for (int j = 0; j < n; j++) {
       double dot = 0;
       for (int e = 0; e < d; e++) dot += (double) q[h * d + e] * kRope[j * kvDim + kvh * d + e];
-      x[j] = dot * scale + (bias == null ? 0 : bias[j * nKv + kvh]);
+      x[j] = dot * scale + (bias == null ? 0 : bias[j * heads + h]);
       max = Math.max(max, x[j]);
     }
     double z = 0, m = 0, vmax = 0;

@@ -8,6 +8,7 @@ import io.longsieve.cpu.policy.AttentionContext;
 import io.longsieve.cpu.policy.AttentionPolicy;
 import io.longsieve.cpu.policy.ComposedPolicy;
 import io.longsieve.cpu.policy.DenseAttention;
+import io.longsieve.cpu.policy.SelKvProbe;
 import io.longsieve.cuda.Gpu;
 import io.longsieve.cuda.GpuPoolTest;
 import io.longsieve.cuda.driver.DeviceBuffer;
@@ -40,17 +41,18 @@ import org.junit.jupiter.params.provider.ValueSource;
  *       position kept by one side only must be a near-tie of the CPU's own scores (within TIE_EPS of
  *       the cut-off), and at most 1 % of a head's kept positions may differ;</li>
  *   <li>the compacted rows ALIGNED BY ORIGINAL POSITION (the same token on both sides): kPre, kRope
- *       and v each within TOL per row, and the bias within 1e-2; with merging only for kept tokens
- *       that merge the same dropped tokens on both sides (KvKeepModel.mergeUnstable: same nearest kept
- *       key, no cosine near-tie, no flip nearby), the others only finite (at least 80 % of the rows must
- *       be comparable);</li>
+ *       and v each within TOL per row, and every query head's bias within 1e-2; with merging only for
+ *       kept tokens that merge the same dropped tokens on both sides (KvKeepModel.mergeUnstable: same
+ *       routing target, no near-tie of the bucket's masses, no flip nearby), the others only finite (at
+ *       least 80 % of the rows must be comparable);</li>
  *   <li>the following decode steps' attention per query head within TOL plus the bound the rows
  *       held by one side only imply (checkDecode); StreamingLLM eviction (deterministic) row by row;</li>
  *   <li>kvBytesAfter.</li>
  * </ul>
  * Comparing compacted slots row by row (the former metric) cannot tell a single near-tie flip, which
- * shifts every row between the two flipped positions, from a bug. Also: a logit bias shifts the dense
- * decode kernels as DenseAttention.
+ * shifts every row between the two flipped positions, from a bug. Also: SelKV's routing and merge
+ * kernels alone against cpu/policy/SelKvMerge on the same inputs, and a per-query-head logit bias
+ * shifts the dense decode kernels as DenseAttention.
  */
 @Tag("gpu")
 class KvCompressionParityTest extends GpuPoolTest {
@@ -69,33 +71,46 @@ class KvCompressionParityTest extends GpuPoolTest {
    */
   static final double GPU_TIE_EPS = 1e-4;
 
+  /**
+   * SelKV routing: a bucket's two most attended selected tokens whose fp64 model masses lie within
+   * this relative margin may swap between the CPU (f32 keys) and the GPU (bf16 keys): bf16 rounding
+   * moves a softmax probability by ~1e-3 relative on this data; 5e-3 leaves a factor 5.
+   */
+  static final double MASS_EPS = 5e-3;
+
+  /** (nKv, total) the fp64 model's observation attention of the prompt, summed over each KV head's query heads. */
+  static double[] groupMass(ModelConfig c, Rope rope, KvCache kv, int layer, float[] q, int total, PolicySpec spec) {
+    int win = Math.min(Math.max(1, spec.kv().intParam("window")), total), qDim = c.qDim(), group = c.group();
+    float[] rows = java.util.Arrays.copyOfRange(q, (total - win) * qDim, total * qDim);
+    double[] attn = KvKeepModel.attention(c, rope, rows, win, kv.ropedKeys[layer], total);  // (heads, total)
+    double[] mass = new double[c.numKvHeads() * total];
+    for (int h = 0; h < c.numHeads(); h++) {
+      for (int j = 0; j < total; j++) mass[(h / group) * total + j] += attn[h * total + j];
+    }
+    return mass;
+  }
+
   static ModelConfig config(int layers, int heads, int kvHeads, int d) {
     return DeviceCaches.config(layers, heads, kvHeads, d, 0);
   }
 
-  @ParameterizedTest(name = "{0} ({2} search)")
+  @ParameterizedTest(name = "{0} ({2})")
   @CsvSource(delimiter = '|', value = {
-      "selkv:ratio=0.25,merge=values | 1 | mma",
-      "selkv:ratio=0.25,merge=values | 1 | f32",
-      "selkv:ratio=0.25,merge=kv | 1 | mma",
-      "selkv:ratio=0.25,merge=kv | 1 | f32",
-      "selkv:ratio=0.25,merge=off | 1 | mma",
-      "selkv:ratio=0.3,merge=values,pool=5 | 1 | mma",
-      "selkv:ratio=0.2,merge=kv,alpha=0.5,pool=4,sinks=8,window=16 | 2 | mma",
-      "snapkv:capacity=300 | 1 | -",
-      "snapkv:ratio=0.25,pool=1 | 1 | -",
-      "snapkv:capacity=257,pool=4,window=20 | 1 | -",
-      "kv=streaming:sinks=4,recent=300 | 6 | -",
+      "selkv:ratio=0.25,merge=values | 1 | private",
+      "selkv:ratio=0.25,merge=kv | 1 | private",
+      "selkv:ratio=0.25,merge=off | 1 | private",
+      "selkv:ratio=0.3,merge=values,pool=5,bucket=8 | 1 | private",
+      "selkv:ratio=0.2,merge=kv,alpha=0.5,pool=4,sinks=8,window=16,bucket=1 | 2 | private",
+      "selkv:ratio=0.1,bucket=100000 | 1 | private",
+      "snapkv:capacity=300 | 1 | private",
+      "snapkv:ratio=0.25,pool=1 | 1 | private",
+      "snapkv:capacity=257,pool=4,window=20 | 1 | private",
+      "kv=streaming:sinks=4,recent=300 | 6 | private",
       "selkv:ratio=0.25,merge=kv | 3 | pooled",
       "snapkv:capacity=300 | 2 | pooled",
       "kv=streaming:sinks=4,recent=300 | 3 | pooled"})
-  void matchesCpuTwin(String policy, int decodeSteps, String search) {
-    GpuSelKv.tensorCoreSearch = !search.equals("f32");
-    try {
-      run(policy, decodeSteps, search.equals("pooled"));
-    } finally {
-      GpuSelKv.tensorCoreSearch = true;
-    }
+  void matchesCpuTwin(String policy, int decodeSteps, String pages) {
+    run(policy, decodeSteps, pages.equals("pooled"));
   }
 
   /** pooled: the cache takes its pages from a shared pool, interleaved with another sequence's. */
@@ -132,8 +147,8 @@ class KvCompressionParityTest extends GpuPoolTest {
       // what the CPU scores say about each keep decision, and the keys the merge compares
       KvKeepModel.Selection[] model = KvKeepModel.of(spec, c, rope, cpuKv, qAll, total, TIE_EPS, false);
       KvKeepModel.Selection[] bf16 = KvKeepModel.of(spec, c, rope, cpuKv, qAll, total, GPU_TIE_EPS, true);
-      float[][] kPre = new float[layers][];
-      for (int l = 0; l < layers && merging; l++) kPre[l] = java.util.Arrays.copyOf(cpuKv.keys[l], total * kvDim);
+      double[][] groupMass = new double[layers][];  // (layer) → (nKv, total) the fp64 model's window attention per group
+      for (int l = 0; l < layers && merging; l++) groupMass[l] = groupMass(c, rope, cpuKv, l, qAll[l], total, spec);
       GpuKvCompress.keptPositions.clear();
       GpuKvCompress.recordKeep = model != null;
       try {
@@ -168,7 +183,12 @@ class KvCompressionParityTest extends GpuPoolTest {
           int flips = KvKeepModel.assertFlipsAreTies(cpuPos, gpuKeep[l][g], model[l].nearTie()[g], what);
           System.out.printf("%s keeps %d of %d like the CPU%n", what, cpuPos.length - flips, cpuPos.length);
           assertTrue(flips <= 0.01 * cpuPos.length, what + ": " + flips + " of " + cpuPos.length + " kept differ");
-          if (merging) unstable[l][g] = KvKeepModel.mergeUnstable(c, kPre[l], total, g, cpuPos, gpuKeep[l][g], 2e-4);
+          if (merging) {
+            int win = Math.min(spec.kv().intParam("window"), total);
+            double[] mass = java.util.Arrays.copyOfRange(groupMass[l], g * total, (g + 1) * total);
+            unstable[l][g] = KvKeepModel.mergeUnstable(total, spec.kv().intParam("sinks"), win,
+                spec.kv().intParam("bucket"), mass, cpuPos, gpuKeep[l][g], MASS_EPS);
+          }
         }
       }
       for (int l = 0; l < layers; l++) compareLayer(c, cpuKv, gKv, l, policy, gpuKeep[l], total, unstable[l]);
@@ -225,13 +245,14 @@ class KvCompressionParityTest extends GpuPoolTest {
   /** Lengths, then rows row by row (gpuKeep null: a deterministic eviction) or aligned by position. */
   private static void compareLayer(ModelConfig c, KvCache cpuKv, PagedKvCache gKv, int l, String what,
                                    int[][] gpuKeep, int total, boolean[][] unstable) {
-    int n = cpuKv.length(l), nKv = c.numKvHeads(), d = c.headDim(), kvDim = c.kvDim();
+    int n = cpuKv.length(l), nKv = c.numKvHeads(), d = c.headDim(), kvDim = c.kvDim(), heads = c.numHeads();
+    int group = c.group();
     assertEquals(n, gKv.length(l), what + ": layer " + l + " length");
     float[][] g = PagedKvCacheReader.read(gpu, gKv, l, n);
     float[][] ref = {cpuKv.keys[l], cpuKv.ropedKeys[l], cpuKv.values[l]};
     float[] cpuBias = cpuKv.logitBias[l];
     assertEquals(cpuBias != null, gKv.hasBias(), what + ": bias present");
-    float[] gb = cpuBias == null ? null : readBias(gKv, l, n * nKv);
+    float[] gb = cpuBias == null ? null : readBias(gKv, l, n * heads);
     KvAligned a = gpuKeep == null ? null : KvAligned.of(cpuKv, l, gpuKeep, total, unstable);
     String[] names = {"kPre", "kRope", "v"};
     double[] num = new double[3], den = new double[3];
@@ -262,10 +283,10 @@ class KvCompressionParityTest extends GpuPoolTest {
           num[w] += rn;
           den[w] += rd;
         }
-        if (cpuBias != null) {
-          // the same tokens' attention masses with bf16 vs f32 rotated keys: log ratios within 1e-2
-          float x = gb[sg * nKv + h], y = cpuBias[sc * nKv + h];
-          assertTrue(Math.abs(x - y) <= 1e-2 * Math.max(1, Math.abs(y)), what + ": layer " + l + " KV head " + h
+        for (int qh = h * group; qh < (h + 1) * group && cpuBias != null; qh++) {
+          // the same tokens' attention masses and gates with bf16 vs f32 keys and values: log ratios within 1e-2
+          float x = gb[sg * heads + qh], y = cpuBias[sc * heads + qh];
+          assertTrue(Math.abs(x - y) <= 1e-2 * Math.max(1, Math.abs(y)), what + ": layer " + l + " query head " + qh
               + " bias of CPU slot " + sc + " / GPU slot " + sg + ": " + x + " vs " + y);
         }
       }
@@ -301,15 +322,15 @@ class KvCompressionParityTest extends GpuPoolTest {
     int group = c.group();
     KvAligned a = KvAligned.of(cpuKv, l, gpuKeep, total, unstable);
     float[][] g = PagedKvCacheReader.read(gpu, gKv, l, n);
-    float[] gb = gKv.hasBias() ? readBias(gKv, l, n * nKv) : null;
+    float[] gb = gKv.hasBias() ? readBias(gKv, l, n * heads) : null;
     float[] q = outs[2].clone();
     rope.rotate(q, 0, heads, pos);
     double scale = 1 / Math.sqrt(d);
     for (int h = 0; h < heads; h++) {
       int kvh = h / group;
-      double[] mc = KvAligned.oddMass(q, h, d, scale, cpuKv.ropedKeys[l], cpuKv.values[l], cpuKv.logitBias[l], kvh, nKv,
+      double[] mc = KvAligned.oddMass(q, h, d, scale, cpuKv.ropedKeys[l], cpuKv.values[l], cpuKv.logitBias[l], kvh, heads,
           kvDim, n, a.cpuOdd[kvh]);
-      double[] mg = KvAligned.oddMass(q, h, d, scale, g[1], g[2], gb, kvh, nKv, kvDim, n, a.gpuOdd[kvh]);
+      double[] mg = KvAligned.oddMass(q, h, d, scale, g[1], g[2], gb, kvh, heads, kvDim, n, a.gpuOdd[kvh]);
       float[] got = java.util.Arrays.copyOfRange(outs[1], h * d, (h + 1) * d);
       float[] ref = java.util.Arrays.copyOfRange(outs[0], h * d, (h + 1) * d);
       double norm = 0;
@@ -322,102 +343,182 @@ class KvCompressionParityTest extends GpuPoolTest {
   }
 
   /**
-   * The nearest-kept-key search, both kernels, against a CPU argmax of cosines (SelKv.merge's):
-   * identical picks except near-ties, whose cosines then agree to 1e-4.
+   * SelKV's routing kernels (kvc_bucket_best, kvc_route) against cpu/policy/SelKvMerge.targets on
+   * the same masses and keep lists: integer results, so exactly equal. Random keep lists (sinks,
+   * selected, window), masses with exact ties, several bucket sizes and position offsets, and a
+   * layer where nothing is selected.
    */
   @ParameterizedTest
-  @CsvSource({"128, 4000, 0.25", "64, 3000, 0.3", "128, 20000, 0.25"})
-  void nearestKeySearchMatchesCpu(int d, int n, double ratio) {
-    Random r = new Random(n + d);
-    ModelConfig c = config(1, 4 * 2, 2, d);
-    int nKv = 2, kvDim = c.kvDim();
+  @CsvSource({"3000, 0.25, 32, 0", "3000, 0.25, 1, 0", "2000, 0.1, 7, 37", "1500, 0.3, 100000, 5", "500, 0.0, 32, 0"})
+  void routingMatchesCpu(int n, double share, int bucket, int posOffset) {
+    Random r = new Random(n * 31L + bucket);
+    int nKv = 2, sinks = 4, win = 16;
+    int[][] keepLists = new int[nKv][];
+    int pick = (int) Math.round(share * (n - sinks - win));
+    int budget = sinks + pick + win, drop = n - budget;
+    int[] keep = new int[nKv * budget], dropped = new int[nKv * drop];
+    float[] mass = new float[nKv * n];
+    for (int i = 0; i < mass.length; i++) mass[i] = r.nextInt(5) == 0 ? 0.25f : r.nextFloat();  // a fifth tied
+    for (int g = 0; g < nKv; g++) {
+      boolean[] kept = new boolean[n];
+      for (int i = 0; i < sinks; i++) kept[i] = true;
+      for (int i = n - win; i < n; i++) kept[i] = true;
+      for (int picked = 0; picked < pick; ) {
+        int j = sinks + r.nextInt(n - sinks - win);
+        if (!kept[j]) {
+          kept[j] = true;
+          picked++;
+        }
+      }
+      keepLists[g] = new int[budget];
+      for (int j = 0, a = 0, b = 0; j < n; j++) {
+        if (kept[j]) keep[g * budget + a] = keepLists[g][a++] = j;
+        else dropped[g * drop + b++] = j;
+      }
+    }
+    DeviceBuffer keepD = gpu.ints(keep), dropD = gpu.ints(dropped), massD = gpu.f32(mass);
+    DeviceBuffer runBest = gpu.alloc((long) nKv * budget * 4), target = gpu.alloc((long) nKv * drop * 4);
     KvCompressKernels kk = new KvCompressKernels(gpu.k);
+    kk.bucketBest(runBest.ptr(), keepD.ptr(), budget, sinks, sinks + pick, massD.ptr(), n, posOffset, bucket, nKv);
+    kk.route(target.ptr(), dropD.ptr(), drop, keepD.ptr(), budget, sinks, sinks + pick, runBest.ptr(), posOffset, bucket,
+        nKv);
+    gpu.stream.synchronize();
+    int[] got = target.downloadInts(nKv * drop);
+    int[] position = new int[n];
+    for (int j = 0; j < n; j++) position[j] = j + posOffset;
+    for (int g = 0; g < nKv; g++) {
+      float[] mg = java.util.Arrays.copyOfRange(mass, g * n, (g + 1) * n);
+      int[] want = SelKvProbe.targets(n, keepLists[g], sinks, sinks + pick, mg, position, bucket);
+      for (int i = 0; i < drop; i++) {
+        int slot = dropped[g * drop + i];
+        assertEquals(want[slot], got[g * drop + i], "KV head " + g + " dropped slot " + slot + " bucket " + bucket);
+      }
+    }
+  }
+
+  /**
+   * SelKV's gate, merge and bias kernels (kvc_merge_acc, kvc_merge_apply) against
+   * cpu/policy/SelKvMerge.apply on the same inputs: the cache's bf16 values and keys read back,
+   * random window attention, the routing of the CPU. Merged values and keys within bf16 rounding
+   * per row (the kernels round the result to bf16), rotated keys following the merged ones, and every
+   * query head's bias within f32 summation order (atomics).
+   */
+  @ParameterizedTest
+  @CsvSource({"128, 8, 2, 2000, values", "64, 8, 2, 1500, kv", "128, 32, 8, 1200, kv", "64, 4, 4, 800, values"})
+  void mergeMatchesCpu(int d, int heads, int kvHeads, int n, String merge) {
+    Random r = new Random(n * 7L + d + heads);
+    ModelConfig c = config(1, heads, kvHeads, d);
+    Rope rope = new Rope(c);
+    int kvDim = c.kvDim(), group = c.group(), sinks = 4, win = 32, bucket = 16, posOffset = 0;
+    int pick = (n - sinks - win) / 4, budget = sinks + pick + win, drop = n - budget;
+    DeviceBuffer invFreq = gpu.f32(rope.inverseFrequencies());
     try (PagedKvCache kv = new PagedKvCache(gpu.ctx, c, n)) {
-      Kernels.KvView view = kv.layer(0);
-      gpu.k.fillRandomBf16(view.kPre(), (long) kv.poolPages() * nKv * kv.pageSize * d, 99, 1f);
+      Kernels.KvView view0 = kv.layer(0);
+      float[] k = Gpu.random(r, n * kvDim, 1), v = Gpu.random(r, n * kvDim, 1);
+      for (int j = 1; j < n; j += 3) {  // a third of the values close to their predecessor: gates near 1
+        for (int e = 0; e < kvDim; e++) v[j * kvDim + e] = v[(j - 1) * kvDim + e] + 0.2f * (float) r.nextGaussian();
+      }
+      DeviceCaches.append(gpu, view0, k, v, n, kvDim, 0, posOffset, invFreq);
       kv.advance(0, n);
-      float[] keys = PagedKvCacheReader.read(gpu, kv, 0, n)[0];
-      int nKeep = (int) Math.round(ratio * n), nDrop = n - nKeep;
-      int[] keep = new int[nKv * nKeep], drop = new int[nKv * nDrop];
-      for (int g = 0; g < nKv; g++) {
+      kv.ensureBias();
+      Kernels.KvView view = kv.layer(0);
+      float[][] before = PagedKvCacheReader.read(gpu, kv, 0, n);  // bf16 kPre, kRope, v
+      float[] attn = new float[heads * n];
+      for (int i = 0; i < attn.length; i++) attn[i] = r.nextFloat() * (r.nextInt(50) == 0 ? 5f : 0.05f);
+      int[] keep = new int[kvHeads * budget], dropped = new int[kvHeads * drop], target = new int[kvHeads * drop];
+      float[] cpuValues = before[2].clone(), cpuKeys = before[0].clone(), cpuBias = new float[n * heads];
+      float[] mass = new float[kvHeads * n];
+      int[] position = new int[n];
+      for (int j = 0; j < n; j++) position[j] = j + posOffset;
+      for (int g = 0; g < kvHeads; g++) {
         boolean[] kept = new boolean[n];
-        for (int picked = 0; picked < nKeep; ) {
-          int j = r.nextInt(n);
+        for (int i = 0; i < sinks; i++) kept[i] = true;
+        for (int i = n - win; i < n; i++) kept[i] = true;
+        for (int picked = 0; picked < pick; ) {
+          int j = sinks + r.nextInt(n - sinks - win);
           if (!kept[j]) {
             kept[j] = true;
             picked++;
           }
         }
+        int[] kg = new int[budget];
         for (int j = 0, a = 0, b = 0; j < n; j++) {
-          if (kept[j]) keep[g * nKeep + a++] = j;
-          else drop[g * nDrop + b++] = j;
+          if (kept[j]) keep[g * budget + a] = kg[a++] = j;
+          else dropped[g * drop + b++] = j;
         }
+        for (int h = g * group; h < (g + 1) * group; h++) for (int j = 0; j < n; j++) mass[g * n + j] += attn[h * n + j];
+        int[] t = SelKvProbe.targets(n, kg, sinks, sinks + pick, java.util.Arrays.copyOfRange(mass, g * n, (g + 1) * n),
+            position, bucket);
+        for (int i = 0; i < drop; i++) target[g * drop + i] = t[dropped[g * drop + i]];
+        SelKvProbe.apply(g, n, kg, t, attn, heads, group, cpuValues, merge.equals("kv") ? cpuKeys : null, kvDim, d, 0.8,
+            cpuBias);
       }
-      DeviceBuffer keepD = gpu.ints(keep), dropD = gpu.ints(drop), inv = gpu.alloc((long) nKv * n * 4);
-      DeviceBuffer best = gpu.alloc((long) nKv * nDrop * 4), cos = gpu.alloc((long) nKv * nDrop * 4);
-      DeviceBuffer best2 = gpu.alloc((long) nKv * nDrop * 4), cos2 = gpu.alloc((long) nKv * nDrop * 4);
-      DeviceBuffer kHi = gpu.alloc((long) nKv * nKeep * d * 2), kLo = gpu.alloc((long) nKv * nKeep * d * 2);
-      DeviceBuffer dHi = gpu.alloc((long) nKv * nDrop * d * 2), dLo = gpu.alloc((long) nKv * nDrop * d * 2);
-      kk.invNorm(inv.ptr(), view, n);
-      kk.nearest(best.ptr(), cos.ptr(), keepD.ptr(), nKeep, dropD.ptr(), nDrop, inv.ptr(), view, n);
-      kk.unitSplit(kHi.ptr(), kLo.ptr(), keepD.ptr(), nKeep, inv.ptr(), view, n);
-      kk.unitSplit(dHi.ptr(), dLo.ptr(), dropD.ptr(), nDrop, inv.ptr(), view, n);
-      kk.nearestMma(best2.ptr(), cos2.ptr(), dHi.ptr(), dLo.ptr(), nDrop, kHi.ptr(), kLo.ptr(), nKeep, nKv, d);
-      gpu.stream.synchronize();
-      int[][] got = {best.downloadInts(nKv * nDrop), best2.downloadInts(nKv * nDrop)};
-      float[][] gotCos = {cos.downloadFloats(nKv * nDrop), cos2.downloadFloats(nKv * nDrop)};
-      // CPU: unit keys as SelKv.unit, first maximum
-      float[] unit = new float[n * kvDim];
-      for (int j = 0; j < n; j++) {
-        for (int g = 0; g < nKv; g++) {
-          double ss = 0;
-          for (int e = 0; e < d; e++) ss += (double) keys[j * kvDim + g * d + e] * keys[j * kvDim + g * d + e];
-          float iv = ss > 0 ? (float) (1 / Math.sqrt(ss)) : 0f;
-          for (int e = 0; e < d; e++) unit[j * kvDim + g * d + e] = keys[j * kvDim + g * d + e] * iv;
-        }
-      }
-      int[] same = new int[2];
-      for (int g = 0; g < nKv; g++) {
-        for (int i = 0; i < nDrop; i++) {
-          int di = drop[g * nDrop + i], bt = 0;
-          float bc = Float.NEGATIVE_INFINITY;
-          float[] cosOf = new float[nKeep];
-          for (int t = 0; t < nKeep; t++) {
-            float cs = 0;
-            for (int e = 0; e < d; e++) cs += unit[di * kvDim + g * d + e] * unit[keep[g * nKeep + t] * kvDim + g * d + e];
-            cosOf[t] = cs;
-            if (cs > bc) {
-              bc = cs;
-              bt = t;
-            }
-          }
-          for (int w = 0; w < 2; w++) {
-            int at = g * nDrop + i;
-            if (got[w][at] == bt) same[w]++;
-            else assertTrue(Math.abs(cosOf[got[w][at]] - bc) <= 1e-4, (w == 0 ? "f32" : "mma") + " search picked "
-                + got[w][at] + " (cos " + cosOf[got[w][at]] + ") over " + bt + " (cos " + bc + ")");
-            assertTrue(Math.abs(gotCos[w][at] - bc) <= 1e-4, "cosine " + gotCos[w][at] + " vs " + bc);
+      KvCompressKernels kk = new KvCompressKernels(gpu.k);
+      DeviceBuffer keepD = gpu.ints(keep), dropD = gpu.ints(dropped), targetD = gpu.ints(target);
+      DeviceBuffer attnD = gpu.f32(attn), massD = gpu.alloc((long) kvHeads * n * 4);
+      DeviceBuffer weight = gpu.alloc((long) kvHeads * budget * 4), vAcc = gpu.alloc((long) kvHeads * budget * d * 4);
+      DeviceBuffer kAcc = merge.equals("kv") ? gpu.alloc((long) kvHeads * budget * d * 4) : null;
+      DeviceBuffer headMass = gpu.alloc((long) kvHeads * budget * group * 4);
+      kk.groupSum(massD.ptr(), attnD.ptr(), n, n, kvHeads, group);
+      gpu.k.fillF32(weight.ptr(), (long) kvHeads * budget, 0f);
+      gpu.k.fillF32(vAcc.ptr(), (long) kvHeads * budget * d, 0f);
+      if (kAcc != null) gpu.k.fillF32(kAcc.ptr(), (long) kvHeads * budget * d, 0f);
+      gpu.k.fillF32(headMass.ptr(), (long) kvHeads * budget * group, 0f);
+      kk.mergeAcc(weight.ptr(), vAcc.ptr(), kAcc == null ? null : kAcc.ptr(), headMass.ptr(), targetD.ptr(), dropD.ptr(),
+          drop, keepD.ptr(), budget, attnD.ptr(), massD.ptr(), view, n, group);
+      kk.mergeApply(view, weight.ptr(), vAcc.ptr(), kAcc == null ? null : kAcc.ptr(), headMass.ptr(), keepD.ptr(), budget,
+          sinks, sinks + pick, attnD.ptr(), massD.ptr(), invFreq.ptr(), posOffset, n, group, 0.8);
+      float[][] after = PagedKvCacheReader.read(gpu, kv, 0, n);
+      float[] gpuBias = readBias(kv, 0, n * heads);
+      int merged = 0;
+      for (int g = 0; g < kvHeads; g++) {
+        for (int a = 0; a < budget; a++) {
+          int slot = keep[g * budget + a], o = slot * kvDim + g * d;
+          String what = merge + " d=" + d + " KV head " + g + " kept slot " + slot;
+          assertRowClose(after[2], cpuValues, o, d, what + " value");
+          assertRowClose(after[0], cpuKeys, o, d, what + " key");
+          float[] rot = java.util.Arrays.copyOfRange(cpuKeys, o, o + d);
+          rope.rotate(rot, 0, 1, slot + posOffset);
+          assertRowClose(after[1], rot, 0, d, what + " rotated key", o);
+          for (int h = g * group; h < (g + 1) * group; h++) {
+            float x = gpuBias[slot * heads + h], y = cpuBias[slot * heads + h];
+            assertTrue(Math.abs(x - y) <= 1e-4 * Math.max(1, Math.abs(y)), what + " head " + h + " bias " + x + " vs " + y);
+            if (y != 0) merged++;
           }
         }
       }
-      assertTrue(same[0] >= 0.999 * nKv * nDrop, "f32 search agrees on " + same[0] + " of " + nKv * nDrop);
-      assertTrue(same[1] >= 0.99 * nKv * nDrop, "mma search agrees on " + same[1] + " of " + nKv * nDrop);
+      assertTrue(merged > pick, "merges happened: " + merged + " biased (slot, head) pairs");
     }
   }
 
-  /** A per-slot logit bias shifts flash decoding and the split kernel exactly as DenseAttention. */
+  /** got[go .. go + d) within bf16 rounding (relative 2^-8 of the row norm) of want[wo .. wo + d). */
+  private static void assertRowClose(float[] got, float[] want, int wo, int d, String what, int go) {
+    double num = 0, den = 0;
+    for (int e = 0; e < d; e++) {
+      assertTrue(Float.isFinite(got[go + e]), what + " not finite");
+      num += (double) (got[go + e] - want[wo + e]) * (got[go + e] - want[wo + e]);
+      den += (double) want[wo + e] * want[wo + e];
+    }
+    assertTrue(Math.sqrt(num / Math.max(den, 1e-30)) <= 4e-3, what + " differs by " + Math.sqrt(num / den));
+  }
+
+  private static void assertRowClose(float[] got, float[] want, int o, int d, String what) {
+    assertRowClose(got, want, o, d, what, o);
+  }
+
+  /** A per-slot, per-query-head logit bias shifts flash decoding and the split kernel exactly as DenseAttention. */
   @ParameterizedTest
   @ValueSource(strings = {"fdecode", "split"})
   void biasShiftsDenseDecode(String path) {
     Random r = new Random(path.hashCode());
     ModelConfig c = config(1, 8, 2, 128);
     Rope rope = new Rope(c);
-    int total = 3000, kvDim = c.kvDim(), qDim = c.qDim(), nKv = c.numKvHeads(), d = c.headDim();
+    int total = 3000, kvDim = c.kvDim(), qDim = c.qDim(), heads = c.numHeads(), d = c.headDim();
     float[] k = Gpu.random(r, total * kvDim, 1), v = Gpu.random(r, total * kvDim, 1), q = Gpu.random(r, qDim, 1);
     KvCache cpu = new KvCache(c, rope, total);
     cpu.append(0, k, 0, v, 0, total, 0);
     float[] bias = cpu.logitBias(0);
-    for (int i = 0; i < total * nKv; i++) bias[i] = (float) (r.nextGaussian() * 2);
+    for (int i = 0; i < total * heads; i++) bias[i] = (float) (r.nextGaussian() * 2);  // (slot, query head)
     float[] ref = new float[qDim];
     new DenseAttention().decode(0, q, total - 1, cpu, ref, new AttentionContext(c, rope, pool));
 
@@ -428,7 +529,7 @@ class KvCompressionParityTest extends GpuPoolTest {
       DeviceCaches.append(gpu, view, k, v, total, kvDim, 0, 0, invFreq);
       kv.advance(0, total);
       gpu.stream.synchronize();
-      JCudaDriver.cuMemcpyHtoD(view.bias(), Pointer.to(bias), total * nKv * 4L);
+      JCudaDriver.cuMemcpyHtoD(view.bias(), Pointer.to(bias), total * heads * 4L);
       DeviceBuffer qRot = gpu.poisoned(qDim * 2L, true), out = gpu.poisoned(qDim * 2L, true);
       gpu.k.rope(qRot.ptr(), gpu.f32(q).ptr(), qDim, 1, c.numHeads(), d, invFreq.ptr(), null, total - 1);
       float scale = (float) (1.0 / Math.sqrt(d));

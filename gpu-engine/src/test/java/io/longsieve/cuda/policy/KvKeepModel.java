@@ -78,60 +78,60 @@ final class KvKeepModel {
   }
 
   /**
-   * SelKV's merge, judged per kept position of one KV head: unstable where the kept slot's
-   * merged-in set may differ between the two keep lists (reference, got: positions &lt; total,
-   * ascending): a dropped token whose nearest kept key (cosine of pre-RoPE keys, kPre (total,
-   * kvDim)) differs between the lists, or whose two best cosines lie within cosEps (the tensor-core
-   * search resolves about 1e-4), or that is dropped by one list only, makes its targets unstable.
-   * Every other kept token merges exactly the same dropped tokens on both sides.
+   * SelKV's merge, judged per kept position of one KV head: unstable where the kept token's
+   * merged-in set may differ between the two keep lists (reference, got: positions &lt; total
+   * ascending, the first {@code sinks} and last {@code win} positions kept by rule, slot =
+   * position). The routing (cpu/policy/SelKvMerge) sends a dropped token to the most attended
+   * selected token of its position bucket, else to the nearest selected one: a dropped token whose
+   * target differs between the lists, whose bucket's two most attended selected tokens lie within a
+   * relative massEps of each other on either side (bf16 keys move the masses), or that is dropped by
+   * one list only, makes its targets unstable. Every other kept token merges exactly the same
+   * dropped tokens on both sides (the gate and the weights are continuous in the inputs).
+   *
+   * @param mass (total) the KV head's observation attention summed over its query heads (fp64 model)
    */
-  static boolean[] mergeUnstable(ModelConfig c, float[] kPre, int total, int g, int[] reference, int[] got,
-                                 double cosEps) {
-    int d = c.headDim(), kvDim = c.kvDim();
-    double[][] unit = new double[total][d];
-    for (int j = 0; j < total; j++) {
-      double ss = 0;
-      for (int e = 0; e < d; e++) ss += (double) kPre[j * kvDim + g * d + e] * kPre[j * kvDim + g * d + e];
-      double inv = ss > 0 ? 1 / Math.sqrt(ss) : 0;
-      for (int e = 0; e < d; e++) unit[j][e] = kPre[j * kvDim + g * d + e] * inv;
-    }
+  static boolean[] mergeUnstable(int total, int sinks, int win, int bucket, double[] mass, int[] reference, int[] got,
+                                 double massEps) {
     int[][] lists = {reference, got};
     boolean[][] kept = new boolean[2][total];
-    int[][] best = new int[2][total], second = new int[2][total];
-    boolean[][] tied = new boolean[2][total];
+    int[][] target = new int[2][total], second = new int[2][total];
     for (int side = 0; side < 2; side++) {
-      for (int p : lists[side]) if (p < total) kept[side][p] = true;
+      java.util.List<Integer> picks = new java.util.ArrayList<>();
+      for (int p : lists[side]) {
+        if (p >= total) continue;
+        kept[side][p] = true;
+        if (p >= sinks && p < total - win) picks.add(p);
+      }
       for (int i = 0; i < total; i++) {
-        if (kept[side][i]) continue;
-        double b1 = Double.NEGATIVE_INFINITY, b2 = Double.NEGATIVE_INFINITY;
-        int i1 = -1, i2 = -1;
-        for (int p : lists[side]) {
-          if (p >= total) continue;
-          double cs = 0;
-          for (int e = 0; e < d; e++) cs += unit[i][e] * unit[p][e];
-          if (cs > b1) {
-            b2 = b1;
-            i2 = i1;
-            b1 = cs;
-            i1 = p;
-          } else if (cs > b2) {
-            b2 = cs;
-            i2 = p;
+        target[side][i] = second[side][i] = -1;
+        if (kept[side][i] || picks.isEmpty()) continue;
+        int best = -1, next = -1;
+        for (int p : picks) {
+          if (p / bucket != i / bucket) continue;
+          if (best < 0 || mass[p] > mass[best]) {
+            next = best;
+            best = p;
+          } else if (next < 0 || mass[p] > mass[next]) {
+            next = p;
           }
         }
-        best[side][i] = i1;
-        second[side][i] = i2;
-        tied[side][i] = i2 >= 0 && b1 - b2 <= cosEps;
+        if (best >= 0) {
+          target[side][i] = best;
+          if (next >= 0 && mass[best] - mass[next] <= massEps * mass[best]) second[side][i] = next;
+          continue;
+        }
+        for (int p : picks) if (best < 0 || Math.abs(p - i) < Math.abs(best - i)) best = p;
+        target[side][i] = best;
       }
     }
     boolean[] unstable = new boolean[total];
     for (int i = 0; i < total; i++) {
       boolean dr = !kept[0][i], dg = !kept[1][i];
-      if (dr && dg && best[0][i] == best[1][i] && !tied[0][i] && !tied[1][i]) continue;
+      if (dr && dg && target[0][i] == target[1][i] && second[0][i] < 0 && second[1][i] < 0) continue;
       for (int side = 0; side < 2; side++) {
         if (kept[side][i]) continue;
-        if (best[side][i] >= 0) unstable[best[side][i]] = true;
-        if (tied[side][i]) unstable[second[side][i]] = true;
+        if (target[side][i] >= 0) unstable[target[side][i]] = true;
+        if (second[side][i] >= 0) unstable[second[side][i]] = true;
       }
     }
     return unstable;

@@ -287,7 +287,7 @@ class PolicyEngineParityTest {
   }
 
   /**
-   * attention_ms and selection_ms mean the same on both engines (README, stats table): both inside
+   * attention_ms and selection_ms mean the same on both engines (docs/outputs.md, stats table): both inside
    * the prefill, selection 0 for a dense prefill, and the GPU's selection in device time (a host
    * clock around TSA's synchronising cut-off counted the queued GEMMs: most of the prefill).
    */

@@ -166,7 +166,8 @@ class TokenSelectParityTest extends GpuPoolTest {
       PolicyStats viaApi = api.stats();
       assertEquals(viaApi.selectionCacheHitRate(), b.selectionCacheHitRate(), 1e-12, p + " hit rate via the API");
       assertArrayEquals(viaApi.selectedFractionByLayer(), b.selectedFractionByLayer(), 1e-6f, p + " fraction via the API");
-      if (p.contains("cache=off")) assertEquals(0, gpuStats.cacheHits);
+      boolean cacheOn = PolicySpec.parse("tokenselect:" + p).decode().text("cache").equals("on");  // default: off
+      if (!cacheOn) assertEquals(0, gpuStats.cacheHits);
       else assertTrue(gpuStats.cacheHits > 0 && gpuStats.cacheHits < gpuStats.cacheLookups, p + " hits " + gpuStats.cacheHits);
     }
   }
@@ -232,10 +233,10 @@ class TokenSelectParityTest extends GpuPoolTest {
   }
 
   @ParameterizedTest(name = "tokenselect:{0}")  // "" is the defaults: the name must not be blank
-  @ValueSource(strings = {"", "positions=original", "heads=kvhead", "gqa=mod", "pool=3", "pool=4", "cache=off",
-      "index=int4", "heads=kvhead,gqa=mod,positions=original,index=int4,scale=sqrt", "k_frac=0.15,cache=off",
-      "pool=3,heads=kvhead,cache=off,index=int4", "score=rope", "score=rope,positions=original",
-      "score=rope,heads=kvhead", "score=rope,heads=kvhead,gqa=mod,positions=original,scale=sqrt",
+  @ValueSource(strings = {"", "positions=original", "heads=kvhead,cache=on", "gqa=mod", "pool=3", "pool=4", "cache=on",
+      "index=int4,cache=on", "heads=kvhead,gqa=mod,positions=original,index=int4,scale=sqrt", "k_frac=0.15,cache=off",
+      "pool=3,heads=kvhead,cache=off,index=int4", "score=rope,cache=on", "score=rope,positions=original",
+      "score=rope,heads=kvhead", "score=rope,heads=kvhead,gqa=mod,positions=original,scale=sqrt,cache=on",
       "score=rope,k_frac=0.15,pool=3,cache=off"})
   void matchesCpuTokenSelect(String params) {
     compare(params, 8, 2, 64);
@@ -244,7 +245,7 @@ class TokenSelectParityTest extends GpuPoolTest {
   @Test
   void matchesCpuOnLlamaHeadShape() {
     compare("", 32, 8, 128);
-    compare("gqa=mod,index=int4", 32, 8, 128);
+    compare("gqa=mod,index=int4,cache=on", 32, 8, 128);
     compare("heads=kvhead,score=rope", 32, 8, 128);
   }
 

@@ -22,7 +22,8 @@ import picocli.CommandLine.Option;
  * through the engine in this JVM instead (Spark only writes the Parquet). Writes under
  * {@code <output>/eval/}: suite.jsonl, docs.jsonl, results.jsonl, results.md and the Parquet
  * table results/ (run_id, task, length, policy, accuracy, attended_fraction, ms_per_doc, n_docs,
- * n_errors).
+ * n_errors, kl_mean, kl_max, top1_agreement, attention_recall: fidelity against dense attention, measured with
+ * --engine and null through the job).
  */
 @Command(name = "eval", mixinStandardHelpOptions = true,
     description = "Run the quality suite (accuracy per task x length x policy); results as Parquet and Markdown.")

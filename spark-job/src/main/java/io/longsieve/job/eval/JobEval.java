@@ -8,7 +8,9 @@ import io.longsieve.eval.EvalRunner;
 import io.longsieve.eval.EvalSuite;
 import io.longsieve.eval.Scoring;
 import io.longsieve.eval.SuiteItem;
+import io.longsieve.job.JobSchemas;
 import io.longsieve.job.LongSieveJob;
+import io.longsieve.job.OwnTables;
 import io.longsieve.job.RunOptions;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -51,8 +53,8 @@ public final class JobEval {
       s.put("spark.longsieve.prefillChunk", Integer.toString(o.prefillChunk));
       s.put("spark.master", master);
       LongSieveJob.run(spark, RunOptions.fromSettings(s));
-      List<Row> rows = spark.read().parquet(jobOut + "/outputs").where(col("run_id").equalTo(runId))
-          .join(spark.read().parquet(jobOut + "/stats").where(col("run_id").equalTo(runId))
+      List<Row> rows = OwnTables.run(spark, jobOut, "outputs", runId, JobSchemas.OUTPUTS)
+          .join(OwnTables.run(spark, jobOut, "stats", runId, JobSchemas.STATS)
               .select("doc_id", "total_ms", "selected_fraction_by_layer"), "doc_id")
           .select("doc_id", "status", "error", "output", "input_tokens", "total_ms", "selected_fraction_by_layer")
           .collectAsList();
