@@ -62,6 +62,14 @@ public final class BenchCommand implements Callable<Integer> {
   @Option(names = "--batch", description = "Add batched decode (B = 1, 2, 4, 8 sequences per step) at 1024-token prompts.")
   boolean batch;
 
+  @Option(names = "--prefix-reuse", description = "Add prefix reuse: N questions over one document at each context, "
+      + "the document's KV cache computed once and forked (dense, greedy, tokens checked equal) against every row "
+      + "prefilled whole.")
+  boolean prefixReuse;
+
+  @Option(names = "--questions", defaultValue = "8", description = "Questions per document with --prefix-reuse (default: ${DEFAULT-VALUE}).")
+  int questions;
+
   @Option(names = "--batch-policies", description = "Add batched decode per decode policy (dense, TokenSelect, its int4 "
       + "index, its Selection Cache always hitting, StreamingLLM) at each context, B = 1, 2, 4, 8 where memory allows.")
   boolean batchPolicies;
@@ -93,6 +101,9 @@ public final class BenchCommand implements Callable<Integer> {
       if (fp8) b.section("fp8", () -> Fp8Bench.run(b, chunk));
       if (sparse) SparseBench.run(b, c, contexts, chunk, decodeSteps, !skipModel);
       if (batch) BatchBench.run(b, c, 1024, decodeSteps, new int[] {1, 2, 4, 8}, new int[] {1, 2, 4, 8, 16, 32});
+      if (prefixReuse) {
+        b.section("prefix reuse", () -> PrefixReuseBench.run(b, c, contexts, chunk, questions, decodeSteps));
+      }
       if (batchPolicies) {
         b.section("batched policies", () -> BatchBench.policies(b, c, contexts, decodeSteps, new int[] {1, 2, 4, 8}));
       }

@@ -33,7 +33,8 @@ public final class Backends {
     try {
       int maxContext = spec.maxContext() > 0 ? spec.maxContext() : model.config().contextLength();
       ModelRunner runner = openRunner(spec, model);
-      return new BatchingEngine(model, runner, maxContext, spec.defaultPolicy(), spec.maxBatch(), spec.kvBudgetBytes());
+      return new BatchingEngine(model, runner, maxContext, spec.defaultPolicy(), spec.maxBatch(), spec.kvBudgetBytes(),
+          spec.prefixCacheBytes());
     } catch (RuntimeException e) {
       model.close();
       throw e;

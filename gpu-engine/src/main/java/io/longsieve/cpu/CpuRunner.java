@@ -14,6 +14,7 @@ import io.longsieve.model.Checkpoint;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.policy.PolicyStats;
+import io.longsieve.policy.PrefixReuse;
 import java.nio.file.Path;
 
 /** The CPU reference backend: fp32 weights on the heap, {@link CpuModel} for the math. */
@@ -56,9 +57,15 @@ public final class CpuRunner implements ModelRunner {
 
   @Override
   public Sequence open(int capacity, PolicySpec policy) {
+    int fixed = fixedChunk(policy);
+    return new CpuSequence(model.newCache(capacity), ComposedPolicy.of(policy, modelDir), policy, fixed);
+  }
+
+  /** The chunk {@code policy} fixes (PolicySpec.prefillChunk), checked against the activations' bound. */
+  private int fixedChunk(PolicySpec policy) {
     int fixed = policy.prefillChunk();
     if (fixed > 0) checkActivations(fixed, "tsa:chunk=" + fixed);
-    return new CpuSequence(capacity, policy, fixed);
+    return fixed;
   }
 
   /**
@@ -92,6 +99,66 @@ public final class CpuRunner implements ModelRunner {
     return Math.max(free / 2, kvBytesPerSlot());
   }
 
+  /**
+   * Prefix reuse: prefill parts are cut into forward chunks of the request's prefill chunk; dense
+   * prefill computes each token the same wherever a chunk starts (every matmul row and attention row
+   * is its own dot products in a fixed order; EngineTest and PrefixReuseTest hold it), so a dense
+   * prefix may end anywhere.
+   */
+  @Override
+  public PrefixReuse.Cuts prefixCuts() {
+    return new PrefixReuse.Cuts(RequestLimits.prefillChunk(model.maxChunk()), true);
+  }
+
+  /** A quarter of the default KV budget: kept prefixes are heap arrays beside the running caches. */
+  @Override
+  public long defaultPrefixCacheBytes() {
+    return defaultKvBudgetBytes() / 4;
+  }
+
+  /** The fork copies the prefix's slots into its own cache (the CPU has no pages to share). */
+  @Override
+  public Sequence openFork(int capacity, PolicySpec policy, KeptPrefix prefix) {
+    CpuPrefix p = (CpuPrefix) prefix;
+    if (p.kv == null) throw new IllegalStateException("the kept prefix was closed");
+    int fixed = fixedChunk(policy); // a TSA fork prefills in its own chunk from a prefix that ends on one (PrefixReuse)
+    KvCache kv = model.newCache(capacity);
+    kv.copyPrefix(p.kv, p.tokens);
+    ComposedPolicy cp = ComposedPolicy.of(policy, modelDir);
+    cp.adoptPrefixState(p.state, kv, model.attentionContext());
+    return new CpuSequence(kv, cp, policy, fixed);
+  }
+
+  /** A kept prefix on the heap: a cache of exactly its slots and the policy's state at its end. */
+  private static final class CpuPrefix implements KeptPrefix {
+    private final int tokens;
+    private final long bytes;
+    private KvCache kv;  // null once closed
+    private final ComposedPolicy.PrefixState state;
+
+    CpuPrefix(KvCache kv, int tokens, ComposedPolicy.PrefixState state, long bytes) {
+      this.kv = kv;
+      this.tokens = tokens;
+      this.state = state;
+      this.bytes = bytes;
+    }
+
+    @Override
+    public int tokens() {
+      return tokens;
+    }
+
+    @Override
+    public long bytes() {
+      return bytes;
+    }
+
+    @Override
+    public void close() {
+      kv = null; // the garbage collector takes the arrays once no fork is being copied from them
+    }
+  }
+
   /** Batched decode: the rows go through the weight matmuls together ({@link CpuModel#decodeBatch}). */
   @Override
   public void decodeBatch(Sequence[] seqs, int[] tokens, int[] positions, float[][] logits, Sampler[] samplers,
@@ -120,17 +187,18 @@ public final class CpuRunner implements ModelRunner {
   private final class CpuSequence extends KvSizedSequence {
     private final PolicySpec spec;
     private KvCache kv;                   // replaced, with the policy, when a LongRoPE sequence is recomputed
-    private AttentionPolicy policy;
+    private ComposedPolicy policy;
     private TimedPolicy timed;
     private final int fixedChunk;         // the chunk the policy fixes (PolicySpec.prefillChunk): -1 none, 0 the prompt
     private final int[] one = new int[1]; // the decode step's token
     private final int[] history;          // (capacity) tokens so far, kept only for a LongRoPE recompute; else null
     private AttentionRecorder recorder;   // null unless an evaluation asked for attention recall
 
-    CpuSequence(int capacity, PolicySpec spec, int fixedChunk) {
+    /** kv: a fresh cache, or a fork's holding a kept prefix whose state policy has adopted. */
+    CpuSequence(KvCache kv, ComposedPolicy policy, PolicySpec spec, int fixedChunk) {
       this.spec = spec;
-      this.kv = model.newCache(capacity);
-      this.policy = ComposedPolicy.of(spec, modelDir);
+      this.kv = kv;
+      this.policy = policy;
       this.timed = new TimedPolicy(policy);
       this.fixedChunk = fixedChunk;
       this.history = config.ropeScaling().type().equals("longrope") ? new int[kv.capacity] : null;
@@ -174,11 +242,24 @@ public final class CpuRunner implements ModelRunner {
     @Override
     public int prefillPart(int[] tokens, int from, int to, float[] logits, Sampler sampler) {
       boolean last = to == tokens.length;
-      remember(tokens, from, to);
+      // the whole prompt once it is cached: a fork's parts start after the kept prefix, whose tokens a
+      // LongRoPE recompute needs too (the fork is then recomputed from its tokens, as it is alone)
+      if (last) remember(tokens, 0, to);
       model.forward(tokens, from, to, from, kv, timed, false, last ? logits : null, step(tokens.length));
       if (!last) return -1;
       afterPrefill(tokens.length);
       return sampler.next(logits, logits.length);
+    }
+
+    @Override
+    public KeptPrefix keepPrefix(int tokens) {
+      for (int l = 0; l < kv.layers; l++) {
+        if (kv.length(l) != tokens) throw new IllegalStateException("layer " + l + " holds " + kv.length(l) + " slots, not " + tokens);
+      }
+      KvCache copy = model.newCache(tokens);
+      copy.copyPrefix(kv, tokens);
+      ComposedPolicy.PrefixState state = policy.keepPrefixState(tokens, model.attentionContext());
+      return new CpuPrefix(copy, tokens, state, tokens * kvBytesPerSlot() + state.bytes());
     }
 
     @Override

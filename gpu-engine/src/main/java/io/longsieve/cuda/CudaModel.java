@@ -374,11 +374,20 @@ public final class CudaModel implements AutoCloseable {
    * @throws IllegalArgumentException for a chunk outside [1, maxChunk], before any work
    */
   public void prefill(int[] ids, int pos0, PagedKvCache kv, GpuPolicy policy, int chunk) {
+    prefill(ids, pos0, kv, policy, chunk, pos0 + ids.length);
+  }
+
+  /**
+   * As {@link #prefill(int[], int, PagedKvCache, GpuPolicy, int)} for a part of a prompt of
+   * {@code promptLength} tokens (prefix reuse): the RoPE table is that of the whole prompt's call,
+   * as when the prompt runs in one call.
+   */
+  public void prefill(int[] ids, int pos0, PagedKvCache kv, GpuPolicy policy, int chunk, int promptLength) {
     if (chunk < 1 || chunk > maxChunk) {
       throw new IllegalArgumentException("a prefill chunk of " + chunk + " tokens; this engine's activations hold "
           + maxChunk + " (--prefill-chunk)");
     }
-    rope.useLength(pos0 + ids.length, k.stream());  // one call over the prompt: its whole length's table
+    rope.useLength(promptLength, k.stream());  // one call over the prompt: its whole length's table
     for (int s = 0; s < ids.length; s += chunk) {
       int n = Math.min(chunk, ids.length - s);
       k.stream().copyToDevice(tokens, 0, Pointer.to(ids).withByteOffset(s * 4L), n * 4L);

@@ -6,6 +6,8 @@ import io.longsieve.cuda.driver.KernelModule;
 import io.longsieve.cuda.kernels.Fp8Kernels;
 import io.longsieve.cuda.kernels.Gemv;
 import io.longsieve.cuda.kernels.Kernels;
+import io.longsieve.cuda.kv.KeptPages;
+import io.longsieve.cuda.kv.KvPagePool;
 import io.longsieve.cuda.kv.PagedKvCache;
 import io.longsieve.cuda.policy.GpuEnv;
 import io.longsieve.cuda.policy.GpuPolicy;
@@ -19,6 +21,8 @@ import io.longsieve.model.Checkpoint;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.policy.PolicyStats;
+import io.longsieve.policy.PrefixReuse;
+import java.util.Arrays;
 
 /**
  * The CUDA backend: one context on the GPU the spec names, the checkpoint's weights in bf16 on it,
@@ -32,6 +36,12 @@ import io.longsieve.policy.PolicyStats;
  * the context may then be poisoned and the engine must be closed (executors exit and are replaced).
  * Every entry point makes the context current on the calling thread. Not thread-safe: the engine's
  * lock serialises requests.
+ *
+ * <p>Prefix reuse (a spec with a prefix cache): every sequence's pages come from one shared
+ * {@link KvPagePool} made at open from {@link #POOL_SHARE} of the memory left, each sequence taking its
+ * whole capacity when it opens (so running out shows at open, where the engine defers it); a kept
+ * prefix holds its full pages by reference and forks share them ({@link PagedKvCache#fork}). Without
+ * it each sequence has a private pool, as before.
  */
 public final class CudaRunner implements ModelRunner {
 
@@ -49,10 +59,20 @@ public final class CudaRunner implements ModelRunner {
   private final CudaWeights weights;
   private final CudaModel model;
   private final GpuEnv env;
+  private final KvPagePool pool;    // the shared page pool (prefix reuse); null: a private pool per sequence
   private CudaSequence tokenOwner;  // whose last pick the model's device token slot holds (sequences interleave)
 
+  /**
+   * Share of the device memory left after weights and activations that the shared page pool takes
+   * with prefix reuse on; the rest is for what each sequence allocates besides its pages (page table,
+   * logit bias, policy workspaces, decode scratch), which a private pool per sequence would take from
+   * the same memory.
+   */
+  public static final double POOL_SHARE = 0.85;
+
   private CudaRunner(ModelConfig config, CudaContext ctx, KernelModule module, CudaStream stream, CudaWeights weights,
-                     CudaModel model, java.nio.file.Path modelDir) {
+                     CudaModel model, java.nio.file.Path modelDir, KvPagePool pool) {
+    this.pool = pool;
     this.config = config;
     this.ctx = ctx;
     this.module = module;
@@ -79,7 +99,18 @@ public final class CudaRunner implements ModelRunner {
       }
       int chunk = Math.max(spec.prefillChunk(), MIN_GPU_CHUNK);
       CudaModel model = new CudaModel(c, ctx, kernels, weights, chunk);
-      return new CudaRunner(c, ctx, module, stream, weights, model, loaded.dir());
+      KvPagePool pool = null;
+      if (spec.prefixCacheBytes() != 0) {
+        int context = spec.maxContext() > 0 ? spec.maxContext() : c.maxPositions();
+        try {
+          pool = new KvPagePool(ctx, c, KvPagePool.sharedPages(c,
+              (long) ((ctx.budgetBytes() - ctx.usedBytes()) * POOL_SHARE), spec.maxBatch(), context));
+        } catch (RuntimeException | Error e) {
+          model.close();
+          throw e;
+        }
+      }
+      return new CudaRunner(c, ctx, module, stream, weights, model, loaded.dir(), pool);
     } catch (RuntimeException | Error e) {
       if (weights != null) weights.close();
       if (stream != null) stream.close();
@@ -119,14 +150,69 @@ public final class CudaRunner implements ModelRunner {
       throw new IllegalArgumentException("the CUDA backend does not run " + why + "; use --device cpu (or make it the"
           + " engine's default policy, which device auto then runs on cpu)");
     }
-    int fixed = p.prefillChunk();
-    if (fixed > model.maxChunk()) throw tooLong("tsa:chunk=" + fixed, fixed);
+    int fixed = fixedChunk(p);
     ctx.makeCurrent();
-    PagedKvCache kv = new PagedKvCache(ctx, config, capacity);
+    PagedKvCache kv = newCache(capacity);
     try {
       model.reserveDecode(kv.capacity);
       return new CudaSequence(kv, GpuPolicy.open(p, env), p, fixed);
     } catch (RuntimeException | Error e) {
+      kv.close();
+      throw e;
+    }
+  }
+
+  /** The chunk policy {@code p} fixes (PolicySpec.prefillChunk), within the activations' rows. */
+  private int fixedChunk(PolicySpec p) {
+    int fixed = p.prefillChunk();
+    if (fixed > model.maxChunk()) throw tooLong("tsa:chunk=" + fixed, fixed);
+    return fixed;
+  }
+
+  /** A sequence's cache: from the shared pool (its pages reserved now, not mid-prefill) when there is one. */
+  private PagedKvCache newCache(int capacity) {
+    PagedKvCache kv = pool == null ? new PagedKvCache(ctx, config, capacity) : new PagedKvCache(ctx, config, capacity, pool);
+    try {
+      kv.reserve(capacity);  // no-op with a private pool
+      return kv;
+    } catch (RuntimeException | Error e) {
+      kv.close();
+      throw e;
+    }
+  }
+
+  /**
+   * Prefix reuse cuts: whole prefill chunks (the GEMMs' tiling depends on a chunk's row count, so a
+   * prefix ends where a chunk does and the fork's chunks are the ones it runs alone); null (no reuse)
+   * without the shared pool.
+   */
+  @Override
+  public PrefixReuse.Cuts prefixCuts() {
+    return pool == null ? null : new PrefixReuse.Cuts(model.maxChunk(), false);
+  }
+
+  /** A quarter of the shared page pool. */
+  @Override
+  public long defaultPrefixCacheBytes() {
+    return pool == null ? 0 : (long) pool.pages * KvPagePool.pageBytes(config) / 4;
+  }
+
+  @Override
+  public Sequence openFork(int capacity, PolicySpec p, KeptPrefix prefix) {
+    CudaPrefix kept = (CudaPrefix) prefix;
+    if (GpuPolicy.unsupportedReason(p) != null) return open(capacity, p); // refuses it as open does
+    int fixed = fixedChunk(p); // a TSA fork prefills in its own chunk from a prefix that ends on one (PrefixReuse)
+    ctx.makeCurrent();
+    PagedKvCache kv = PagedKvCache.fork(ctx, config, capacity, kept.pages(), stream);
+    GpuPolicy policy = null;
+    try {
+      kv.reserve(capacity - kept.tokens());
+      model.reserveDecode(kv.capacity);
+      policy = GpuPolicy.open(p, env);
+      policy.adoptPrefixState(kept.state());
+      return new CudaSequence(kv, policy, p, fixed);
+    } catch (RuntimeException | Error e) {
+      if (policy != null) policy.close();
       kv.close();
       throw e;
     }
@@ -263,6 +349,7 @@ public final class CudaRunner implements ModelRunner {
     try {
       stream.synchronize();
     } finally {
+      if (pool != null) pool.close();
       model.close();
       weights.close();
       stream.close();
@@ -321,8 +408,8 @@ public final class CudaRunner implements ModelRunner {
       if (!config.ropeScaling().recomputesCacheAt(pos)) return false;
       stream.synchronize();
       policy.close();
-      kv.close();
-      kv = new PagedKvCache(ctx, config, kv.capacity);
+      kv.close();  // pages shared with a kept prefix stay with it
+      kv = newCache(kv.capacity);
       policy = GpuPolicy.open(spec, env);
       tokenOwner = null;
       model.prefill(java.util.Arrays.copyOf(history, pos + 1), 0, kv, policy, chunk(pos + 1));
@@ -377,6 +464,48 @@ public final class CudaRunner implements ModelRunner {
         return next;
       } finally {
         model.profile(null);
+      }
+    }
+
+    /**
+     * Prompt tokens [from, to) at their positions: a prefix reuse part (the one that ends at a kept
+     * prefix, or a fork's rest). The whole prompt in one part is {@link #prefillNext}.
+     */
+    @Override
+    public int prefillPart(int[] tokens, int from, int to, float[] logits, Sampler sampler) {
+      if (from == 0 && to == tokens.length) return prefillNext(tokens, logits, sampler);
+      ctx.makeCurrent();
+      boolean last = to == tokens.length;
+      try (CudaModel.Profile p = new CudaModel.Profile()) {
+        model.profile(p);
+        tokenOwner = null;
+        // the policy's chunk (TSA's: a kept prefix ends on one) and the whole prompt's RoPE table, as alone
+        model.prefill(Arrays.copyOfRange(tokens, from, to), from, kv, policy, chunk(tokens.length), tokens.length);
+        model.profile(null);
+        int next = -1;
+        if (last) {
+          remember(tokens);  // a fork's too: a LongRoPE recompute runs the kept prefix's tokens again
+          compressMeasured(() -> policy.afterPrefill(kv));
+          next = pick(sampler);
+        } else {
+          lastOnDevice = false;
+        }
+        prefillAttentionMs += p.millis()[CudaModel.Profile.ATTENTION];
+        return next;
+      } finally {
+        model.profile(null);
+      }
+    }
+
+    @Override
+    public KeptPrefix keepPrefix(int tokens) {
+      ctx.makeCurrent();
+      KeptPages pages = kv.keep(tokens, stream);
+      try {
+        return new CudaPrefix(ctx, pages, policy.keepPrefixState());
+      } catch (RuntimeException | Error e) {
+        pages.close();
+        throw e;
       }
     }
 

@@ -4,7 +4,10 @@ import io.longsieve.engine.spi.ModelRunner;
 import io.longsieve.engine.spi.Sampler;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Supplier;
 import java.util.logging.Level;
@@ -27,6 +30,14 @@ import java.util.logging.Logger;
  * pages at open and the engine sets it no byte budget by default) while others run is not failed:
  * it goes back to the head of the queue and admission pauses until a running request ends; only
  * when it fails with nothing else running does it fail. {@link #close} fails whatever has not finished with {@link IllegalStateException}.
+ *
+ * <p>Prefix reuse (with a {@link PrefixCache}): an admitted request that shares a prompt prefix
+ * ({@link GenerationTask#prefixKey}) opens as a fork of the kept prefix when it is ready; when another
+ * request is still computing it, it waits (admitted, not opened) and forks as soon as that request
+ * keeps it, after the prefill part that ends there; when none is kept, it computes and keeps it itself.
+ * A request computing a prefix that fails or leaves before keeping it fails alone: the first request
+ * waiting for it computes it instead. Forks are sequences like any other: they batch, fail and finish
+ * on their own.
  */
 final class BatchScheduler implements AutoCloseable {
 
@@ -61,6 +72,11 @@ final class BatchScheduler implements AutoCloseable {
   private boolean paused;                                          // guarded by lock: tests hold admission
   private boolean held;                                            // guarded by lock: an open ran out of memory;
                                                                    //   admit nothing until a request ends
+  private final List<String> releases = new ArrayList<>();        // guarded by lock: prefix scopes that ended
+  private final PrefixCache prefixes;                              // null: prefix reuse off
+  // scheduler thread only: requests waiting for a prefix another one computes, and who computes which
+  private final Map<PrefixCache.Entry, List<Pending>> parked = new LinkedHashMap<>();
+  private final Map<Pending, PrefixCache.Entry> producing = new HashMap<>();
   // scheduler thread only
   private final List<Pending> prefilling = new ArrayList<>();
   private final List<Pending> decoding = new ArrayList<>();
@@ -76,7 +92,13 @@ final class BatchScheduler implements AutoCloseable {
   private int peakBatch, peakSequences;
 
   BatchScheduler(ModelRunner runner, int maxBatch, long kvBudget) {
+    this(runner, maxBatch, kvBudget, null);
+  }
+
+  /** @param prefixes the kept prompt prefixes requests may share; null: no prefix reuse */
+  BatchScheduler(ModelRunner runner, int maxBatch, long kvBudget, PrefixCache prefixes) {
     this.runner = runner;
+    this.prefixes = prefixes;
     this.maxBatch = maxBatch;
     this.kvBudget = kvBudget;
     this.bytesPerSlot = runner.kvBytesPerSlot();
@@ -132,6 +154,20 @@ final class BatchScheduler implements AutoCloseable {
     }
   }
 
+  /** Drops the prefixes kept under scope, on the scheduler thread (which owns them) at its next round. */
+  void releasePrefixes(String scope) {
+    if (prefixes == null) return;
+    synchronized (lock) {
+      if (closed) return;
+      releases.add(scope);
+      lock.notifyAll();
+    }
+  }
+
+  PrefixCounters prefixCounters() {
+    return prefixes == null ? PrefixCounters.NONE : prefixes.counters();
+  }
+
   EngineCounters counters() {
     synchronized (lock) {
       return new EngineCounters(requests, failed, deferred, prefillParts, decodeSteps, batchedDecodeSteps, decodedTokens,
@@ -143,10 +179,15 @@ final class BatchScheduler implements AutoCloseable {
     try {
       while (true) {
         List<Pending> admitted = new ArrayList<>();
+        List<String> ended;
         Alone<?> runAlone = null;
         synchronized (lock) {
-          while (!closed && (waiting.isEmpty() || paused) && active == 0 && alone.isEmpty()) lock.wait();
+          while (!closed && (waiting.isEmpty() || paused) && active == 0 && releases.isEmpty() && alone.isEmpty()) {
+            lock.wait();
+          }
           if (closed) break;
+          ended = new ArrayList<>(releases);
+          releases.clear();
           if (active == 0) runAlone = alone.poll();
           while (alone.isEmpty() && runAlone == null && !paused && !waiting.isEmpty() && active < maxBatch
               && (active == 0 || !held && reserved + waiting.peek().kvBytes <= kvBudget)) {
@@ -156,31 +197,19 @@ final class BatchScheduler implements AutoCloseable {
             admitted.add(p);
           }
         }
-        if (runAlone != null) {
+        for (String scope : ended) prefixes.release(scope);
+        if (runAlone != null) { // a driven run: no request is active, so none is parked on a prefix either
           runAlone.run();
           continue;
         }
-        List<Pending> again = new ArrayList<>();
-        for (Pending p : admitted) {
-          if (!again.isEmpty()) {
-            again.add(p); // keep the queue's order behind a deferred one
-            continue;
-          }
-          try {
-            p.task.open();
-            prefilling.add(p);
-          } catch (Throwable e) {
-            if (OutOfMemory.causedBy(e) && !(prefilling.isEmpty() && decoding.isEmpty())) again.add(p);
-            else fail(p, e);
-          }
-        }
-        if (!again.isEmpty()) defer(again);
+        startAll(admitted);
         synchronized (lock) { // after any deferral: what actually holds memory now
           peakSequences = Math.max(peakSequences, active);
           peakKv = Math.max(peakKv, reserved);
         }
         dropCancelled(prefilling);
         dropCancelled(decoding);
+        for (List<Pending> w : new ArrayList<>(parked.values())) dropCancelled(w);
         if (!prefilling.isEmpty()) prefillPart(prefilling.get(0));
         if (!decoding.isEmpty()) decodeStep();
       }
@@ -193,8 +222,13 @@ final class BatchScheduler implements AutoCloseable {
       }
     }
     IllegalStateException gone = new IllegalStateException("the engine was closed before the request finished");
+    List<Pending> waitingForPrefix = new ArrayList<>();
+    for (List<Pending> w : parked.values()) waitingForPrefix.addAll(w);
+    parked.clear();
+    for (Pending p : waitingForPrefix) fail(p, gone);
     for (Pending p : new ArrayList<>(prefilling)) fail(p, gone);
     for (Pending p : new ArrayList<>(decoding)) fail(p, gone);
+    if (prefixes != null) prefixes.closeAll();
     List<Pending> rest;
     List<Alone<?>> restAlone;
     synchronized (lock) {
@@ -205,6 +239,99 @@ final class BatchScheduler implements AutoCloseable {
     }
     for (Pending p : rest) p.future.completeExceptionally(gone);
     for (Alone<?> a : restAlone) a.future.completeExceptionally(gone);
+  }
+
+  /**
+   * Opens admitted requests in order; one that runs out of memory while others hold it goes back to
+   * the queue with everything behind it ({@link #defer}), any other failure fails it alone.
+   */
+  private void startAll(List<Pending> admitted) {
+    List<Pending> again = new ArrayList<>();
+    for (Pending p : admitted) {
+      if (!again.isEmpty()) {
+        again.add(p); // keep the queue's order behind a deferred one
+        continue;
+      }
+      try {
+        start(p);
+      } catch (Throwable e) {
+        if (OutOfMemory.causedBy(e) && !(prefilling.isEmpty() && decoding.isEmpty())) again.add(p);
+        else fail(p, e);
+      }
+    }
+    if (!again.isEmpty()) defer(again);
+  }
+
+  /**
+   * Opens one admitted request: as a fork of its kept prefix when that is ready, parked when another
+   * request is computing it, else fresh (and then it keeps its prefix, when it shares one).
+   */
+  private void start(Pending p) {
+    PrefixCache.Key key = prefixes == null ? null : p.task.prefixKey(prefixes.budget());
+    if (key == null) {
+      p.task.open();
+      prefilling.add(p);
+      return;
+    }
+    PrefixCache.Entry e = prefixes.get(key);
+    if (e != null && !e.ready()) {
+      parked.computeIfAbsent(e, k -> new ArrayList<>()).add(p);
+      return;
+    }
+    if (e != null) {
+      p.task.openFork(e.prefix());
+      prefixes.forked(e);
+      prefilling.add(p);
+      return;
+    }
+    p.task.open();
+    p.task.keepAfter(key.tokens());
+    producing.put(p, prefixes.produce(key, p.task.prefixScope()));
+    prefilling.add(p);
+  }
+
+  /**
+   * After a producer's prefill part: at its keep point, keeps the prefix and opens the requests that
+   * waited for it as forks. A prefix that cannot be kept (out of memory, over the budget) costs reuse
+   * only: the producer goes on, and the waiting requests start as if none had been kept.
+   */
+  private void keepIfDue(Pending p) {
+    if (!p.task.atKeepPoint()) return;
+    PrefixCache.Entry e = producing.remove(p);
+    boolean kept = false;
+    try {
+      kept = prefixes.keep(e, p.task.keepPrefix());
+    } catch (Throwable ex) {
+      LOG.log(Level.WARNING, "could not keep a prompt prefix of " + e.key.tokens() + " tokens; its requests prefill it", ex);
+      prefixes.abandon(e);
+    }
+    wake(e, kept);
+  }
+
+  /** The requests parked on e start: as forks when it was kept, else anew (the first computes it again). */
+  private void wake(PrefixCache.Entry e, boolean kept) {
+    List<Pending> w = parked.remove(e);
+    if (w == null) return;
+    if (!kept) {
+      startAll(w);
+      return;
+    }
+    List<Pending> again = new ArrayList<>();
+    for (Pending p : w) {
+      if (!again.isEmpty()) {
+        again.add(p);
+        continue;
+      }
+      try {
+        p.task.openFork(e.prefix());
+        prefixes.forked(e);
+        prefilling.add(p);
+      } catch (Throwable ex) {
+        if (OutOfMemory.causedBy(ex) && !(prefilling.isEmpty() && decoding.isEmpty())) again.add(p);
+        else fail(p, ex);
+      }
+    }
+    if (!again.isEmpty()) defer(again);
   }
 
   /** Back to the head of the queue, in order; admission waits for a running request to end. */
@@ -232,7 +359,10 @@ final class BatchScheduler implements AutoCloseable {
         prefillParts++;
       }
     }
-    if (p.task.prefilling()) return;
+    if (p.task.prefilling()) {
+      if (prefixes != null) keepIfDue(p);
+      return;
+    }
     prefilling.remove(p);
     if (p.task.done()) complete(p);
     else decoding.add(p);
@@ -309,6 +439,8 @@ final class BatchScheduler implements AutoCloseable {
   private void fail(Pending p, Throwable e) {
     prefilling.remove(p);
     decoding.remove(p);
+    for (List<Pending> w : parked.values()) w.remove(p);
+    PrefixCache.Entry computing = producing.remove(p);
     try {
       p.task.close();
     } catch (Throwable closing) {
@@ -316,6 +448,10 @@ final class BatchScheduler implements AutoCloseable {
     }
     release(p, true);
     p.future.completeExceptionally(e);
+    if (computing != null) { // its prefix was not kept: a request waiting for it computes it instead
+      prefixes.abandon(computing);
+      wake(computing, false);
+    }
   }
 
   private void release(Pending p, boolean failure) {

@@ -1,5 +1,6 @@
 package io.longsieve.engine;
 
+import io.longsieve.engine.spi.EngineSpec;
 import io.longsieve.engine.spi.LoadedModel;
 import io.longsieve.engine.spi.ModelRunner;
 import io.longsieve.engine.spi.RequestLimits;
@@ -26,11 +27,24 @@ public final class BatchingEngine implements Engine {
   /** @param kvBudgetBytes KV bytes admitted requests may reserve together; 0: the runner's default */
   public BatchingEngine(LoadedModel model, ModelRunner runner, int maxContext, PolicySpec defaultPolicy, int maxBatch,
                  long kvBudgetBytes) {
+    this(model, runner, maxContext, defaultPolicy, maxBatch, kvBudgetBytes, 0);
+  }
+
+  /**
+   * @param kvBudgetBytes     KV bytes admitted requests may reserve together; 0: the runner's default
+   * @param prefixCacheBytes  bytes kept prompt prefixes may hold together (prefix reuse); 0: off, so
+   *                          {@link SharedPrefix} is ignored; {@link EngineSpec#PREFIX_CACHE_DEFAULT}: the
+   *                          runner's default; a runner that keeps no prefixes turns it off
+   */
+  public BatchingEngine(LoadedModel model, ModelRunner runner, int maxContext, PolicySpec defaultPolicy, int maxBatch,
+                 long kvBudgetBytes, long prefixCacheBytes) {
     this.model = model;
     this.runner = runner;
     this.generator = new Generator(model, runner, maxContext, defaultPolicy);
+    long prefixBytes = prefixCacheBytes == EngineSpec.PREFIX_CACHE_DEFAULT ? runner.defaultPrefixCacheBytes() : prefixCacheBytes;
+    PrefixCache prefixes = prefixBytes > 0 && runner.prefixCuts() != null ? new PrefixCache(prefixBytes) : null;
     this.scheduler = new BatchScheduler(runner, maxBatch,
-        kvBudgetBytes > 0 ? kvBudgetBytes : runner.defaultKvBudgetBytes());
+        kvBudgetBytes > 0 ? kvBudgetBytes : runner.defaultKvBudgetBytes(), prefixes);
   }
 
   @Override
@@ -58,6 +72,16 @@ public final class BatchingEngine implements Engine {
     return scheduler.counters();
   }
 
+  @Override
+  public PrefixCounters prefixCounters() {
+    return scheduler.prefixCounters();
+  }
+
+  @Override
+  public void releasePrefixes(String scope) {
+    scheduler.releasePrefixes(scope);
+  }
+
   /** Holds admission while true (requests queue, none starts): lets tests line up concurrent requests. */
   void pauseAdmission(boolean paused) {
     scheduler.pause(paused);
@@ -76,6 +100,16 @@ public final class BatchingEngine implements Engine {
   @Override
   public GenerationResult generate(GenerationRequest request) {
     return await(submit(request));
+  }
+
+  /**
+   * Generates for one request whose first {@code shared.tokens()} prompt tokens it shares with other
+   * requests: it starts from their kept KV cache when one is (or is being) computed, else computes and
+   * keeps it. Results are what the request gives alone.
+   */
+  @Override
+  public GenerationResult generate(GenerationRequest request, SharedPrefix shared) {
+    return await(scheduler.submit(generator.start(request, RequestLimits.current(), shared)));
   }
 
   /**

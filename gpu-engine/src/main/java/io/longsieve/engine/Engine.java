@@ -54,6 +54,27 @@ public interface Engine extends AutoCloseable {
   GenerationResult generate(GenerationRequest request);
 
   /**
+   * Generates for a request whose first {@code shared.tokens()} prompt tokens are shared with other
+   * requests (several questions over one document): an engine with prefix reuse computes their KV cache
+   * once and starts the others from it (docs/prefix-reuse.md); the result is what {@link #generate}
+   * gives, with {@link GenerationStats#prefixTokensReused} saying how much was reused. Default: no reuse.
+   */
+  default GenerationResult generate(GenerationRequest request, SharedPrefix shared) {
+    return generate(request);
+  }
+
+  /**
+   * Drops the prefixes kept for requests of {@code scope} (a partition that ended); requests still
+   * running keep what they took. Asynchronous; a no-op without prefix reuse.
+   */
+  default void releasePrefixes(String scope) {}
+
+  /** What prefix reuse has done so far; {@link PrefixCounters#NONE} without it. */
+  default PrefixCounters prefixCounters() {
+    return PrefixCounters.NONE;
+  }
+
+  /**
    * Evaluation only: runs {@code request}'s prompt under its policy (the engine's default when it has
    * none) with the tokens {@code driver} picks from each step's logits, at most
    * {@code request.maxNewTokens()} steps (at least one), until it returns -1 or the context is full.

@@ -33,6 +33,9 @@ import java.io.Serializable;
  * @param decodeBatchMean        mean number of sequences in the engine's decode steps this request took part
  *                               in (1 when it decoded alone, more when other documents were batched with it;
  *                               NaN without decode steps)
+ * @param prefixTokensReused     prompt tokens taken from a kept prefix another request computed instead of
+ *                               prefilled (prefix reuse, {@link SharedPrefix}); 0 when none. prefillMs,
+ *                               attentionMs and the policy's prefill statistics cover only the rest
  */
 public record GenerationStats(
     int inputTokens,
@@ -48,4 +51,14 @@ public record GenerationStats(
     PolicyStats policyStats,
     long kvBytesBefore,
     double attentionMs,
-    double decodeBatchMean) implements Serializable {}
+    double decodeBatchMean,
+    int prefixTokensReused) implements Serializable {
+
+  /** Statistics of a request that reused no prefix. */
+  public GenerationStats(int inputTokens, int outputTokens, double ttftMs, double prefillMs, double decodeMs,
+                         double totalMs, String backend, String device, String policy, String policyResolved,
+                         PolicyStats policyStats, long kvBytesBefore, double attentionMs, double decodeBatchMean) {
+    this(inputTokens, outputTokens, ttftMs, prefillMs, decodeMs, totalMs, backend, device, policy, policyResolved,
+        policyStats, kvBytesBefore, attentionMs, decodeBatchMean, 0);
+  }
+}

@@ -6,6 +6,7 @@ import io.longsieve.engine.spi.RequestLimits;
 import io.longsieve.engine.spi.Sampler;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.policy.PolicyStats;
+import io.longsieve.policy.PrefixReuse;
 import io.longsieve.structured.JsonCursor;
 import java.util.Arrays;
 
@@ -23,6 +24,9 @@ import java.util.Arrays;
  * device applies it there), and the request ends as soon as the document is complete
  * ({@link FinishReason#JSON_COMPLETE}, or EOS where the document could go on, e.g. a top-level number);
  * its text is the JSON bytes the cursor took. Stop strings and minNewTokens do not apply to it.
+ * A constrained request takes part in prefix reuse like any other: the mask acts on picks only, after
+ * the prompt, and a kept prefix holds prompt KV alone, so forks with and without a schema (or with
+ * other schemas) share it and each gets what it gets alone (PrefixReuseTest holds it).
  *
  * <p>Failure semantics: the constructor throws {@link PromptTooLongException} or
  * {@link IllegalArgumentException} (unknown policy, empty prompt) before anything runs; a step
@@ -44,6 +48,11 @@ public final class GenerationTask implements AutoCloseable {
   private final int[] out;         // (capacity - prompt) generated ids
   private final Sampler sampler;
   private final JsonCursor json;    // null: free text
+  private final SharedPrefix shared; // what the caller says the prompt shares with other requests
+  private PrefixCache.Key prefixKey; // the prefix it may reuse or keep (null: none), once asked
+  private boolean prefixPlanned;
+  private int keepAt;              // keep the prefix once this many prompt tokens are cached; 0: none
+  private int reused;              // prompt tokens taken from a kept prefix
   private ModelRunner.Sequence seq; // open between open() and the end
   private int prefilled;           // prompt tokens run so far
   private boolean prefillDone;
@@ -60,8 +69,9 @@ public final class GenerationTask implements AutoCloseable {
   private GenerationResult result; // set when done
 
   GenerationTask(LoadedModel model, ModelRunner runner, int maxContext, PolicySpec defaultPolicy, GenerationRequest r,
-                 RequestLimits limits, JsonCursor json) {
+                 RequestLimits limits, JsonCursor json, SharedPrefix shared) {
     this.t0 = System.nanoTime();
+    this.shared = shared;
     this.model = model;
     this.runner = runner;
     this.request = r;
@@ -91,6 +101,57 @@ public final class GenerationTask implements AutoCloseable {
     seq = runner.open(capacity, policy);
   }
 
+  /**
+   * The kept prefix this request may start from or keep (prefix reuse): the prompt's first tokens as
+   * far as its shared count and its policy allow ({@link PrefixReuse}), under the policy's state key;
+   * null when none, or when the prefix alone would take more than {@code budgetBytes}. Decided once,
+   * under the request's limits (a smaller prefill chunk moves where a prefix may end).
+   */
+  PrefixCache.Key prefixKey(long budgetBytes) {
+    if (prefixPlanned) return prefixKey;
+    prefixPlanned = true;
+    if (shared.tokens() <= 0) return null;
+    prefixKey = limits.with(() -> {
+      PrefixReuse.Cuts cuts = runner.prefixCuts();
+      if (cuts == null) return null;
+      int tokens = PrefixReuse.reusableTokens(policy, shared.tokens(), prompt.length, cuts);
+      if (tokens <= 0 || (double) tokens * runner.kvBytesPerSlot() > budgetBytes) return null;
+      // the RoPE table too where it follows the prompt's length (dynamic NTK, LongRoPE)
+      String state = PrefixReuse.stateKey(policy, cuts, model.config(), prompt.length);
+      return new PrefixCache.Key(state, Arrays.copyOf(prompt, tokens));
+    });
+    return prefixKey;
+  }
+
+  /** Who kept the prefix this request shares (the caller's scope). */
+  String prefixScope() {
+    return shared.scope();
+  }
+
+  /** Opens the sequence as a fork of a kept prefix: its prefill goes on after the prefix's tokens. */
+  void openFork(ModelRunner.KeptPrefix prefix) {
+    seq = runner.openFork(capacity, policy, prefix);
+    prefilled = prefix.tokens();
+    reused = prefix.tokens();
+  }
+
+  /** Makes this request stop its prefill after {@code tokens} prompt tokens once, for {@link #keepPrefix}. */
+  void keepAfter(int tokens) {
+    keepAt = tokens;
+  }
+
+  /** Whether the prefill has just reached the tokens {@link #keepAfter} asked to keep. */
+  boolean atKeepPoint() {
+    return keepAt > 0 && prefilled == keepAt;
+  }
+
+  /** Keeps the prompt prefix cached so far (at {@link #atKeepPoint}); the prefill then goes on. */
+  ModelRunner.KeptPrefix keepPrefix() {
+    int tokens = keepAt;
+    keepAt = 0;
+    return seq.keepPrefix(tokens);
+  }
+
   public boolean prefilling() {
     return !prefillDone;
   }
@@ -105,6 +166,7 @@ public final class GenerationTask implements AutoCloseable {
       limits.check();
       int step = Math.max(1, seq.prefillPartTokens());
       int to = (int) Math.min((long) prefilled + step, prompt.length);
+      if (keepAt > prefilled) to = Math.min(to, keepAt); // a part ends where the kept prefix does
       int next = seq.prefillPart(prompt, prefilled, to, logits, sampler);
       prefilled = to;
       if (to == prompt.length) afterPrefill(next);
@@ -221,7 +283,8 @@ public final class GenerationTask implements AutoCloseable {
     double totalMs = ms(System.nanoTime() - t0);
     GenerationStats stats = new GenerationStats(prompt.length, produced, ttft, prefillMs, decodeMs, totalMs,
         runner.backend(), runner.device(), policy.canonical(), seq.policyResolved(), measured, kvBefore,
-        Math.max(0, prefillAttentionMs - prefillSelectionMs), batchedSteps == 0 ? Double.NaN : (double) batchedSequences / batchedSteps);
+        Math.max(0, prefillAttentionMs - prefillSelectionMs), batchedSteps == 0 ? Double.NaN : (double) batchedSequences / batchedSteps,
+        reused);
     result = new GenerationResult(request.id(), text, ids, finish, stats);
     close();
   }

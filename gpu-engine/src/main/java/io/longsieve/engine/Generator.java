@@ -39,8 +39,13 @@ public final class Generator {
    *     whose tokenizer structured output cannot read
    */
   public GenerationTask start(GenerationRequest r, RequestLimits limits) {
+    return start(r, limits, SharedPrefix.NONE);
+  }
+
+  /** {@link #start(GenerationRequest, RequestLimits)} for a request that shares a prompt prefix with others. */
+  public GenerationTask start(GenerationRequest r, RequestLimits limits, SharedPrefix shared) {
     return new GenerationTask(model, runner, maxContext, defaultPolicy, r, limits,
-        r.jsonSchema() == null ? null : structured.start(r.jsonSchema()));
+        r.jsonSchema() == null ? null : structured.start(r.jsonSchema()), shared);
   }
 
   /** The engine's structured output (benchmarks read its mask caches). */

@@ -71,6 +71,21 @@ public record RopeScaling(String type, double factor, double lowFreqFactor, doub
   }
 
   /**
+   * Names the table {@link Rope#atLength} gives a call reaching {@code length} (same thresholds):
+   * equal names, equal tables. Prefix reuse (io.longsieve.policy.PrefixReuse) shares a kept prefix
+   * only between prompts whose prefill ran with equal tables.
+   *
+   * @param maxPositions the config's max_position_embeddings (dynamic NTK's reference length)
+   */
+  public String tableAt(int length, int maxPositions) {
+    return switch (type) {
+      case "dynamic" -> length > maxPositions ? "dynamic@" + length : "base";
+      case "longrope" -> length > originalMaxPositions ? "long" : "short";
+      default -> "base";
+    };
+  }
+
+  /**
    * Whether a sequence decoding at position {@code pos} must be recomputed from scratch first: a
    * LongRoPE model's cache filled within the original window holds keys rotated with the short
    * factors, and transformers' Phi-3 generation (Phi3ForCausalLM.prepare_inputs_for_generation)

@@ -5,6 +5,7 @@ import io.longsieve.engine.spi.Sampler;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.policy.PolicyStats;
+import io.longsieve.policy.PrefixReuse;
 
 /**
  * A runner that passes every call on to {@code inner}, for test runners that change one or two of
@@ -45,6 +46,21 @@ abstract class DelegatingRunner implements ModelRunner {
   }
 
   @Override
+  public PrefixReuse.Cuts prefixCuts() {
+    return inner.prefixCuts();
+  }
+
+  @Override
+  public long defaultPrefixCacheBytes() {
+    return inner.defaultPrefixCacheBytes();
+  }
+
+  @Override
+  public Sequence openFork(int capacity, PolicySpec policy, KeptPrefix prefix) {
+    return new DelegatingSequence(inner.openFork(capacity, policy, prefix));
+  }
+
+  @Override
   public void close() {
     inner.close();
   }
@@ -76,6 +92,11 @@ abstract class DelegatingRunner implements ModelRunner {
     @Override
     public int prefillPart(int[] tokens, int from, int to, float[] logits, Sampler sampler) {
       return inner.prefillPart(tokens, from, to, logits, sampler);
+    }
+
+    @Override
+    public KeptPrefix keepPrefix(int tokens) {
+      return inner.keepPrefix(tokens);
     }
 
     @Override

@@ -7,7 +7,7 @@ import org.apache.spark.broadcast.Broadcast;
 /**
  * Spark's side of a {@link PartitionPlan}: keys are doc_ids, the partition is the one the plan chose.
  *
- * <p>Keys are doc_id strings or {@link GenerationStage.DocKey}s (doc_id plus size, for sorting).
+ * <p>Keys are doc_id strings or {@link GenerationStage.DocKey}s (doc_id plus size and shared-prefix key, for sorting).
  *
  * <p>Failure semantics: pure and deterministic. A key the plan does not know (a row whose doc_id was
  * null or unreadable, which the job turns into an error row) goes to a partition chosen by a stable

@@ -73,11 +73,20 @@ public record CostModel(double pairCost, double decodeStep, double decodeKeyCost
 
   /** Cost of a document with {@code promptTokens} tokens in and up to {@code outputTokens} out. */
   public double cost(int promptTokens, int outputTokens) {
-    double p = Math.max(0, promptTokens);
-    double prefill = p + pairCost * budget.attentionBudgetFraction(promptTokens) * p * p / 2;
+    double prefill = prefillCost(promptTokens);
     double keys = budget.decodeKeys(promptTokens + outputTokens / 2);
     double decode = Math.max(0, outputTokens) * (decodeStep + decodeKeyCost * keys);
     return prefill + decode;
+  }
+
+  /**
+   * The prefill's part of {@link #cost}: P + pairCost · f(P) · P²/2. For a prompt prefix that several
+   * documents share, what each of them after the first does not spend (prefix reuse): its queries and
+   * keys are computed once, and the others' queries still attend to it (their own part's cost).
+   */
+  public double prefillCost(int promptTokens) {
+    double p = Math.max(0, promptTokens);
+    return p + pairCost * budget.attentionBudgetFraction(promptTokens) * p * p / 2;
   }
 
   /** Tokens a text of {@code chars} characters is expected to have, at least 1. */

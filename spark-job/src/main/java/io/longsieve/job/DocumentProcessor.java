@@ -9,6 +9,7 @@ import io.longsieve.engine.GenerationResult;
 import io.longsieve.engine.GenerationStats;
 import io.longsieve.policy.PolicyStats;
 import io.longsieve.engine.PromptTooLongException;
+import io.longsieve.engine.SharedPrefix;
 import io.longsieve.engine.spi.EngineSpec;
 import io.longsieve.engine.spi.SamplingParams;
 import io.longsieve.job.PromptBuilder.Document;
@@ -43,6 +44,11 @@ import org.apache.spark.sql.types.StructType;
  * another JVM Error fails the task, for Spark to retry. Rows are produced lazily, one document at a
  * time, so a partition never holds all its outputs in memory. Each finished document adds to the
  * {@link JobMetrics} accumulators (progress only; the rows are the record).
+ *
+ * <p>Prefix reuse: a row whose shared head ({@link #sharedHead}) equals its neighbour's in the
+ * partition (the plan put them together, in order) tells the engine how many prompt tokens it shares
+ * ({@link SharedPrefix}), and the partition's kept prefixes are released when it ends. A row that
+ * fails is a row like any other: its neighbours still get what they get alone.
  */
 final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
 
@@ -62,6 +68,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
   private static final int STATUS = JobSchemas.RESULT.fieldIndex("status");
   private static final int IN_TOKENS = JobSchemas.RESULT.fieldIndex("input_tokens");
   private static final int OUT_TOKENS = JobSchemas.RESULT.fieldIndex("output_tokens");
+  private static final int REUSED = JobSchemas.RESULT.fieldIndex("prefix_tokens_reused");
 
   DocumentProcessor(RunOptions o) {
     this(o, null, CostModel.defaults(o.policy()));
@@ -136,14 +143,19 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
    */
   public Iterator<Row> call(Iterator<Row> rows, int partition) {
     String executor = SparkEnv.get() == null ? "driver" : SparkEnv.get().executorId();
+    TaskContext tc = TaskContext.get();
+    SharedPrefixes.Partition sharing = new SharedPrefixes.Partition(
+        "partition " + partition + " task " + (tc == null ? "-" : tc.taskAttemptId()));
+    SharedPrefixes.Neighbours neighbours = new SharedPrefixes.Neighbours(rows, this::sharedHead);
     return new Iterator<>() {
       private boolean counted; // hasNext() may be asked again after the end: log the counters once
 
       @Override
       public boolean hasNext() {
-        boolean more = rows.hasNext();
+        boolean more = neighbours.hasNext();
         if (!more && !counted) {
           counted = true;
+          if (sharing.reachedEngine) ExecutorEngine.get(spec).releasePrefixes(sharing.scope);
           ExecutorEngine.logCounters("partition " + partition + " done"); // batching, seen per executor
         }
         return more;
@@ -151,9 +163,37 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
 
       @Override
       public Row next() {
-        return process(rows.next(), executor, partition);
+        Row in = neighbours.next();
+        return process(in, executor, partition, () -> ExecutorEngine.get(spec), neighbours.shares() ? sharing : null);
       }
     };
+  }
+
+  /**
+   * The row's shared head (key and length) when prefix reuse is on and it has one worth grouping: a
+   * row with a prompt template (not a conversation) and no status, whose text up to its first per-row
+   * placeholder is at least one prefill chunk long (estimated). Null otherwise. The driver groups by it.
+   */
+  SharedPrefixes.Head sharedHead(Row in) {
+    if (spec.prefixCacheBytes() == 0 || in.getAs("status") != null) return null;
+    Settings set = settings(in);
+    String head = headText(in, set);
+    if (head == null) return null;
+    return SharedPrefixes.of(set.system, set.raw, head, (long) Math.ceil(spec.prefillChunk() * charsPerToken));
+  }
+
+  /** The text of the row's prompt before its first per-row placeholder; null for a conversation or a row missing a value. */
+  private static String headText(Row in, Settings set) {
+    if (set.template == null) return null;
+    try {
+      return set.template.sharedHead(values(in)::get);
+    } catch (IllegalArgumentException e) {
+      return null; // a placeholder with no value: the row becomes bad_input when it is built
+    }
+  }
+
+  private static PromptBuilder.Values values(Row in) {
+    return new PromptBuilder.Values(in.getAs("text"), documents(in), in.getAs("question"), fields(in));
   }
 
   /** One document, start to finish, counted in the progress accumulators. */
@@ -163,21 +203,31 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
 
   /** {@link #process} on the engine {@code engines} gives, asked only for a row that reaches it (tests pass their own). */
   Row process(Row in, String executor, int partition, Supplier<Engine> engines) {
-    Row r = processOne(in, executor, partition, engines);
+    return process(in, executor, partition, engines, null);
+  }
+
+  /** As above for a row that shares its head with a neighbour of the partition ({@code sharing}; null: none). */
+  Row process(Row in, String executor, int partition, Supplier<Engine> engines, SharedPrefixes.Partition sharing) {
+    Row r = processOne(in, executor, partition, engines, sharing);
     if (metrics != null) { // the run's own documents (not the shadow audit's second run)
       LongSieveMetrics.record(r);
       Integer inTokens = (Integer) r.get(IN_TOKENS);
       Integer outTokens = (Integer) r.get(OUT_TOKENS);
       long size = in.getAs("size");
       Integer own = in.getAs("max_new_tokens"); // as the plan priced it (GenerationStage.build)
+      Integer reused = (Integer) r.get(REUSED);
+      double estimated = GenerationStage.estimatedCost(cost, size, own != null ? own : maxNewTokens, charsPerToken,
+          in.getAs("status") != null);
+      // a row that started from its group's prefix costs what the plan counted for it: the prefill less the prefix's
+      if (reused != null && reused > 0) estimated = Math.max(1, estimated - cost.prefillCost(reused));
       metrics.record(JobSchemas.OK.equals(r.get(STATUS)), inTokens == null ? 0 : inTokens,
-          outTokens == null ? 0 : outTokens, GenerationStage.estimatedCost(cost, size, own != null ? own : maxNewTokens,
-              charsPerToken, in.getAs("status") != null));
+          outTokens == null ? 0 : outTokens, estimated);
     }
     return r;
   }
 
-  private Row processOne(Row in, String executor, int partition, Supplier<Engine> engines) {
+  private Row processOne(Row in, String executor, int partition, Supplier<Engine> engines,
+                         SharedPrefixes.Partition sharing) {
     long t0 = System.nanoTime();
     Out out = new Out(in);
     out.policy = policy.canonical(); // canonical on every row, ok and error alike
@@ -188,7 +238,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     out.device = engine.device();
     try {
       attempts.run(in.getAs("doc_id"), () -> {
-        generate(engine, in, out);
+        generate(engine, in, out, sharing);
         return null;
       });
     } catch (DocumentAttempts.Failed e) {
@@ -218,7 +268,7 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
     }
   }
 
-  private void generate(Engine engine, Row in, Out out) {
+  private void generate(Engine engine, Row in, Out out, SharedPrefixes.Partition sharing) {
     Settings set = settings(in);
     out.settings = set;
     if (set.template == null) {
@@ -249,8 +299,16 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
       request = engine.prepare(request(id, t.prompt(), set)); // fits: within the budget
       out.notes = t.note();
     }
-    out.ok(engine.generate(request));
-    measureFidelity(engine, request, out);
+    if (sharing == null) {
+      out.ok(engine.generate(request));
+    } else {
+      sharing.reachedEngine = true;
+      String head = headText(in, set);
+      int shared = head == null ? 0
+          : sharing.sharedTokens(request.promptIds(), head, h -> engine.promptTokens(request(id, new Prompt(h, "", ""), set)));
+      out.ok(engine.generate(request, new SharedPrefix(shared, sharing.scope)));
+    }
+    measureFidelity(engine, request, out); // driven runs alone, from a fresh cache: no kept prefix is taken
   }
 
   /**
@@ -416,7 +474,8 @@ final class DocumentProcessor implements MapPartitionsFunction<Row, Row> {
             .set("selection_cache_hit_rate", p.selectionCacheHitRate()).set("kv_bytes_before", s.kvBytesBefore())
             .set("kv_bytes_after", p.kvBytesAfter()).set("sparse_layers", p.sparseLayers())
             .set("selection_ms", p.selectionMs()).set("attention_ms", s.attentionMs())
-            .set("decode_batch_mean", Double.isNaN(s.decodeBatchMean()) ? null : s.decodeBatchMean());
+            .set("decode_batch_mean", Double.isNaN(s.decodeBatchMean()) ? null : s.decodeBatchMean())
+            .set("prefix_tokens_reused", s.prefixTokensReused());
       }
       if (fidelity != null) {
         r.set("kl_mean", fidelity.klMean()).set("kl_max", fidelity.klMax()).set("top1_agreement", fidelity.top1Agreement());

@@ -73,6 +73,11 @@ public final class ExecutorEngine {
   /** Logs each open engine's counters (documents run, decode steps batched, peak batch) at INFO. */
   static void logCounters(String when) {
     for (EngineCounters c : counters()) LOG.info("{}: engine {}", when, c);
+    List<io.longsieve.engine.PrefixCounters> prefixes;
+    synchronized (LOCK) {
+      prefixes = ENGINES.values().stream().map(Engine::prefixCounters).toList();
+    }
+    for (var p : prefixes) if (p.kept() > 0) LOG.info("{}: prefix reuse {}", when, p);
   }
 
   /** Closes every engine; a later {@link #get} opens afresh. Used by the shutdown hook and by tests. */

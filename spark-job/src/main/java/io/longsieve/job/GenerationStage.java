@@ -96,10 +96,19 @@ final class GenerationStage {
     return Math.max(1, Math.min(s, partitions));
   }
 
-  /** Sort key inside a partition: larger documents first, then by id, so the order is reproducible. */
-  record DocKey(String docId, long size) implements Serializable {
+  /**
+   * Sort key inside a partition: larger documents first, then the rows of one shared prompt prefix
+   * together (prefix reuse: the engine keeps the prefix while they run), then by id, so the order is
+   * reproducible.
+   */
+  record DocKey(String docId, long size, String group) implements Serializable {
+    DocKey(String docId, long size) {
+      this(docId, size, null);
+    }
+
     static final Comparator<DocKey> LONGEST_FIRST = (Comparator<DocKey> & Serializable) (a, b) -> {
       int c = Long.compare(b.size, a.size);
+      if (c == 0) c = compare(a.group, b.group);
       return c != 0 ? c : compare(a.docId, b.docId);
     };
 
@@ -115,14 +124,25 @@ final class GenerationStage {
     return model.cost(CostModel.estimateTokens(size, charsPerToken) + TEMPLATE_TOKENS, maxNewTokens);
   }
 
+  /**
+   * What the driver plans a row by: its cost's inputs and, with prefix reuse, its shared head
+   * ({@link DocumentProcessor#sharedHead}), computed where the rows are.
+   */
+  record PlanRow(String docId, long size, boolean hasStatus, Integer maxNewTokens, SharedPrefixes.Head head)
+      implements Serializable {}
+
   static Stage build(SparkSession spark, Dataset<Row> todo, RunOptions o, JobMetrics metrics) {
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
     CostModel model = CostModel.defaults(o.policy());
     double cpt = o.production().charsPerToken();
+    DocumentProcessor processor = new DocumentProcessor(o, metrics, model);
     List<DocCost> costs = new ArrayList<>();
-    for (Row r : todo.select("doc_id", "size", "status", "max_new_tokens").collectAsList()) {
-      int maxNew = r.isNullAt(3) ? o.maxNewTokens() : r.getInt(3); // a row's own max_new_tokens wins
-      costs.add(new DocCost(r.getString(0), estimatedCost(model, r.getLong(1), maxNew, cpt, !r.isNullAt(2))));
+    for (PlanRow r : planRows(todo, processor, o.production().prefixReuse())) {
+      int maxNew = r.maxNewTokens() == null ? o.maxNewTokens() : r.maxNewTokens(); // a row's own max_new_tokens wins
+      double cost = estimatedCost(model, r.size(), maxNew, cpt, r.hasStatus());
+      SharedPrefixes.Head h = r.head();
+      costs.add(h == null ? new DocCost(r.docId(), cost)
+          : new DocCost(r.docId(), cost, h.key(), model.prefillCost(CostModel.estimateTokens(h.chars(), cpt) + TEMPLATE_TOKENS)));
     }
     int partitions = o.partitions() > 0 ? capped(o.partitions(), costs.size())
         : PartitionPlan.suggestPartitions(jsc.defaultParallelism(), 2, costs.size());
@@ -132,10 +152,9 @@ final class GenerationStage {
 
     CostAwarePartitioner partitioner = CostAwarePartitioner.of(jsc, plan);
     JavaRDD<Row> ordered = todo.javaRDD()
-        .mapToPair(r -> new Tuple2<>(new DocKey(r.getAs("doc_id"), r.<Long>getAs("size")), r))
+        .mapToPair(r -> new Tuple2<>(new DocKey(r.getAs("doc_id"), r.<Long>getAs("size"), groupOf(processor, r)), r))
         .repartitionAndSortWithinPartitions(partitioner, DocKey.LONGEST_FIRST)
         .values();
-    DocumentProcessor processor = new DocumentProcessor(o, metrics, model);
     // the index is the plan partition's (the slices prune this RDD), so partition_id is unique in the run
     JavaRDD<Row> results = ordered.mapPartitionsWithIndex((i, rows) -> processor.call(rows, i), true);
     ResourceProfile profile = profile(o, spark.sparkContext().master());
@@ -149,6 +168,24 @@ final class GenerationStage {
     if (profile != null) results = results.withResources(profile);
     int slices = slices(o.production().slices(), plan.numPartitions(), jsc.defaultParallelism());
     return new Stage(spark, results, plan, slices, costs.size());
+  }
+
+  /** The rows' plan inputs; their shared heads only with prefix reuse on (reading every text once, on the executors). */
+  private static List<PlanRow> planRows(Dataset<Row> todo, DocumentProcessor processor, boolean prefixReuse) {
+    List<PlanRow> out = new ArrayList<>();
+    if (!prefixReuse) {
+      for (Row r : todo.select("doc_id", "size", "status", "max_new_tokens").collectAsList()) {
+        out.add(new PlanRow(r.getString(0), r.getLong(1), !r.isNullAt(2), r.isNullAt(3) ? null : r.getInt(3), null));
+      }
+      return out;
+    }
+    return todo.javaRDD().map(r -> new PlanRow(r.getAs("doc_id"), r.<Long>getAs("size"), r.getAs("status") != null,
+        r.getAs("max_new_tokens"), processor.sharedHead(r))).collect();
+  }
+
+  private static String groupOf(DocumentProcessor processor, Row r) {
+    SharedPrefixes.Head h = processor.sharedHead(r);
+    return h == null ? null : h.key();
   }
 
   /**

@@ -119,6 +119,7 @@ public final class JobSchemas {
       .add("selection_ms", DoubleType, true)
       .add("attention_ms", DoubleType, true)
       .add("decode_batch_mean", DoubleType, true)  // documents per decode step this one shared, on average
+      .add("prefix_tokens_reused", IntegerType, true) // prompt tokens taken from a prefix another row computed; 0: none
       // what the row was generated with, the row's value over the run's (GenerationOptions)
       .add("prompt_source", StringType, true)      // row (its prompt), run (--prompt-template) or preset:<name>
       .add("max_new_tokens", IntegerType, true)
@@ -170,7 +171,8 @@ public final class JobSchemas {
       "doc_id", "run_id", "status", "backend", "device", "policy", "policy_resolved", "ttft_ms", "prefill_ms",
       "decode_ms", "total_ms", "executor_id", "partition_id", "input_tokens", "output_tokens", "attended_tokens_mean",
       "selected_fraction_by_layer", "selection_cache_hit_rate", "kv_bytes_before", "kv_bytes_after",
-      "sparse_layers", "selection_ms", "attention_ms", "decode_batch_mean", "prompt_source", "max_new_tokens",
+      "sparse_layers", "selection_ms", "attention_ms", "decode_batch_mean", "prefix_tokens_reused", "prompt_source",
+      "max_new_tokens",
       "temperature", "top_p", "seed", "stop");
 
   /** Schema of DIR/outputs as written (Spark moves run_id, the partition column, last on reading). */

@@ -59,7 +59,7 @@ final class ModelCache {
     if (!isUri(spec.modelDir())) return spec;
     String local = localize(spec.modelDir(), hadoopConf());
     return new EngineSpec(local, spec.device(), spec.gpuOrdinal(), spec.threads(), spec.prefillChunk(), spec.maxContext(),
-        spec.memoryFraction(), spec.defaultPolicy(), spec.maxBatch(), spec.kvBudgetBytes());
+        spec.memoryFraction(), spec.defaultPolicy(), spec.maxBatch(), spec.kvBudgetBytes(), spec.prefixCacheBytes());
   }
 
   /** The local folder holding a copy of {@code model} (copied now if this node has none). */

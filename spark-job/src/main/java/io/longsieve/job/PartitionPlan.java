@@ -18,11 +18,32 @@ import java.util.PriorityQueue;
  * partitions than executors the scheduler itself continues LPT at the task level (a free executor
  * takes the heaviest partition left). Ties break on the document id, so the same input always
  * gives the same plan (a retried or resumed run places documents identically).
+ *
+ * <p>Shared prompt prefixes (prefix reuse, docs/prefix-reuse.md): documents with the same
+ * {@link DocCost#group} are one unit, packed into one partition so that its engine computes the
+ * prefix once; the unit costs the sum of its documents less the prefix's prefill for every document
+ * but the first ({@link DocCost#sharedSaving}). A unit larger than a partition's fair share
+ * (total / partitions, or the largest single document when that is more) is cut into pieces of about
+ * that share, each computing the prefix once, so one document asked a thousand questions does not
+ * become one straggling partition.
  */
 public final class PartitionPlan implements Serializable {
 
-  /** One document's estimated cost; id is the input's doc_id. */
-  public record DocCost(String docId, double cost) implements Serializable {}
+  /**
+   * One document's estimated cost; id is the input's doc_id.
+   *
+   * @param group        key of the prompt prefix it shares with other documents, or null
+   * @param sharedSaving what its cost drops by when another document of its group computed the prefix
+   */
+  public record DocCost(String docId, double cost, String group, double sharedSaving) implements Serializable {
+    /** A document that shares no prefix. */
+    public DocCost(String docId, double cost) {
+      this(docId, cost, null, 0);
+    }
+  }
+
+  /** Documents placed together: one, or a shared prefix's group (or a piece of one), and their cost. */
+  private record Unit(List<DocCost> docs, double cost) {}
 
   private final HashMap<String, Integer> partitionOf;
   private final double[] partitionCost; // (partitions) estimated cost, non-increasing
@@ -37,8 +58,9 @@ public final class PartitionPlan implements Serializable {
   /** Packs the documents into {@code partitions} partitions (duplicate ids: the first one counts). */
   public static PartitionPlan pack(List<DocCost> docs, int partitions) {
     if (partitions <= 0) throw new IllegalArgumentException("partitions must be > 0");
-    DocCost[] sorted = docs.toArray(new DocCost[0]);
-    Arrays.sort(sorted, Comparator.comparingDouble(DocCost::cost).reversed().thenComparing(DocCost::docId));
+    List<Unit> units = units(docs, partitions);
+    Unit[] sorted = units.toArray(new Unit[0]);
+    Arrays.sort(sorted, Comparator.comparingDouble(Unit::cost).reversed().thenComparing(u -> u.docs().get(0).docId()));
     // min-heap of (load, bin); ties go to the lower bin so the result does not depend on heap internals
     PriorityQueue<double[]> bins = new PriorityQueue<>(
         Comparator.<double[]>comparingDouble(b -> b[0]).thenComparingDouble(b -> b[1]));
@@ -46,12 +68,7 @@ public final class PartitionPlan implements Serializable {
     int[] binOf = new int[sorted.length];
     double[] load = new double[partitions];
     double maxDoc = 0;
-    HashMap<String, Integer> seen = new HashMap<>();
     for (int d = 0; d < sorted.length; d++) {
-      if (seen.putIfAbsent(sorted[d].docId(), d) != null) {
-        binOf[d] = -1;
-        continue;
-      }
       double c = Math.max(0, sorted[d].cost());
       double[] bin = bins.poll();
       bin[0] += c;
@@ -70,11 +87,56 @@ public final class PartitionPlan implements Serializable {
       rank[order[r]] = r;
       cost[r] = load[order[r]];
     }
-    HashMap<String, Integer> partitionOf = new HashMap<>(sorted.length * 2);
+    HashMap<String, Integer> partitionOf = new HashMap<>(docs.size() * 2);
     for (int d = 0; d < sorted.length; d++) {
-      if (binOf[d] >= 0) partitionOf.put(sorted[d].docId(), rank[binOf[d]]);
+      for (DocCost doc : sorted[d].docs()) partitionOf.put(doc.docId(), rank[binOf[d]]);
     }
     return new PartitionPlan(partitionOf, cost, maxDoc);
+  }
+
+  /**
+   * The units to pack: each document alone, except a group's documents, which go together (in doc_id
+   * order) at the group's cost, cut into as few near-equal pieces as keep each within a partition's fair
+   * share. Duplicate ids: the first one counts.
+   */
+  private static List<Unit> units(List<DocCost> docs, int partitions) {
+    HashMap<String, Boolean> seen = new HashMap<>();
+    java.util.TreeMap<String, List<DocCost>> groups = new java.util.TreeMap<>();
+    List<Unit> units = new ArrayList<>();
+    double total = 0, largest = 0;
+    for (DocCost d : docs) {
+      if (seen.putIfAbsent(d.docId(), Boolean.TRUE) != null) continue;
+      largest = Math.max(largest, d.cost());
+      if (d.group() == null) {
+        units.add(new Unit(List.of(d), d.cost()));
+        total += Math.max(0, d.cost());
+      } else {
+        groups.computeIfAbsent(d.group(), g -> new ArrayList<>()).add(d);
+      }
+    }
+    for (List<DocCost> g : groups.values()) {
+      g.sort(Comparator.comparing(DocCost::docId));
+      total += groupCost(g);
+    }
+    double fairShare = Math.max(total / partitions, largest);
+    for (List<DocCost> g : groups.values()) {
+      int pieces = (int) Math.min(g.size(), Math.max(1, Math.ceil(groupCost(g) / fairShare - 1e-9)));
+      for (int p = 0; p < pieces; p++) {
+        List<DocCost> piece = List.copyOf(g.subList(g.size() * p / pieces, g.size() * (p + 1) / pieces));
+        units.add(new Unit(piece, groupCost(piece)));
+      }
+    }
+    return units;
+  }
+
+  /** Documents that share a prefix, run together: the first pays the prefix, the others their own part. */
+  private static double groupCost(List<DocCost> g) {
+    double cost = 0;
+    for (int i = 0; i < g.size(); i++) {
+      DocCost d = g.get(i);
+      cost += i == 0 ? Math.max(0, d.cost()) : Math.max(0, d.cost() - d.sharedSaving());
+    }
+    return cost;
   }
 
   /**
@@ -111,12 +173,12 @@ public final class PartitionPlan implements Serializable {
     return t;
   }
 
-  /** The most expensive single document. */
+  /** The most expensive unit placed whole: a document, or the documents of a shared prefix that go together. */
   public double maxDocCost() {
     return maxDocCost;
   }
 
-  /** No schedule on {@code executors} can finish before this: max(total / executors, largest document). */
+  /** No schedule on {@code executors} can finish before this: max(total / executors, largest unit). */
   public double lowerBound(int executors) {
     return Math.max(totalCost() / executors, maxDocCost);
   }

@@ -17,6 +17,11 @@ import java.io.Serializable;
  * @param maxBatch                documents an executor's engine decodes together (continuous batching)
  * @param gpuMemoryFraction       share of the GPU memory free at engine open that the engine may take;
  *                                a document whose KV cache does not fit in it becomes an {@code oom} row
+ * @param prefixReuse             rows whose prompts share a long prefix (one document, several questions) go to one
+ *                                partition, and its engine computes the prefix's KV cache once and starts the other
+ *                                rows from it (docs/prefix-reuse.md); false: every row prefills its whole prompt
+ * @param prefixCacheMb           MiB the kept prefixes of one engine may hold together (least recently used dropped
+ *                                first); 0 = a quarter of the engine's KV memory
  * @param injectOomDocId          testing only: this doc_id fails as if out of GPU memory; null = off
  * @param injectStickyCudaError   testing only: "DOC_ID@MARKER_FILE": the first attempt of DOC_ID (while
  *                                MARKER_FILE does not exist; it is created) fails with a sticky CUDA error
@@ -31,8 +36,17 @@ public record ProductionOptions(
     int slices,
     int maxBatch,
     double gpuMemoryFraction,
+    boolean prefixReuse,
+    int prefixCacheMb,
     String injectOomDocId,
     String injectStickyCudaError) implements Serializable {
 
-  public static final ProductionOptions DEFAULTS = new ProductionOptions(false, false, 0, 30, 0, 4.0, 0, 8, 0.9, null, null);
+  public static final ProductionOptions DEFAULTS = new ProductionOptions(false, false, 0, 30, 0, 4.0, 0, 8, 0.9, true, 0,
+      null, null);
+
+  /** What the engine spec's prefix cache is: 0 (reuse off), the engine's default, or the MiB asked for. */
+  public long prefixCacheBytes() {
+    if (!prefixReuse) return 0;
+    return prefixCacheMb > 0 ? (long) prefixCacheMb << 20 : io.longsieve.engine.spi.EngineSpec.PREFIX_CACHE_DEFAULT;
+  }
 }

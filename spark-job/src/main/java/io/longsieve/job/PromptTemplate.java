@@ -116,6 +116,23 @@ public final class PromptTemplate implements Serializable {
         : new PromptBuilder.Prompt(head.toString(), body, tail.toString());
   }
 
+  /**
+   * The prompt's text up to its first placeholder other than {@code {text}} and {@code {documents}}
+   * (the question, or any other column): what rows over the same document(s) have in common, the part
+   * prefix reuse computes once. The whole prompt when the template has no such placeholder.
+   *
+   * @param values a placeholder's value, as {@link #render} takes them
+   */
+  String sharedHead(Function<String, String> values) {
+    StringBuilder head = new StringBuilder();
+    for (Part p : parts) {
+      if (p.name == null) head.append(p.literal);
+      else if (BODY.contains(p.name)) head.append(values.apply(p.name));
+      else break;
+    }
+    return head.toString();
+  }
+
   @Override
   public String toString() {
     return source;

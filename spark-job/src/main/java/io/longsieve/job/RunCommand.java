@@ -101,6 +101,9 @@ public final class RunCommand implements Callable<Integer> {
   @Option(names = "--truncate", description = "Keep the head and tail of documents over the context instead of too_long.")
   Boolean truncate;
 
+  @Option(names = "--prefix-reuse", negatable = true, description = "Rows sharing a long prompt prefix (one document, several questions) run in one partition and the prefix's KV cache is computed once (default: on; --no-prefix-reuse turns it off).")
+  Boolean prefixReuse;
+
   @Option(names = "--resume", description = "Skip doc_ids that an earlier run under the same --output finished with status ok.")
   Boolean resume;
 
@@ -249,6 +252,7 @@ public final class RunCommand implements Callable<Integer> {
       m.put(RunOptions.Key.RESUME.conf(), "true");
       m.put(RunOptions.Key.RESUME_ANYWAY.conf(), "true");
     }
+    put(m, RunOptions.Key.PREFIX_REUSE, prefixReuse);
     put(m, RunOptions.Key.MAX_TOTAL_TOKENS, maxTotalTokens);
     put(m, RunOptions.Key.MAX_DOCS, maxDocs);
     put(m, RunOptions.Key.AUDIT_FRACTION, auditFraction);

@@ -104,6 +104,11 @@ public record RunOptions(
         + "1 runs one at a time on the decode kernels fastest for one sequence"),
     GPU_MEMORY_FRACTION("gpuMemoryFraction", "0.9",
         "share of the GPU memory free when the engine opens that it may take (weights, KV cache, work space); lower it when RAPIDS shares the GPU"),
+    PREFIX_REUSE("prefixReuse", "true",
+        "rows sharing a long prompt prefix (one document, several questions) run in one partition and its KV cache is "
+            + "computed once; false = every row prefills its whole prompt"),
+    PREFIX_CACHE_MB("prefixCacheMb", "0",
+        "MiB the kept prompt prefixes of one engine may hold (least recently used dropped first); 0 = a quarter of its KV memory"),
     RESOURCE_WAIT("resourceWaitSeconds", "600",
         "seconds a stage may wait while no executor offers what its tasks ask for (e.g. a GPU), then the run fails; 0 = forever"),
     MAX_TOTAL_TOKENS("maxTotalTokens", "0",
@@ -224,7 +229,8 @@ public record RunOptions(
             intAtLeast(values, Key.DOC_TIMEOUT, 0),
             intAtLeast(values, Key.PROGRESS_INTERVAL, 0), fraction(values, Key.INFERENCE_GPU_AMOUNT),
             positive(values, Key.CHARS_PER_TOKEN), intAtLeast(values, Key.SLICES, 0), intAtLeast(values, Key.MAX_BATCH, 1),
-            nonZeroShare(values, Key.GPU_MEMORY_FRACTION), value(values, Key.TEST_INJECT_OOM),
+            nonZeroShare(values, Key.GPU_MEMORY_FRACTION), bool(values, Key.PREFIX_REUSE),
+            intAtLeast(values, Key.PREFIX_CACHE_MB, 0), value(values, Key.TEST_INJECT_OOM),
             value(values, Key.TEST_INJECT_STICKY)),
         new OpsOptions(intAtLeast(values, Key.RESOURCE_WAIT, 0), longAtLeast(values, Key.MAX_TOTAL_TOKENS, 0),
             longAtLeast(values, Key.MAX_DOCS, 0), share(values, Key.AUDIT_FRACTION), longAtLeast(values, Key.AUDIT_SEED, 0),
@@ -240,7 +246,7 @@ public record RunOptions(
    */
   public EngineSpec engineSpec() {
     return new EngineSpec(model, device, -1, threads, prefillChunk, maxContext, production.gpuMemoryFraction(), PolicySpec.DENSE)
-        .withMaxBatch(production.maxBatch());
+        .withMaxBatch(production.maxBatch()).withPrefixCacheBytes(production.prefixCacheBytes());
   }
 
   /**
@@ -280,6 +286,8 @@ public record RunOptions(
     m.put(Key.SLICES.conf(), Integer.toString(production.slices()));
     m.put(Key.MAX_BATCH.conf(), Integer.toString(production.maxBatch()));
     m.put(Key.GPU_MEMORY_FRACTION.conf(), Double.toString(production.gpuMemoryFraction()));
+    m.put(Key.PREFIX_REUSE.conf(), Boolean.toString(production.prefixReuse()));
+    m.put(Key.PREFIX_CACHE_MB.conf(), Integer.toString(production.prefixCacheMb()));
     m.put(Key.RESOURCE_WAIT.conf(), Integer.toString(ops.resourceWaitSeconds()));
     m.put(Key.MAX_TOTAL_TOKENS.conf(), Long.toString(ops.maxTotalTokens()));
     m.put(Key.MAX_DOCS.conf(), Long.toString(ops.maxDocs()));

@@ -86,6 +86,13 @@ final class ReportPage {
     card("tokens / s (input + output, ÷ run wall time)", Html.num((s.inputTokens() + s.outputTokens()) / wallS));
     card("output tokens / s (÷ run wall time)", Html.num(s.outputTokens() / wallS));
     card("input tokens", Html.num(s.inputTokens()));
+    RunAggregates.PrefixSaving reuse = s.prefixReuse();
+    if (reuse.rows() > 0) { // prefix reuse: prompt tokens not prefilled again, and about how long that would have taken
+      card("prefill saved by prefix reuse", Html.num(reuse.tokens()) + " tokens"
+          + (s.inputTokens() > 0 ? " (" + Html.pct((double) reuse.tokens() / s.inputTokens()) + " of input)" : "")
+          + " in " + Html.num(reuse.rows()) + " documents"
+          + (Double.isNaN(reuse.prefillMsSaved()) ? "" : ", ≥ " + Html.duration(reuse.prefillMsSaved()) + " of prefill"));
+    }
     h.append("</div><div class=\"grid\"><div>");
     List<Bar> bars = new ArrayList<>();
     s.byStatus().forEach((k, v) -> bars.add(new Bar(k, v, k + ": " + Html.num(v) + " documents")));

@@ -23,7 +23,15 @@ record RunAggregates(
 
   /** Documents by status (from outputs), token and time sums (from stats), and which backends/devices ran them. */
   record Summary(long documents, Map<String, Long> byStatus, long inputTokens, long outputTokens, double busyMs,
-      List<BackendRow> backends) {}
+      List<BackendRow> backends, PrefixSaving prefixReuse) {}
+
+  /**
+   * What prefix reuse saved: rows that started from a prompt prefix another row computed, the prompt
+   * tokens they did not prefill, and an estimate of the prefill time that is (those tokens at the run's
+   * prefill rate of rows that prefilled their whole prompt, a lower bound: attention grows faster than
+   * the tokens); NaN when no row prefilled in full.
+   */
+  record PrefixSaving(long rows, long tokens, double prefillMsSaved) {}
 
   record BackendRow(String backend, String device, long documents) {}
 

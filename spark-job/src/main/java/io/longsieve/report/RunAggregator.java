@@ -78,7 +78,19 @@ final class RunAggregator {
     for (Row r : engine.groupBy("backend", "device").count().orderBy(col("count").desc()).limit(50).collectAsList()) {
       backends.add(new BackendRow(str(r, 0), str(r, 1), r.getLong(2)));
     }
-    return new Summary(documents, byStatus, lng(t, 0), lng(t, 1), dbl(t, 2), backends);
+    return new Summary(documents, byStatus, lng(t, 0), lng(t, 1), dbl(t, 2), backends, prefixSaving());
+  }
+
+  /** Rows and tokens that came from kept prefixes, and the prefill time they would have cost at the full rows' rate. */
+  private RunAggregates.PrefixSaving prefixSaving() {
+    Column reused = expr("coalesce(prefix_tokens_reused, 0)");
+    Row r = engine.agg(sum(when(reused.gt(0), 1).otherwise(0)), sum(reused),
+        sum(when(reused.equalTo(0).and(col("prefill_ms").isNotNull()), col("prefill_ms"))),
+        sum(when(reused.equalTo(0).and(col("prefill_ms").isNotNull()), col("input_tokens")))).first();
+    long tokens = lng(r, 1);
+    double fullMs = dbl(r, 2), fullTokens = dbl(r, 3);
+    double saved = fullTokens > 0 && !Double.isNaN(fullMs) ? tokens * fullMs / fullTokens : Double.NaN;
+    return new RunAggregates.PrefixSaving(lng(r, 0), tokens, saved);
   }
 
   /**

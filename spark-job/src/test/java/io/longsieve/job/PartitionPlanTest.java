@@ -90,4 +90,28 @@ class PartitionPlanTest {
     assertEquals(3, PartitionPlan.suggestPartitions(64, 2, 3));
     assertEquals(1, PartitionPlan.suggestPartitions(0, 0, 0));
   }
+  @Test
+  void aSharedPrefixsDocumentsGoTogetherAndCountThePrefixOnce() {
+    List<DocCost> docs = new ArrayList<>();
+    for (int q = 0; q < 8; q++) docs.add(new DocCost("contract-q" + q, 100, "contract", 90)); // 90 of 100: the prefix
+    for (int i = 0; i < 30; i++) docs.add(new DocCost("single-" + i, 40));
+    PartitionPlan plan = PartitionPlan.pack(docs, 4);
+    Set<Integer> where = new HashSet<>();
+    for (int q = 0; q < 8; q++) where.add(plan.partitionOf("contract-q" + q));
+    assertEquals(1, where.size(), "one partition computes the prefix once");
+    assertEquals(100 + 7 * 10 + 30 * 40, plan.totalCost(), 1e-9);
+    assertEquals(170, plan.maxDocCost(), 1e-9, "the group is placed whole");
+  }
+
+  @Test
+  void aGroupLargerThanAPartitionsShareIsCutIntoPiecesThatEachComputeThePrefix() {
+    List<DocCost> docs = new ArrayList<>();
+    for (int q = 0; q < 100; q++) docs.add(new DocCost(String.format("report-q%03d", q), 100, "report", 50));
+    PartitionPlan plan = PartitionPlan.pack(docs, 4);
+    // 100 + 99 * 50 = 5050 as one unit; the fair share is 5050 / 4, so four pieces of 25, each paying the prefix once
+    int[] perPartition = new int[4];
+    for (int q = 0; q < 100; q++) perPartition[plan.partitionOf(String.format("report-q%03d", q))]++;
+    for (int n : perPartition) assertTrue(n >= 20 && n <= 30, java.util.Arrays.toString(perPartition));
+    assertTrue(plan.simulateMakespan(4) / plan.lowerBound(4) <= 1.05, plan.toString());
+  }
 }

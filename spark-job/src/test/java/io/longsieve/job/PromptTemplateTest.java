@@ -91,4 +91,12 @@ class PromptTemplateTest {
     assertEquals("Answer the question using only the document below. Answer briefly.\n\nDocument:\n"
         + "The school opened in 1998.\n\nQuestion: When did it open?\nAnswer:", p.text());
   }
+  @Test
+  void theSharedHeadIsTheTextBeforeTheFirstPerRowPlaceholder() {
+    Values v = new Values(" The dam broke. ", null, "What broke?", Map.of("audience", "children"));
+    assertEquals("Document: The dam broke.\nQ: ", PromptTemplate.parse("Document: {text}\nQ: {question}").sharedHead(v::get));
+    assertEquals("For ", PromptTemplate.parse("For {audience}: {text} {question}").sharedHead(v::get));
+    assertEquals("Sum up The dam broke.!", PromptTemplate.parse("Sum up {text}!").sharedHead(v::get)); // no per-row part
+    assertEquals("", PromptTemplate.parse("{question} {text}").sharedHead(v::get));
+  }
 }

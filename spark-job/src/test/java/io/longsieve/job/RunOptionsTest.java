@@ -205,4 +205,22 @@ class RunOptionsTest {
     assertEquals("S", g.system());
     assertTrue(g.raw());
   }
+  @Test
+  void prefixReuseIsOnByDefaultAndTheOptionOrTheFlagTurnsItOff() {
+    RunOptions on = RunOptions.fromSettings(minimal());
+    assertEquals(io.longsieve.engine.spi.EngineSpec.PREFIX_CACHE_DEFAULT, on.engineSpec().prefixCacheBytes());
+    Map<String, String> m = minimal();
+    m.put("spark.longsieve.prefixCacheMb", "64");
+    assertEquals(64L << 20, RunOptions.fromSettings(m).engineSpec().prefixCacheBytes());
+    m.put("spark.longsieve.prefixReuse", "false");
+    RunOptions off = RunOptions.fromSettings(m);
+    assertEquals(0, off.engineSpec().prefixCacheBytes());
+    assertEquals("false", off.asSettings().get("spark.longsieve.prefixReuse"));
+    m.put("spark.longsieve.prefixReuse", "sometimes");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> RunOptions.fromSettings(m));
+    assertEquals("spark.longsieve.prefixReuse must be true or false, not 'sometimes'", e.getMessage());
+    RunCommand cmd = new RunCommand();
+    new CommandLine(cmd).parseArgs("--input", "in.jsonl", "--output", "out", "--no-prefix-reuse");
+    assertEquals(0, RunOptions.fromSettings(cmd.settings()).engineSpec().prefixCacheBytes());
+  }
 }

@@ -87,6 +87,8 @@ final class ReportFixture {
             "cast(kv_bytes_before * kv_ratio as long) as kv_bytes_after", "sparse_layers",
             "if(policy = '" + DENSE + "', 0.0, decode_ms * 0.1) as selection_ms", "decode_ms * 0.3 as attention_ms",
             "if(status = 'ok', 1.0 + partition_id % 4, null) as decode_batch_mean",
+            // a third of the documents are further questions over a document another one prefilled
+            "if(status = 'ok', if(r < 0.33, cast(input_tokens * 0.9 as int), 0), null) as prefix_tokens_reused",
             "if(status = 'ok', 'preset:summary', null) as prompt_source", "if(status = 'ok', 256, null) as max_new_tokens",
             "if(status = 'ok', 0.0, null) as temperature", "if(status = 'ok', 1.0, null) as top_p",
             "if(status = 'ok', 0L, null) as seed", "if(status = 'ok', array(), null) as stop");

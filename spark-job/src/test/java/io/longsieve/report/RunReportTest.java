@@ -46,6 +46,7 @@ class RunReportTest {
     assertTrue(Files.size(file) < 1_500_000, "page holds aggregates only, was " + Files.size(file) + " bytes");
     assertTrue(html.contains(">100,000<"), "document count card");
     assertTrue(html.contains(">27.8<"), "documents / s = 100,000 / 3,600 s");
+    assertTrue(html.contains("prefill saved by prefix reuse") && html.contains(" of prefill<"), "the prefix reuse card");
     long points = Pattern.compile("<circle ").matcher(html).results().count();
     assertTrue(points > 0 && points <= 2 * RunAggregator.SCATTER_CAP, "scatter points capped, was " + points);
     // user data is escaped, never interpreted

@@ -151,6 +151,27 @@ public final class KvCache {
     length[layer] = count;
   }
 
+  /**
+   * Makes this (empty) cache hold src's first {@code tokens} slots of every layer, as src holds them:
+   * keys (both copies), values and positions. A kept prompt prefix and its forks (prefix reuse): src
+   * must be as the prefill left it, every layer that long and nothing compacted.
+   */
+  public void copyPrefix(KvCache src, int tokens) {
+    if (src.layers != layers || src.kvDim != kvDim) throw new IllegalArgumentException("a cache of another model's shapes");
+    if (tokens > capacity) throw new IllegalArgumentException("prefix of " + tokens + " tokens over capacity " + capacity);
+    for (int l = 0; l < layers; l++) {
+      if (length[l] != 0) throw new IllegalStateException("copyPrefix needs an empty cache");
+      if (src.length[l] < tokens || src.logitBias[l] != null || src.headPositions[l] != null) {
+        throw new IllegalStateException("layer " + l + " holds no plain prefix of " + tokens + " tokens");
+      }
+      System.arraycopy(src.keys[l], 0, keys[l], 0, tokens * kvDim);
+      System.arraycopy(src.ropedKeys[l], 0, ropedKeys[l], 0, tokens * kvDim);
+      System.arraycopy(src.values[l], 0, values[l], 0, tokens * kvDim);
+      System.arraycopy(src.positions[l], 0, positions[l], 0, tokens);
+      length[l] = tokens;
+    }
+  }
+
   /** Bytes this cache would hold on a GPU in bf16 (keys and values of the slots in use), plus fp32 logit biases. */
   public long bf16Bytes() {
     long bytes = 0;

@@ -25,14 +25,38 @@ import java.nio.file.Path;
  */
 public final class ComposedPolicy implements AttentionPolicy {
 
+  /**
+   * What a part carries from the prefill of a kept prompt prefix to the forks that start from it
+   * (io.longsieve.policy.PrefixReuse says which parts have any): a copy, never shared.
+   */
+  interface KeptState {
+    long bytes();
+  }
+
   /** Prefill attention of a chunk; same contract as {@link AttentionPolicy#prefill}. */
   interface Prefill {
     void prefill(int layer, float[] q, int n, int pos0, KvCache kv, float[] out, AttentionContext ctx);
+
+    /** This part's state after the prefill of a kept prefix; null: it has none the next call reads. */
+    default KeptState keepState(int tokens) {
+      return null;
+    }
+
+    /** Takes what {@link #keepState} kept, in a fresh part of a fork whose cache is kv. */
+    default void adoptState(KeptState state, KvCache kv) {}
   }
 
   /** KV compression: sees every prefill chunk's queries, then rewrites the cache once. */
   interface Kv {
     default void observe(int layer, float[] q, int n, int pos0, KvCache kv, AttentionContext ctx) {}
+
+    /** As {@link Prefill#keepState}: what this part gathered over the prefix's queries, if it needs it later. */
+    default KeptState keepState(int tokens) {
+      return null;
+    }
+
+    /** As {@link Prefill#adoptState}. */
+    default void adoptState(KeptState state, KvCache kv) {}
 
     void compress(KvCache kv, AttentionContext ctx);
 
@@ -160,6 +184,33 @@ public final class ComposedPolicy implements AttentionPolicy {
       long t = System.nanoTime();
       if (kvPart.afterDecode(layer, q, pos, kv, ctx)) decode.reset();
       stats.selectionNanos += System.nanoTime() - t;
+    }
+  }
+
+  /**
+   * The parts' state after the prefill of a kept prompt prefix of {@code tokens} tokens (prefix
+   * reuse), for {@link #adoptPrefixState} in the forks: a copy, independent of this policy from now on.
+   * Statistics are not kept: a fork's count the work it runs itself.
+   */
+  public PrefixState keepPrefixState(int tokens, AttentionContext ctx) {
+    init(ctx);
+    return new PrefixState(prefill.keepState(tokens), kvPart == null ? null : kvPart.keepState(tokens));
+  }
+
+  /**
+   * Starts this (fresh) policy from a kept prefix's state; kv is the fork's cache, which holds the
+   * prefix. The prefix was kept under the same prefill policy (PrefixReuse.stateKey), so the parts match.
+   */
+  public void adoptPrefixState(PrefixState state, KvCache kv, AttentionContext ctx) {
+    init(ctx);
+    if (state.prefill() != null) prefill.adoptState(state.prefill(), kv);
+    if (state.kv() != null) kvPart.adoptState(state.kv(), kv);
+  }
+
+  /** What {@link #keepPrefixState} keeps: each part's own state, null where it has none. */
+  public record PrefixState(KeptState prefill, KeptState kv) {
+    public long bytes() {
+      return (prefill == null ? 0 : prefill.bytes()) + (kv == null ? 0 : kv.bytes());
     }
   }
 

@@ -47,6 +47,36 @@ final class H2o implements ComposedPolicy.Kv {
     accumulate(layer, q, n, pos0, kv, ctx);
   }
 
+  /**
+   * The accumulated scores of the prefix's slots: each is a sum over the prefix's queries alone (a
+   * query sees only earlier keys), added row by row, so a fork that goes on adding its own rows sums
+   * in the same order as the whole prompt alone.
+   */
+  @Override
+  public ComposedPolicy.KeptState keepState(int tokens) {
+    float[][] kept = new float[acc.length][];
+    for (int l = 0; l < acc.length; l++) {
+      if (acc[l] == null) continue;
+      int cap = acc[l].length / kvHeads;
+      kept[l] = new float[kvHeads * tokens];
+      for (int g = 0; g < kvHeads; g++) System.arraycopy(acc[l], g * cap, kept[l], g * tokens, tokens);
+    }
+    return new KeptScores(kept, tokens, (long) acc.length * kvHeads * tokens * 4);
+  }
+
+  @Override
+  public void adoptState(ComposedPolicy.KeptState state, KvCache kv) {
+    KeptScores k = (KeptScores) state;
+    for (int l = 0; l < acc.length; l++) {
+      if (k.acc[l] == null) continue;
+      acc[l] = new float[kvHeads * kv.capacity];
+      for (int g = 0; g < kvHeads; g++) System.arraycopy(k.acc[l], g * k.tokens, acc[l], g * kv.capacity, k.tokens);
+    }
+  }
+
+  /** (layer) → (kvHeads, tokens) accumulated scores of a kept prefix. */
+  private record KeptScores(float[][] acc, int tokens, long bytes) implements ComposedPolicy.KeptState {}
+
   /** acc[g, j] += Σ over the n query rows and g's query heads of softmax(q·k/√d + bias)[j], causal. */
   private void accumulate(int layer, float[] q, int n, int pos0, KvCache kv, AttentionContext ctx) {
     float[] a = acc[layer];

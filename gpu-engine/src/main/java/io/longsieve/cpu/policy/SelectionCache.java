@@ -42,6 +42,22 @@ final class SelectionCache {
     this.count[layer] = count;
   }
 
+  /** A copy of every layer's entry (a kept prompt prefix carries it to its forks). */
+  SelectionCache copy() {
+    SelectionCache c = new SelectionCache(fingerprint.length, fingerprint.length == 0 ? 0 : fingerprint[0].length);
+    c.copyFrom(this);
+    return c;
+  }
+
+  /** Takes every layer's entry from src (same shapes). */
+  void copyFrom(SelectionCache src) {
+    for (int l = 0; l < count.length; l++) {
+      System.arraycopy(src.fingerprint[l], 0, fingerprint[l], 0, fingerprint[l].length);
+      top[l] = src.top[l].clone();
+      count[l] = src.count[l];
+    }
+  }
+
   /** Forgets every layer's entry: the next call of each layer scores afresh. */
   void clear() {
     Arrays.fill(count, 0);

@@ -97,6 +97,23 @@ final class TokenSelect implements ComposedPolicy.Prefill, ComposedPolicy.Decode
     }
   }
 
+  /**
+   * The Selection Cache as the prefix's last call left it (the first call after the prefix reads it);
+   * none with the cache off. The int4 copy needs nothing: a fork's quantises every slot on its first
+   * call, each slot alone, to the same values.
+   */
+  @Override
+  public ComposedPolicy.KeptState keepState(int tokens) {
+    return params.cacheOn() ? new KeptCache(cache.copy(), (long) c.numLayers() * heads * d * 4) : null;
+  }
+
+  @Override
+  public void adoptState(ComposedPolicy.KeptState state, KvCache kv) {
+    cache.copyFrom(((KeptCache) state).cache);
+  }
+
+  private record KeptCache(SelectionCache cache, long bytes) implements ComposedPolicy.KeptState {}
+
   @Override
   public void decode(int layer, float[] q, int pos, KvCache kv, float[] out, AttentionContext ctx) {
     table.use(ctx.rope());

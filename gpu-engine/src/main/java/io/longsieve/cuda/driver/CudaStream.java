@@ -40,6 +40,11 @@ public final class CudaStream implements AutoCloseable {
     cuMemcpyDtoHAsync(dst, src.at(srcOffset), bytes, stream);
   }
 
+  /** Queues a device-to-device copy of {@code bytes} from {@code src} to {@code dst}. */
+  public void copyOnDevice(jcuda.driver.CUdeviceptr dst, jcuda.driver.CUdeviceptr src, long bytes) {
+    cuMemcpyDtoDAsync(dst, src, bytes, stream);
+  }
+
   /** An event recorded now on this stream; close it when read. */
   public Event record() {
     Event e = new Event();

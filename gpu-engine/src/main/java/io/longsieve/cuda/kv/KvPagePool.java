@@ -1,6 +1,7 @@
 package io.longsieve.cuda.kv;
 
 import io.longsieve.cuda.driver.CudaContext;
+import io.longsieve.cuda.driver.CudaStream;
 import io.longsieve.cuda.driver.DeviceBuffer;
 import io.longsieve.cuda.kernels.Kernels;
 import io.longsieve.model.ModelConfig;
@@ -12,9 +13,16 @@ import jcuda.driver.CUdeviceptr;
  * back when compression shrinks them or they close, so memory freed by SelKV is memory another
  * document can use. A pool page spans all layers (one page table per sequence serves every layer).
  *
+ * <p>A page may be held by more than one owner (prefix reuse: the sequence that computed a prompt
+ * prefix, the kept prefix and its forks read the same full pages): {@link #take} hands a page out
+ * with one reference, {@link #retain} adds one, {@link #give} drops one and frees the page when none
+ * is left. A page held more than once is read-only; an owner that must rewrite it copies it first
+ * ({@link #copyPage}, {@link PagedKvCache#unshare}).
+ *
  * <p>Failure semantics: the constructor throws IllegalStateException when the context's budget
- * cannot hold the pool; {@link #take} throws IllegalStateException when no page is free (nothing
- * changes). Not thread-safe: one engine thread hands pages out.
+ * cannot hold the pool; {@link #take} throws IllegalStateException, which reads as out of memory
+ * (io.longsieve.engine.OutOfMemory), when no page is free (nothing changes). Not thread-safe: one
+ * engine thread hands pages out.
  */
 public final class KvPagePool implements AutoCloseable {
 
@@ -57,19 +65,54 @@ public final class KvPagePool implements AutoCloseable {
     return 3L * layers * nKv * Kernels.PAGE_SIZE * headDim * 2;
   }
 
+  /**
+   * Pages of a runner's shared pool (prefix reuse): what fits {@code bytes}, but no more than
+   * {@code maxBatch} sequences of {@code context} tokens and two more (kept prefixes, spare), at least one.
+   */
+  public static int sharedPages(ModelConfig c, long bytes, int maxBatch, int context) {
+    long need = (maxBatch + 2L) * ((context + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE);
+    return (int) Math.max(1, Math.min(need, pagesFitting(c, bytes)));
+  }
+
   /** The most pages that fit `bytes` of device memory. */
   public static int pagesFitting(ModelConfig c, long bytes) {
     return (int) Math.min(Integer.MAX_VALUE, Math.max(0, bytes / pageBytes(c)));
   }
 
-  /** A free page's index. */
+  /** A free page's index, held once. */
   public int take() {
     return free.take();
   }
 
-  /** Returns a page taken earlier (the caller made sure no queued work still touches it). */
+  /** One more holder of a taken page. */
+  public void retain(int page) {
+    free.retain(page);
+  }
+
+  /** Drops one hold of a taken page; the last frees it (the caller made sure no queued work still touches it). */
   public void give(int page) {
     free.give(page);
+  }
+
+  /** How many owners hold a taken page. */
+  public int holders(int page) {
+    return free.holders(page);
+  }
+
+  /** Bytes of one page in one layer of one of kPre / kRope / v. */
+  long pageLayerBytes() {
+    return (long) nKv * pageSize * headDim * 2;
+  }
+
+  /** Queues a copy of page {@code from} into page {@code to}, every layer, keys (both copies) and values. */
+  public void copyPage(int from, int to, CudaStream stream) {
+    long page = pageLayerBytes();
+    for (int l = 0; l < layers; l++) {
+      long base = l * layerBytes;
+      for (DeviceBuffer b : new DeviceBuffer[] {kPre, kRope, v}) {
+        stream.copyOnDevice(b.at(base + to * page), b.at(base + from * page), page);
+      }
+    }
   }
 
   public int freePages() {
@@ -95,33 +138,48 @@ public final class KvPagePool implements AutoCloseable {
     v.close();
   }
 
-  /** Free page indices as a stack (lowest first out); pure host logic, tested on the CPU. */
+  /**
+   * Free page indices as a stack (lowest first out) and how many owners hold each taken page; pure
+   * host logic, tested on the CPU.
+   */
   public static final class FreeList {
     private final int[] stack;       // (pages) free page ids, top at count - 1
-    private final boolean[] isFree;  // (pages)
+    private final int[] holders;     // (pages) owners of each page; 0: free
     private int count;
 
     public FreeList(int pages) {
       stack = new int[pages];
-      isFree = new boolean[pages];
-      for (int i = 0; i < pages; i++) {
-        stack[i] = pages - 1 - i;
-        isFree[i] = true;
-      }
+      holders = new int[pages];
+      for (int i = 0; i < pages; i++) stack[i] = pages - 1 - i;
       count = pages;
     }
 
     public int take() {
-      if (count == 0) throw new IllegalStateException("KV page pool exhausted (" + stack.length + " pages in use)");
+      if (count == 0) {
+        throw new IllegalStateException("KV page pool exhausted, out of memory (" + stack.length + " pages in use)");
+      }
       int p = stack[--count];
-      isFree[p] = false;
+      holders[p] = 1;
       return p;
     }
 
+    public void retain(int p) {
+      taken(p);
+      holders[p]++;
+    }
+
+    /** Drops one hold; the last returns the page to the free stack. */
     public void give(int p) {
-      if (p < 0 || p >= stack.length || isFree[p]) throw new IllegalArgumentException("page " + p + " is not taken");
-      isFree[p] = true;
-      stack[count++] = p;
+      taken(p);
+      if (--holders[p] == 0) stack[count++] = p;
+    }
+
+    public int holders(int p) {
+      return p < 0 || p >= holders.length ? 0 : holders[p];
+    }
+
+    private void taken(int p) {
+      if (p < 0 || p >= stack.length || holders[p] == 0) throw new IllegalArgumentException("page " + p + " is not taken");
     }
 
     public int free() {

@@ -1,6 +1,7 @@
 package io.longsieve.cuda.kv;
 
 import io.longsieve.cuda.driver.CudaContext;
+import io.longsieve.cuda.driver.CudaStream;
 import io.longsieve.cuda.driver.DeviceBuffer;
 import io.longsieve.cuda.kernels.Kernels;
 import io.longsieve.model.ModelConfig;
@@ -15,6 +16,11 @@ import io.longsieve.model.ModelConfig;
  * kernels only ever go through the page table. Lengths are per layer, as compression may shrink a
  * layer. Failure semantics: {@link #reserve} throws IllegalStateException when the capacity or the
  * pool is exhausted, leaving the pages it took mapped.
+ *
+ * <p>Prefix reuse (shared pool only): {@link #keep} holds the full pages of a prompt prefix by
+ * reference and copies the page it ends in; {@link #fork} starts a cache from such a prefix, holding
+ * the same full pages and its own copy of the last one (copy on write: appends only write after the
+ * prefix). A cache whose slots are rewritten in place (KV compression) first calls {@link #unshare}.
  */
 public final class PagedKvCache implements AutoCloseable {
 
@@ -67,6 +73,78 @@ public final class PagedKvCache implements AutoCloseable {
       mapped = pages;
     }
     pageTable.upload(table);
+  }
+
+  /**
+   * A cache of {@code capacity} slots in the shared pool of {@code prefix} whose first
+   * {@code prefix.tokens()} slots of every layer are the prefix's: its full pages held by reference, its
+   * last partial page copied (queued on stream). Append after them as after a prefill of that length.
+   */
+  public static PagedKvCache fork(CudaContext ctx, ModelConfig c, int capacity, KeptPages prefix, CudaStream stream) {
+    PagedKvCache kv = new PagedKvCache(ctx, c, capacity, prefix.pool());
+    try {
+      int[] full = prefix.full();
+      if (prefix.tokens() > kv.capacity) throw new IllegalArgumentException("prefix over the cache's capacity");
+      for (int p : full) {
+        kv.pool.retain(p);
+        kv.table[kv.mapped++] = p;
+      }
+      if (prefix.partial() >= 0) {
+        int own = kv.pool.take();
+        kv.table[kv.mapped++] = own;
+        kv.pool.copyPage(prefix.partial(), own, stream);
+      }
+      kv.pageTable.upload(kv.table);
+      java.util.Arrays.fill(kv.length, prefix.tokens());
+      return kv;
+    } catch (RuntimeException | Error e) {
+      kv.close();
+      throw e;
+    }
+  }
+
+  /**
+   * Keeps this cache's first {@code tokens} slots (every layer holds exactly that many, nothing
+   * compacted): the full pages by reference, the partial last page copied (queued on stream), so
+   * this cache may go on appending or close.
+   *
+   * @throws IllegalStateException with a private pool, or when the layers hold another length
+   */
+  public KeptPages keep(int tokens, CudaStream stream) {
+    if (ownsPool) throw new IllegalStateException("only a cache in a shared page pool can keep a prefix");
+    for (int n : length) if (n != tokens) throw new IllegalStateException("a layer holds " + n + " slots, not " + tokens);
+    if (bias != null) throw new IllegalStateException("a compressed cache keeps no prefix");
+    int[] full = java.util.Arrays.copyOf(table, tokens / pageSize);
+    for (int p : full) pool.retain(p);
+    int partial = -1;
+    try {
+      if (tokens % pageSize != 0) {
+        partial = pool.take();
+        pool.copyPage(table[full.length], partial, stream);
+      }
+    } catch (RuntimeException | Error e) {
+      for (int p : full) pool.give(p);
+      throw e;
+    }
+    return new KeptPages(ctx, pool, full, partial, tokens);
+  }
+
+  /**
+   * Copies every page another owner also holds (a kept prefix, a fork) into a page of its own, so
+   * this cache may rewrite its slots in place (compression); the others keep what they read.
+   */
+  public void unshare(CudaStream stream) {
+    if (ownsPool) return;
+    boolean changed = false;
+    for (int i = 0; i < mapped; i++) {
+      if (pool.holders(table[i]) < 2) continue;
+      int own = pool.take();
+      pool.copyPage(table[i], own, stream);
+      pool.give(table[i]);  // others still hold it: it stays in use
+      table[i] = own;
+      changed = true;
+    }
+    if (changed) pageTable.upload(table);
   }
 
   /**

@@ -22,8 +22,27 @@ public final class GpuParts {
     default void close() {}
   }
 
+  /**
+   * What a part carries from the prefill of a kept prompt prefix to the forks that start from it
+   * (io.longsieve.policy.PrefixReuse says which parts have any): device copies, freed on close.
+   */
+  public interface KeptState extends AutoCloseable {
+    long bytes();
+
+    @Override
+    void close();
+  }
+
   interface Prefill extends Part {
     void prefill(LayerCall c);
+
+    /** This part's state after the prefill of a kept prefix (queued copies); null: none the next call reads. */
+    default KeptState keepState() {
+      return null;
+    }
+
+    /** Takes what {@link #keepState} kept, in a fresh part of a fork (queued copies). */
+    default void adoptState(KeptState state) {}
   }
 
   public interface Kv extends Part {

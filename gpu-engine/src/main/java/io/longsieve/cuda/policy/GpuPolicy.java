@@ -36,6 +36,7 @@ public final class GpuPolicy implements AutoCloseable {
   private final io.longsieve.model.ModelConfig config;
   private final List<GpuParts.Part> parts = new ArrayList<>();
   private final String described;
+  private final GpuEnv env;
   private final long id = IDS.incrementAndGet();
   private static final AtomicLong IDS = new AtomicLong();
 
@@ -55,6 +56,7 @@ public final class GpuPolicy implements AutoCloseable {
   }
 
   private GpuPolicy(PolicySpec spec, GpuEnv env) {
+    this.env = env;
     stats = new SelectionStats(env.config().numLayers());
     config = env.config();
     windowed = new GpuDense.Prefill(stats, env);
@@ -120,9 +122,26 @@ public final class GpuPolicy implements AutoCloseable {
     return config.window(layer) > 0;
   }
 
-  /** Once after the whole prompt is cached, before the first decode step. */
+  /**
+   * The state a kept prompt prefix carries to its forks (prefix reuse): the prefill part's (TokenSelect's
+   * Selection Cache); null when it has none. Statistics are not kept: a fork counts its own work.
+   */
+  public GpuParts.KeptState keepPrefixState() {
+    return prefill.keepState();
+  }
+
+  /** Starts this (fresh) policy from a kept prefix's state, kept under the same prefill policy. */
+  public void adoptPrefixState(GpuParts.KeptState state) {
+    if (state != null) prefill.adoptState(state);
+  }
+
+  /**
+   * Once after the whole prompt is cached, before the first decode step. KV compression rewrites the
+   * cache in place, so pages shared with a kept prefix or a fork are copied first.
+   */
   public void afterPrefill(PagedKvCache kv) {
     if (kvPart == null) return;
+    kv.unshare(env.k().stream());
     kvPart.compress(kv);
     stats.kvBytesAfter = kv.bf16Bytes();
     decode.reset();

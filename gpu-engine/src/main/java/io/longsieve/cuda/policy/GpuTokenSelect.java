@@ -158,6 +158,50 @@ public final class GpuTokenSelect implements GpuParts.Prefill, GpuParts.Captured
     }
   }
 
+  /**
+   * The Selection Cache as the prefix's last call left it (the first call after the prefix reads it):
+   * the cached fingerprints and each layer's cached top-k with its count, copied on the device; none
+   * with the cache off. The int4 copy needs nothing: a fork's quantises every slot on its first call,
+   * each slot alone, to the same values.
+   */
+  @Override
+  public GpuParts.KeptState keepState() {
+    if (!params.cacheOn()) return null;
+    CudaStream st = env.k().stream();
+    int layers = cachedCount.length;
+    DeviceBuffer fingerprints = env.ctx().alloc((long) layers * qDim * 4, "kept TokenSelect fingerprints");
+    DeviceBuffer[] tops = new DeviceBuffer[layers];
+    KeptSelectionCache kept = new KeptSelectionCache(env.ctx(), fingerprints, tops, cachedCount.clone());
+    try {
+      st.copyOnDevice(fingerprints.ptr(), cachedQf.ptr(), fingerprints.bytes());
+      for (int l = 0; l < layers; l++) {
+        if (cachedCount[l] == 0 || cachedTop[l] == null) continue;
+        long bytes = (long) lists * cachedCount[l] * 4;
+        tops[l] = env.ctx().alloc(bytes, "kept TokenSelect top-k");
+        st.copyOnDevice(tops[l].ptr(), cachedTop[l].ptr(), bytes);
+      }
+    } catch (RuntimeException | Error e) {
+      kept.close();
+      throw e;
+    }
+    return kept;
+  }
+
+  @Override
+  public void adoptState(GpuParts.KeptState state) {
+    KeptSelectionCache kept = (KeptSelectionCache) state;
+    CudaStream st = env.k().stream();
+    st.copyOnDevice(cachedQf.ptr(), kept.fingerprints().ptr(), kept.fingerprints().bytes());
+    for (int l = 0; l < cachedCount.length; l++) {
+      int count = kept.tops()[l] == null ? 0 : kept.counts()[l];
+      cachedCount[l] = count;
+      if (count == 0) continue;
+      int room = Math.max(count, params.kFrac() > 0 ? count * 5 / 4 : params.k()); // as cacheSlot sizes it
+      cachedTop[l] = grow(cachedTop[l], (long) lists * room * 4, "TokenSelect cached top-k");
+      st.copyOnDevice(cachedTop[l].ptr(), kept.tops()[l].ptr(), (long) lists * count * 4);
+    }
+  }
+
   @Override
   public void decode(LayerCall c) {
     int end = c.before() + 1;

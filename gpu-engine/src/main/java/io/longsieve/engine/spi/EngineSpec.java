@@ -20,6 +20,10 @@ import java.nio.file.Path;
  *                        (the CUDA backend also picks its decode GEMV from it: one for 1, one for batches)
  * @param kvBudgetBytes   KV cache bytes the admitted requests may reserve together (prompt + maxNewTokens slots
  *                        each); 0 means the backend's default (CPU: half the heap; CUDA: no engine-side bound)
+ * @param prefixCacheBytes bytes the KV caches of shared prompt prefixes may hold together, kept for the requests
+ *                        that share them (prefix reuse, docs/prefix-reuse.md); 0 turns prefix reuse off,
+ *                        {@link #PREFIX_CACHE_DEFAULT} takes the backend's default (a quarter of its KV memory).
+ *                        On the CUDA backend any value but 0 also puts every sequence's pages in one shared pool
  */
 public record EngineSpec(
     String modelDir,
@@ -31,7 +35,11 @@ public record EngineSpec(
     double memoryFraction,
     PolicySpec defaultPolicy,
     int maxBatch,
-    long kvBudgetBytes) implements Serializable {
+    long kvBudgetBytes,
+    long prefixCacheBytes) implements Serializable {
+
+  /** {@link #prefixCacheBytes} that takes the backend's default budget. */
+  public static final long PREFIX_CACHE_DEFAULT = -1;
 
   /** Requests run at once when a spec does not say. */
   public static final int DEFAULT_MAX_BATCH = 8;
@@ -40,7 +48,14 @@ public record EngineSpec(
   public EngineSpec(String modelDir, String device, int gpuOrdinal, int threads, int prefillChunk, int maxContext,
                     double memoryFraction, PolicySpec defaultPolicy) {
     this(modelDir, device, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction, defaultPolicy,
-        DEFAULT_MAX_BATCH, 0);
+        DEFAULT_MAX_BATCH, 0, 0);
+  }
+
+  /** A spec without prefix reuse. */
+  public EngineSpec(String modelDir, String device, int gpuOrdinal, int threads, int prefillChunk, int maxContext,
+                    double memoryFraction, PolicySpec defaultPolicy, int maxBatch, long kvBudgetBytes) {
+    this(modelDir, device, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction, defaultPolicy, maxBatch,
+        kvBudgetBytes, 0);
   }
 
   public EngineSpec {
@@ -55,6 +70,9 @@ public record EngineSpec(
     if (defaultPolicy == null) defaultPolicy = PolicySpec.DENSE;
     if (maxBatch <= 0) throw new IllegalArgumentException("maxBatch must be > 0");
     if (kvBudgetBytes < 0) throw new IllegalArgumentException("kvBudgetBytes must be >= 0");
+    if (prefixCacheBytes < PREFIX_CACHE_DEFAULT) {
+      throw new IllegalArgumentException("prefixCacheBytes must be >= 0 (or -1: the backend's default)");
+    }
   }
 
   /** A spec with the defaults: auto device, all cores, 512-token prefill chunks, dense attention. */
@@ -64,41 +82,46 @@ public record EngineSpec(
 
   public EngineSpec withDevice(String d) {
     return new EngineSpec(modelDir, d, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction,
-        defaultPolicy, maxBatch, kvBudgetBytes);
+        defaultPolicy, maxBatch, kvBudgetBytes, prefixCacheBytes);
   }
 
   public EngineSpec withGpuOrdinal(int ordinal) {
     return new EngineSpec(modelDir, device, ordinal, threads, prefillChunk, maxContext, memoryFraction,
-        defaultPolicy, maxBatch, kvBudgetBytes);
+        defaultPolicy, maxBatch, kvBudgetBytes, prefixCacheBytes);
   }
 
   public EngineSpec withThreads(int n) {
     return new EngineSpec(modelDir, device, gpuOrdinal, n, prefillChunk, maxContext, memoryFraction,
-        defaultPolicy, maxBatch, kvBudgetBytes);
+        defaultPolicy, maxBatch, kvBudgetBytes, prefixCacheBytes);
   }
 
   public EngineSpec withPrefillChunk(int n) {
     return new EngineSpec(modelDir, device, gpuOrdinal, threads, n, maxContext, memoryFraction,
-        defaultPolicy, maxBatch, kvBudgetBytes);
+        defaultPolicy, maxBatch, kvBudgetBytes, prefixCacheBytes);
   }
 
   public EngineSpec withMaxContext(int n) {
     return new EngineSpec(modelDir, device, gpuOrdinal, threads, prefillChunk, n, memoryFraction,
-        defaultPolicy, maxBatch, kvBudgetBytes);
+        defaultPolicy, maxBatch, kvBudgetBytes, prefixCacheBytes);
   }
 
   public EngineSpec withDefaultPolicy(PolicySpec p) {
     return new EngineSpec(modelDir, device, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction,
-        p, maxBatch, kvBudgetBytes);
+        p, maxBatch, kvBudgetBytes, prefixCacheBytes);
   }
 
   public EngineSpec withMaxBatch(int n) {
     return new EngineSpec(modelDir, device, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction, defaultPolicy,
-        n, kvBudgetBytes);
+        n, kvBudgetBytes, prefixCacheBytes);
   }
 
   public EngineSpec withKvBudgetBytes(long bytes) {
     return new EngineSpec(modelDir, device, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction, defaultPolicy,
-        maxBatch, bytes);
+        maxBatch, bytes, prefixCacheBytes);
+  }
+
+  public EngineSpec withPrefixCacheBytes(long bytes) {
+    return new EngineSpec(modelDir, device, gpuOrdinal, threads, prefillChunk, maxContext, memoryFraction, defaultPolicy,
+        maxBatch, kvBudgetBytes, bytes);
   }
 }

@@ -3,6 +3,7 @@ package io.longsieve.engine.spi;
 import io.longsieve.model.ModelConfig;
 import io.longsieve.policy.PolicySpec;
 import io.longsieve.policy.PolicyStats;
+import io.longsieve.policy.PrefixReuse;
 
 /**
  * A backend's forward pass: the CPU reference or the CUDA engine. The generation logic
@@ -57,8 +58,52 @@ public interface ModelRunner extends AutoCloseable {
     for (int i = 0; i < n; i++) next[i] = seqs[i].decodeNext(tokens[i], positions[i], logits[i], samplers[i]);
   }
 
+  /**
+   * How this runner cuts a prefill into forward chunks, read on the thread that will prefill (it may
+   * honour {@link RequestLimits#prefillChunk}), which decides where a kept prefix may end
+   * ({@link PrefixReuse}). Null (the default): this runner keeps no prefixes, {@link Sequence#keepPrefix}
+   * and {@link #openFork} are unsupported.
+   */
+  default PrefixReuse.Cuts prefixCuts() {
+    return null;
+  }
+
+  /** Bytes kept prefixes may hold together when the engine spec names no budget. Default: none. */
+  default long defaultPrefixCacheBytes() {
+    return 0;
+  }
+
+  /**
+   * Opens a sequence as {@link #open} does whose first {@code prefix.tokens()} prompt tokens are the
+   * kept prefix's: the cache slots and the policy's state as the kept sequence had them
+   * ({@link Sequence#keepPrefix}). Its prefill goes on with {@link Sequence#prefillPart} from
+   * {@code prefix.tokens()}; what it computes is what the same prompt computes alone. The prefix stays
+   * the caller's: closing it later does not touch the fork.
+   *
+   * @throws UnsupportedOperationException when {@link #prefixCuts} is null
+   */
+  default Sequence openFork(int capacity, PolicySpec policy, KeptPrefix prefix) {
+    throw new UnsupportedOperationException(backend() + " keeps no prefixes");
+  }
+
   @Override
   void close();
+
+  /**
+   * The KV cache of a prompt prefix and its policy state, kept after the sequence that computed it
+   * ({@link Sequence#keepPrefix}) for forks ({@link #openFork}). Closed by whoever kept it, on the
+   * thread that drives the runner.
+   */
+  interface KeptPrefix extends AutoCloseable {
+    /** Prompt tokens it holds. */
+    int tokens();
+
+    /** Memory it holds (host or device), what a cache of kept prefixes budgets. */
+    long bytes();
+
+    @Override
+    void close();
+  }
 
   /** One request's state on the backend: its KV cache and its policy. */
   interface Sequence extends AutoCloseable {
@@ -151,6 +196,18 @@ public interface ModelRunner extends AutoCloseable {
      * form with what the model folder decided filled in ({@link PolicySpec#resolved}).
      */
     String policyResolved();
+
+    /**
+     * Keeps this sequence's first {@code tokens} prompt tokens for forks ({@link #openFork}): called
+     * between prefill parts when exactly that many are cached, before any compression. What is kept
+     * does not change when this sequence goes on or closes.
+     *
+     * @throws UnsupportedOperationException when the runner keeps no prefixes
+     * @throws IllegalStateException         when the cache does not hold exactly {@code tokens} slots
+     */
+    default KeptPrefix keepPrefix(int tokens) {
+      throw new UnsupportedOperationException("this backend keeps no prefixes");
+    }
 
     @Override
     void close();
