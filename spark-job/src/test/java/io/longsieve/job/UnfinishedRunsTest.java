@@ -20,7 +20,8 @@ import org.junit.jupiter.api.Test;
 /**
  * Runs that hold less than their input: an empty input, and a run killed between its stats and
  * outputs commits (made here by removing its manifest and one commit's outputs files, which is
- * what a kill at that point leaves). Stats stay exactly once across the kill and --resume.
+ * what a kill at that point leaves), or whose stats were lost under it. Stats and outputs stay
+ * exactly once across the kill and --resume.
  */
 class UnfinishedRunsTest extends SparkSessionTest {
 
@@ -91,6 +92,41 @@ class UnfinishedRunsTest extends SparkSessionTest {
     assertEquals(committed, record.get("committed_documents").asLong());
     assertEquals(n - committed, record.get("stats_rows_removed").asLong());
     assertFalse(Files.exists(out.resolve("_repair")));
+  }
+
+  @Test
+  void outputsRowsWhoseStatsWereLostAreRemovedSoResumeLeavesEachDocumentOnce() throws Exception {
+    int n = 8;
+    Path input = documents(n);
+    Path out = dir.resolve("out");
+    LongSieveJob.run(spark, JobTestSupport.options(input, out, "lost", Map.of("spark.longsieve.slices", "2",
+        "spark.longsieve.partitions", "2", "spark.longsieve.maxNewTokens", "2")));
+    Files.delete(out.resolve("runs").resolve("lost.json"));
+    // what an output folder removed under the run leaves: one commit's outputs whose stats are gone
+    Path stats = out.resolve("stats").resolve("run_id=lost");
+    Map<String, List<Path>> byJob;
+    try (var files = Files.list(stats)) {
+      byJob = files.filter(f -> f.getFileName().toString().startsWith("part-"))
+          .collect(Collectors.groupingBy(f -> f.getFileName().toString().substring(11, 47)));
+    }
+    assertEquals(2, byJob.size(), "two commit slices: " + byJob.keySet());
+    for (Path f : byJob.values().iterator().next()) Files.delete(f);
+    long withStats = spark.read().parquet(stats.toString()).count();
+    assertTrue(withStats > 0 && withStats < n, withStats + " of " + n);
+
+    RunSummary resumed = LongSieveJob.run(spark, JobTestSupport.options(input, out, "again",
+        Map.of("spark.longsieve.resume", "true", "spark.longsieve.maxNewTokens", "2")));
+    assertEquals(n - withStats, resumed.rows());
+    for (String table : new String[] {"stats", "outputs"}) {
+      List<Row> perDoc = spark.read().parquet(out.resolve(table).toString()).groupBy("doc_id").count()
+          .where(col("count").notEqual(1)).collectAsList();
+      assertEquals(List.of(), perDoc, table + ": every document exactly once across the two runs");
+    }
+    JsonNode record = new ObjectMapper().readTree(out.resolve("runs").resolve("lost.unfinished").toFile());
+    assertEquals(withStats, record.get("committed_documents").asLong());
+    assertEquals(n - withStats, record.get("outputs_rows_removed").asLong());
+    assertEquals(0, record.get("stats_rows_removed").asLong());
+    assertFalse(Files.exists(out.resolve("_repair_outputs")));
   }
 
   private static void deleteTree(Path p) throws Exception {
