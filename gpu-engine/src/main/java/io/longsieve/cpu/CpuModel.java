@@ -4,6 +4,7 @@ import io.longsieve.cpu.kernels.CpuOps;
 import io.longsieve.cpu.kernels.FamilyOps;
 import io.longsieve.cpu.kernels.Gemm;
 import io.longsieve.cpu.kernels.KvCache;
+import io.longsieve.cpu.kernels.PackedMatrix;
 import io.longsieve.cpu.kernels.RopeTable;
 import io.longsieve.cpu.kernels.ThreadPool;
 import io.longsieve.cpu.kernels.TiledAttention;
@@ -336,15 +337,8 @@ public final class CpuModel implements AutoCloseable {
    */
   private void outputAndFeedForward(CpuWeights.Layer lw, int n) {
     int dim = c.hiddenSize(), hidden = c.intermediateSize();
-    double eps = c.rmsNormEps();
-    if (lw.postAttnNorm() == null) {
-      Gemm.matmulAdd(pool, x, att, n, lw.wo());                              // x (n, dim) += att · woᵀ
-    } else {
-      Gemm.matmul(pool, proj, att, n, lw.wo());                              // (n, dim)
-      for (int i = 0; i < n; i++) CpuOps.rmsNorm(proj, i * dim, proj, i * dim, lw.postAttnNorm(), dim, eps);
-      for (int i = 0; i < n * dim; i++) x[i] += proj[i];
-    }
-    for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.ffnNorm(), dim, eps);
+    addToResidual(att, n, lw.wo(), lw.postAttnNorm());                       // x (n, dim) += [norm](att · woᵀ)
+    for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.ffnNorm(), dim, c.rmsNormEps());
     if (lw.wGateUp() != null) {
       Gemm.swiglu(pool, gate, xb, n, lw.wGateUp());                          // (n, hidden) silu(gate) · up
     } else {
@@ -352,13 +346,22 @@ public final class CpuModel implements AutoCloseable {
       Gemm.matmul(pool, up, xb, n, lw.wUp());                                // (n, hidden)
       FamilyOps.geglu(gate, up, n * hidden);                                 // gelu_tanh(gate) · up
     }
-    if (lw.postFfnNorm() == null) {
-      Gemm.matmulAdd(pool, x, gate, n, lw.wDown());                          // x (n, dim) += gate · w_downᵀ
-    } else {
-      Gemm.matmul(pool, proj, gate, n, lw.wDown());                          // (n, dim)
-      for (int i = 0; i < n; i++) CpuOps.rmsNorm(proj, i * dim, proj, i * dim, lw.postFfnNorm(), dim, eps);
-      for (int i = 0; i < n * dim; i++) x[i] += proj[i];
+    addToResidual(gate, n, lw.wDown(), lw.postFfnNorm());                    // x (n, dim) += [norm](gate · w_downᵀ)
+  }
+
+  /**
+   * x (n, dim) += in · wᵀ, RMS-normed with {@code norm} first when the family norms the sub-block's
+   * output (Gemma 3's sandwich norms); without one the residual add runs in the GEMM's epilogue.
+   */
+  private void addToResidual(float[] in, int n, PackedMatrix w, float[] norm) {
+    if (norm == null) {
+      Gemm.matmulAdd(pool, x, in, n, w);
+      return;
     }
+    int dim = c.hiddenSize();
+    Gemm.matmul(pool, proj, in, n, w);                                       // (n, dim)
+    for (int i = 0; i < n; i++) CpuOps.rmsNorm(proj, i * dim, proj, i * dim, norm, dim, c.rmsNormEps());
+    for (int i = 0; i < n * dim; i++) x[i] += proj[i];
   }
 
   @Override

@@ -193,6 +193,7 @@ public final class CpuRunner implements ModelRunner {
     private final int[] one = new int[1]; // the decode step's token
     private final int[] history;          // (capacity) tokens so far, kept only for a LongRoPE recompute; else null
     private AttentionRecorder recorder;   // null unless an evaluation asked for attention recall
+    private int[] recallPositions;        // the positions it probes, to record again after a LongRoPE recompute
 
     /** kv: a fresh cache, or a fork's holding a kept prefix whose state policy has adopted. */
     CpuSequence(KvCache kv, ComposedPolicy policy, PolicySpec spec, int fixedChunk) {
@@ -280,6 +281,9 @@ public final class CpuRunner implements ModelRunner {
      */
     private void recompute(int length, float[] logits) {
       kv = model.newCache(kv.capacity);
+      // recall follows the cache the sequence goes on with: recorded afresh from the recomputed prompt (what was
+      // recorded on the replaced cache, under the short factors, no longer describes the run)
+      if (recorder != null) recordAttention(recallPositions);
       policy = ComposedPolicy.of(spec, modelDir);
       timed = new TimedPolicy(policy);
       model.forward(java.util.Arrays.copyOf(history, length), 0, length, 0, kv, timed, false, logits, step(length));
@@ -289,6 +293,7 @@ public final class CpuRunner implements ModelRunner {
     /** Installs an {@link AttentionRecorder} on this sequence's cache (evaluation only). */
     @Override
     public void recordAttention(int[] positions) {
+      recallPositions = positions.clone();
       recorder = new AttentionRecorder(config, model.rope(), kv, positions);
       kv.attended = recorder;
     }

@@ -53,6 +53,22 @@ class FidelityMeterTest {
   }
 
   @Test
+  void recallFollowsALongRopeRecomputePastTheOriginalWindow() {
+    // phi3-longrope: original window 64; a 40-token prompt and 40 new tokens cross it, where the CPU runner
+    // recomputes the cache with the long factors: recall goes on being recorded on the new cache
+    try (Engine e = Backends.open(EngineSpec.of(Goldens.MODELS.resolve("phi3-longrope")).withDevice("cpu")
+        .withThreads(2))) {
+      GenerationRequest r = new GenerationRequest("l", "river stone market ".repeat(12), null, true, 40,
+          SamplingParams.GREEDY, List.of(), null).withMinNewTokens(40);
+      DenseReference ref = FidelityMeter.reference(e, r);
+      Fidelity f = FidelityMeter.measure(e, r, PolicySpec.DENSE, ref, 3);
+      assertEquals(0.0, f.klMean(), 1e-9);
+      assertEquals(1.0, f.recallMean(), 1e-9, "dense attends every key, before and after the recompute");
+      assertEquals(3, f.recall().decodePositions(), "every probed decode step is recorded, those after the recompute too");
+    }
+  }
+
+  @Test
   void theDenseReferenceIsDenseGreedyGeneration() {
     GenerationResult g = engine.generate(request.withPolicy(PolicySpec.DENSE));
     int n = reference.steps();
