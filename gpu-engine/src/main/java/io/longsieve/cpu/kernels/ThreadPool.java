@@ -58,17 +58,13 @@ public final class ThreadPool implements AutoCloseable {
       int from = (int) ((long) n * p / parts), to = (int) ((long) n * (p + 1) / parts);
       pending[p] = workers.submit(() -> body.run(from, to));
     }
-    body.run((int) ((long) n * (parts - 1) / parts), n);
     RuntimeException failure = null;
-    for (int p = 0; p < parts - 1; p++) {
-      try {
-        pending[p].get();
-      } catch (Exception e) {
-        if (failure == null) failure = new RuntimeException("parallel loop failed", e.getCause() != null ? e.getCause() : e);
-      }
-      pending[p] = null;
+    try {
+      body.run((int) ((long) n * (parts - 1) / parts), n);
+    } catch (RuntimeException e) {
+      failure = e;
     }
-    if (failure != null) throw failure;
+    awaitWorkers(parts - 1, failure);
   }
 
   /**
@@ -94,7 +90,15 @@ public final class ThreadPool implements AutoCloseable {
       failure = e;
       next.set(n); // the others stop claiming
     }
-    for (int p = 0; p < parts - 1; p++) {
+    awaitWorkers(parts - 1, failure);
+  }
+
+  /**
+   * Waits for the first {@code count} submitted parts, so no work of this call outlives it, then throws
+   * the caller's own failure, else the first worker's, if any.
+   */
+  private void awaitWorkers(int count, RuntimeException failure) {
+    for (int p = 0; p < count; p++) {
       try {
         pending[p].get();
       } catch (Exception e) {
