@@ -193,12 +193,18 @@ class TokenSelectCheck:
         t = v16[chosen].min()
         e_b = err[chosen[v16[chosen] == t]].max()
         ulp = 2.0 ** (math.floor(math.log2(t)) - 7) if t > 0 else 0.0
-        ties, gap = self.ties(picked ^ official, v16, t, lambda j: err[j] + e_b + ulp)
-        out = [row(self.dump, "tokenselect", e, "-", f"{count}/{count}", picked, official, ties, gap,
-                   float(np.abs(engine_votes - raw16).max() / scale), frame_ok)]
         # official-f32: the same kernel and lines into an fp32 buffer; a tie within rel of the boundary
         top32 = torch.topk(torch.from_numpy(v32), count).indices.numpy()  # official: torch.topk(scores, topk, dim=-1)
         official32 = set(top32.tolist())
+        # A token where the official code as shipped and the official code at fp32 choose differently, and the
+        # engine (fp32) chooses as the official fp32 does, is the official kernel's own bf16 rounding: a tie.
+        # The per-token bound below re-creates that rounding in numpy, but Triton's bf16 accumulation order
+        # differs, so it cannot catch all of them (the first GPU run found 2-6 per dump with gaps up to 0.2).
+        diff16 = picked ^ official
+        own_rounding = {j for j in diff16 if (j in picked) == (j in official32)}
+        ties, gap = self.ties(diff16 - own_rounding, v16, t, lambda j: err[j] + e_b + ulp)
+        out = [row(self.dump, "tokenselect", e, "-", f"{count}/{count}", picked, official, ties + len(own_rounding), gap,
+                   float(np.abs(engine_votes - raw16).max() / scale), frame_ok)]
         t32 = v32[top32].min()
         ties, gap = self.ties(picked ^ official32, v32, t32, lambda j: self.rel * t32)
         out.append(row(self.dump, "tokenselect-f32", e, "-", f"{count}/{count}", picked, official32, ties, gap,
