@@ -52,6 +52,15 @@ public final class CudaRunner implements ModelRunner {
    */
   public static final int MIN_GPU_CHUNK = 4096;
 
+  /**
+   * The forward chunk an engine of {@code spec} prefills in (its activations' rows): the spec's, at
+   * least {@link #MIN_GPU_CHUNK}. A kept prefix ends on a multiple of it ({@link #prefixCuts}), so a
+   * shared part shorter than it reuses nothing (dense, TokenSelect; TSA cuts at its own chunk).
+   */
+  public static int prefillChunk(EngineSpec spec) {
+    return Math.max(spec.prefillChunk(), MIN_GPU_CHUNK);
+  }
+
   private final ModelConfig config;
   private final CudaContext ctx;
   private final KernelModule module;
@@ -97,7 +106,7 @@ public final class CudaRunner implements ModelRunner {
         // FP8 weights stay FP8 where the FP8 kernels run (sm_90a), else they are dequantized to bf16 on load
         weights = CudaWeights.load(ctx, ck, c, Fp8Kernels.supported(kernels));
       }
-      int chunk = Math.max(spec.prefillChunk(), MIN_GPU_CHUNK);
+      int chunk = prefillChunk(spec);
       CudaModel model = new CudaModel(c, ctx, kernels, weights, chunk);
       KvPagePool pool = null;
       if (spec.prefixCacheBytes() != 0) {

@@ -1,5 +1,6 @@
 package io.longsieve.cuda;
 
+import io.longsieve.cuda.driver.CaptureGuard;
 import io.longsieve.cuda.driver.CudaContext;
 import io.longsieve.cuda.driver.DeviceBuffer;
 import io.longsieve.cuda.kernels.Fp8Kernels;
@@ -158,7 +159,9 @@ final class WeightUploader implements AutoCloseable {
         int m = (int) Math.min(WINDOW, n - done);
         MappedByteBuffer map = ch.map(FileChannel.MapMode.READ_ONLY, t.start() + done, m);
         ctx.makeCurrent();
-        JCudaDriver.cuMemcpyHtoD(dst.at(dstOff + done), Pointer.to(map), m);
+        try (CaptureGuard.Held sync = CaptureGuard.sync(ctx.ordinal())) {  // another engine may capture
+          JCudaDriver.cuMemcpyHtoD(dst.at(dstOff + done), Pointer.to(map), m);
+        }
       }
     } catch (IOException e) {
       throw new CheckpointException(t.file() + ": cannot read tensor '" + t.name() + "': " + e.getMessage(), e);
@@ -201,7 +204,9 @@ final class WeightUploader implements AutoCloseable {
           src = staging;
         }
         ctx.makeCurrent();
-        JCudaDriver.cuMemcpyHtoD(dst.at(dstOff + done * 2), Pointer.to(src), (long) m * 2);
+        try (CaptureGuard.Held sync = CaptureGuard.sync(ctx.ordinal())) {  // another engine may capture
+          JCudaDriver.cuMemcpyHtoD(dst.at(dstOff + done * 2), Pointer.to(src), (long) m * 2);
+        }
       }
     } catch (IOException e) {
       throw new CheckpointException(t.file() + ": cannot read tensor '" + name + "': " + e.getMessage(), e);
@@ -231,7 +236,9 @@ final class WeightUploader implements AutoCloseable {
       staging.clear();
       for (int i = 0; i < m; i++) staging.putShort(i * 2, DType.floatToBf16(v[done + i]));
       ctx.makeCurrent();
-      JCudaDriver.cuMemcpyHtoD(dst.at(dstOff + (long) done * 2), Pointer.to(staging), (long) m * 2);
+      try (CaptureGuard.Held sync = CaptureGuard.sync(ctx.ordinal())) {  // another engine may capture
+        JCudaDriver.cuMemcpyHtoD(dst.at(dstOff + (long) done * 2), Pointer.to(staging), (long) m * 2);
+      }
     }
   }
 

@@ -152,10 +152,12 @@ public final class CudaContext implements AutoCloseable {
     DeviceMemory.add(-bytes);
   }
 
-  /** Waits for all work of the context. */
+  /** Waits for all work of the context (outside any capture on this GPU: {@link CaptureGuard}). */
   public void synchronize() {
     makeCurrent();
-    cuCtxSynchronize();
+    try (CaptureGuard.Held sync = CaptureGuard.sync(ordinal)) {
+      cuCtxSynchronize();
+    }
   }
 
   @Override

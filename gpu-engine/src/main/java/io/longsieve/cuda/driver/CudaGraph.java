@@ -37,6 +37,25 @@ public final class CudaGraph implements AutoCloseable {
   /** Captures what {@code work} queues on {@code stream} (nothing runs) and instantiates it. */
   public static CudaGraph capture(CudaStream stream, Runnable work) {
     CUgraph graph = new CUgraph();
+    int gpu = stream.context().ordinal();
+    try {
+      // no engine on this GPU ties the legacy stream or the device to the stream meanwhile (CaptureGuard)
+      try (CaptureGuard.Held alone = CaptureGuard.capture(gpu)) {
+        captureInto(stream, graph, work);
+      }
+      CUgraphExec exec = new CUgraphExec();
+      try (CaptureGuard.Held sync = CaptureGuard.sync(gpu)) {  // it may allocate on the device
+        cuGraphInstantiate(exec, graph, 0);
+      }
+      return new CudaGraph(stream, graph, exec);
+    } catch (RuntimeException | Error e) {
+      destroyQuietly(graph);
+      throw e;
+    }
+  }
+
+  /** Begins the capture, runs work, ends it; on a throw, leaves capture mode before rethrowing. */
+  private static void captureInto(CudaStream stream, CUgraph graph, Runnable work) {
     // thread-local: only this thread's capture-unsafe calls fail it; other threads' engines go on
     cuStreamBeginCapture(stream.handle(), CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
     boolean ended = false;
@@ -44,23 +63,24 @@ public final class CudaGraph implements AutoCloseable {
       work.run();
       cuStreamEndCapture(stream.handle(), graph);
       ended = true;
-      CUgraphExec exec = new CUgraphExec();
-      cuGraphInstantiate(exec, graph, 0);
-      return new CudaGraph(stream, graph, exec);
-    } catch (RuntimeException | Error e) {
-      if (!ended) {
-        try {
-          cuStreamEndCapture(stream.handle(), graph);  // leaves capture mode; the partial graph goes below
-        } catch (RuntimeException ignored) {
-          // the capture was already invalidated: the stream is out of capture mode either way
-        }
-      }
-      try {
-        cuGraphDestroy(graph);
-      } catch (RuntimeException ignored) {
-        // no graph was made
-      }
-      throw e;
+    } finally {
+      if (!ended) endQuietly(stream, graph);
+    }
+  }
+
+  private static void endQuietly(CudaStream stream, CUgraph graph) {
+    try {
+      cuStreamEndCapture(stream.handle(), graph);  // leaves capture mode; the partial graph goes below
+    } catch (RuntimeException ignored) {
+      // the capture was already invalidated: the stream is out of capture mode either way
+    }
+  }
+
+  private static void destroyQuietly(CUgraph graph) {
+    try {
+      cuGraphDestroy(graph);
+    } catch (RuntimeException ignored) {
+      // no graph was made
     }
   }
 
@@ -73,7 +93,9 @@ public final class CudaGraph implements AutoCloseable {
   public void close() {
     if (closed) return;
     closed = true;
-    cuGraphExecDestroy(exec);
-    cuGraphDestroy(graph);
+    try (CaptureGuard.Held sync = CaptureGuard.sync(stream.context().ordinal())) {  // frees device memory
+      cuGraphExecDestroy(exec);
+      cuGraphDestroy(graph);
+    }
   }
 }

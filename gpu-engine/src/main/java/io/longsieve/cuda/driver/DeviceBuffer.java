@@ -8,7 +8,9 @@ import jcuda.driver.CUdeviceptr;
 
 /**
  * A block of device memory, freed on close (idempotent). Copies here are synchronous and meant for
- * set-up and tests; the forward pass uses {@link CudaStream}'s asynchronous copies.
+ * set-up and tests; the forward pass uses {@link CudaStream}'s asynchronous copies. The allocation,
+ * the free and the synchronous copies tie the legacy stream or the device to every stream, so each
+ * holds the GPU's {@link CaptureGuard} (another engine's graph capture waits for it).
  */
 public final class DeviceBuffer implements AutoCloseable {
 
@@ -20,7 +22,9 @@ public final class DeviceBuffer implements AutoCloseable {
   DeviceBuffer(CudaContext ctx, long bytes) {
     this.ctx = ctx;
     this.bytes = bytes;
-    cuMemAlloc(ptr, Math.max(bytes, 16));
+    try (CaptureGuard.Held sync = CaptureGuard.sync(ctx.ordinal())) {
+      cuMemAlloc(ptr, Math.max(bytes, 16));
+    }
   }
 
   public long bytes() {
@@ -41,47 +45,61 @@ public final class DeviceBuffer implements AutoCloseable {
 
   public void upload(float[] a) {
     check((long) a.length * Sizeof.FLOAT);
-    cuMemcpyHtoD(ptr(), Pointer.to(a), (long) a.length * Sizeof.FLOAT);
+    try (CaptureGuard.Held sync = CaptureGuard.sync(ctx.ordinal())) {
+      cuMemcpyHtoD(ptr(), Pointer.to(a), (long) a.length * Sizeof.FLOAT);
+    }
   }
 
   public void upload(short[] a) {
     check((long) a.length * Sizeof.SHORT);
-    cuMemcpyHtoD(ptr(), Pointer.to(a), (long) a.length * Sizeof.SHORT);
+    try (CaptureGuard.Held sync = CaptureGuard.sync(ctx.ordinal())) {
+      cuMemcpyHtoD(ptr(), Pointer.to(a), (long) a.length * Sizeof.SHORT);
+    }
   }
 
   public void upload(int[] a) {
     check((long) a.length * Sizeof.INT);
-    cuMemcpyHtoD(ptr(), Pointer.to(a), (long) a.length * Sizeof.INT);
+    try (CaptureGuard.Held sync = CaptureGuard.sync(ctx.ordinal())) {
+      cuMemcpyHtoD(ptr(), Pointer.to(a), (long) a.length * Sizeof.INT);
+    }
   }
 
   public float[] downloadFloats(int n) {
     check((long) n * Sizeof.FLOAT);
     float[] a = new float[n];
-    ctx.synchronize();
-    cuMemcpyDtoH(Pointer.to(a), ptr(), (long) n * Sizeof.FLOAT);
+    try (CaptureGuard.Held sync = CaptureGuard.sync(ctx.ordinal())) {
+      ctx.synchronize();
+      cuMemcpyDtoH(Pointer.to(a), ptr(), (long) n * Sizeof.FLOAT);
+    }
     return a;
   }
 
   public short[] downloadShorts(int n) {
     check((long) n * Sizeof.SHORT);
     short[] a = new short[n];
-    ctx.synchronize();
-    cuMemcpyDtoH(Pointer.to(a), ptr(), (long) n * Sizeof.SHORT);
+    try (CaptureGuard.Held sync = CaptureGuard.sync(ctx.ordinal())) {
+      ctx.synchronize();
+      cuMemcpyDtoH(Pointer.to(a), ptr(), (long) n * Sizeof.SHORT);
+    }
     return a;
   }
 
   public int[] downloadInts(int n) {
     check((long) n * Sizeof.INT);
     int[] a = new int[n];
-    ctx.synchronize();
-    cuMemcpyDtoH(Pointer.to(a), ptr(), (long) n * Sizeof.INT);
+    try (CaptureGuard.Held sync = CaptureGuard.sync(ctx.ordinal())) {
+      ctx.synchronize();
+      cuMemcpyDtoH(Pointer.to(a), ptr(), (long) n * Sizeof.INT);
+    }
     return a;
   }
 
   /** Fills every 32-bit word with {@code bits} (tests poison outputs with a NaN pattern). */
   public void fill32(int bits) {
     ctx.makeCurrent();
-    cuMemsetD32(ptr(), bits, bytes / 4);
+    try (CaptureGuard.Held sync = CaptureGuard.sync(ctx.ordinal())) {
+      cuMemsetD32(ptr(), bits, bytes / 4);
+    }
   }
 
   private void check(long n) {
@@ -93,7 +111,9 @@ public final class DeviceBuffer implements AutoCloseable {
     if (freed) return;
     freed = true;
     ctx.makeCurrent();
-    cuMemFree(ptr);
+    try (CaptureGuard.Held sync = CaptureGuard.sync(ctx.ordinal())) {
+      cuMemFree(ptr);
+    }
     ctx.released(bytes);
   }
 }

@@ -64,17 +64,19 @@ public final class KernelModule implements AutoCloseable {
           + "with nvcc on PATH)");
     }
     ctx.makeCurrent();
-    try {
-      cuModuleLoadData(module, image);
-    } catch (RuntimeException e) {
-      throw new IllegalStateException("loading the kernel fatbin on " + ctx.describe() + " failed (" + e.getMessage()
-          + "); a driver older than R580 cannot JIT nvcc 13's PTX: rebuild with a CUDA 12 nvcc", e);
-    }
     byte[] sm90a = withHopper && ctx.computeCapability() == 90 ? hopperImage() : null;
     CUmodule h = null;
-    if (sm90a != null) {
-      h = new CUmodule();
-      cuModuleLoadData(h, sm90a);
+    try (CaptureGuard.Held sync = CaptureGuard.sync(ctx.ordinal())) {  // a load allocates on the device
+      try {
+        cuModuleLoadData(module, image);
+      } catch (RuntimeException e) {
+        throw new IllegalStateException("loading the kernel fatbin on " + ctx.describe() + " failed (" + e.getMessage()
+            + "); a driver older than R580 cannot JIT nvcc 13's PTX: rebuild with a CUDA 12 nvcc", e);
+      }
+      if (sm90a != null) {
+        h = new CUmodule();
+        cuModuleLoadData(h, sm90a);
+      }
     }
     this.hopper = h;
   }
@@ -123,7 +125,9 @@ public final class KernelModule implements AutoCloseable {
     if (closed) return;
     closed = true;
     ctx.makeCurrent();
-    cuModuleUnload(module);
-    if (hopper != null) cuModuleUnload(hopper);
+    try (CaptureGuard.Held sync = CaptureGuard.sync(ctx.ordinal())) {
+      cuModuleUnload(module);
+      if (hopper != null) cuModuleUnload(hopper);
+    }
   }
 }

@@ -156,7 +156,9 @@ public final class TensorMaps {
     }
     CUdeviceptr slot = arena.at((long) cache.size() * 128);
     ctx.makeCurrent();
-    jcuda.driver.JCudaDriver.cuMemcpyHtoD(slot, jcuda.Pointer.to(aligned.getByteArray(0, 128)), 128);
+    try (CaptureGuard.Held sync = CaptureGuard.sync(ctx.ordinal())) {
+      jcuda.driver.JCudaDriver.cuMemcpyHtoD(slot, jcuda.Pointer.to(aligned.getByteArray(0, 128)), 128);
+    }
     cache.put(key, slot);
     return slot;
   }

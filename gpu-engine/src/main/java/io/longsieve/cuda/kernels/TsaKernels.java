@@ -56,7 +56,8 @@ public final class TsaKernels {
     return (len + PAGE - 1) / PAGE;
   }
 
-  private static void checkD(int d) {
+  /** @throws IllegalArgumentException unless the GPU's TSA kernels take head size d (64 or 128) */
+  public static void checkD(int d) {
     if (d != 64 && d != 128) throw new IllegalArgumentException("TSA on the GPU takes headDim 64 or 128, not " + d);
   }
 

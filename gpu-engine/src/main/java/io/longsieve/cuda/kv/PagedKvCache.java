@@ -41,6 +41,11 @@ public final class PagedKvCache implements AutoCloseable {
   private DeviceBuffer bias;         // (layer, capacity, nHeads) f32 logit bias per query head, null until a policy asks
                                      //   (SelKV's compensation)
 
+  /** The context whose memory the cache is in. */
+  public CudaContext context() {
+    return ctx;
+  }
+
   public PagedKvCache(CudaContext ctx, ModelConfig c, int capacity) {
     this(ctx, c, capacity, null);
   }

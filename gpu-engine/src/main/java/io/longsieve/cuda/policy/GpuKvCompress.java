@@ -169,14 +169,16 @@ final class GpuKvCompress {
   /** retain, first recording the keep lists as positions (slot + posOffset) while {@link #recordKeep} is on. */
   static void retain(PagedKvCache kv, int layer, CUdeviceptr keep, int count, KvCompressKernels kk, Scratch s,
                      int slot, int posOffset) {
-    if (recordKeep) record(layer, keep, count, kv.nKv, posOffset);
+    if (recordKeep) record(kv.context().ordinal(), layer, keep, count, kv.nKv, posOffset);
     retain(kv, layer, keep, count, kk, s, slot);
   }
 
-  private static void record(int layer, CUdeviceptr keep, int count, int nKv, int posOffset) {
-    jcuda.driver.JCudaDriver.cuCtxSynchronize();  // the lists were written on the kernels' stream
+  private static void record(int gpu, int layer, CUdeviceptr keep, int count, int nKv, int posOffset) {
     int[] flat = new int[nKv * count];
-    jcuda.driver.JCudaDriver.cuMemcpyDtoH(jcuda.Pointer.to(flat), keep, (long) flat.length * 4);
+    try (io.longsieve.cuda.driver.CaptureGuard.Held sync = io.longsieve.cuda.driver.CaptureGuard.sync(gpu)) {
+      jcuda.driver.JCudaDriver.cuCtxSynchronize();  // the lists were written on the kernels' stream
+      jcuda.driver.JCudaDriver.cuMemcpyDtoH(jcuda.Pointer.to(flat), keep, (long) flat.length * 4);
+    }
     int[][] kept = new int[nKv][count];
     for (int g = 0; g < nKv; g++) {
       for (int i = 0; i < count; i++) kept[g][i] = flat[g * count + i] + posOffset;

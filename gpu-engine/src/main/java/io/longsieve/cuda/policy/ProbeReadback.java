@@ -2,6 +2,7 @@ package io.longsieve.cuda.policy;
 
 import static jcuda.driver.JCudaDriver.cuMemcpyDtoH;
 
+import io.longsieve.cuda.driver.CaptureGuard;
 import io.longsieve.cuda.kernels.Kernels;
 import io.longsieve.model.DType;
 import jcuda.Pointer;
@@ -18,8 +19,10 @@ final class ProbeReadback {
   /** {@code count} bf16 values from {@code src}, widened to f32. */
   static float[] bf16(GpuEnv env, CUdeviceptr src, int count) {
     short[] raw = new short[count];
-    env.ctx().synchronize();
-    cuMemcpyDtoH(Pointer.to(raw), src, count * 2L);
+    try (CaptureGuard.Held sync = CaptureGuard.sync(env.ctx().ordinal())) {
+      env.ctx().synchronize();
+      cuMemcpyDtoH(Pointer.to(raw), src, count * 2L);
+    }
     float[] out = new float[count];
     for (int i = 0; i < count; i++) out[i] = DType.bf16ToFloat(raw[i]);
     return out;
@@ -28,10 +31,12 @@ final class ProbeReadback {
   /** Rows [row0, row0 + rows) of an f32 matrix with {@code stride} floats a row, columns [0, cols). */
   static float[] f32Rows(GpuEnv env, CUdeviceptr src, int stride, int row0, int rows, int cols) {
     float[] row = new float[cols], out = new float[rows * cols];
-    env.ctx().synchronize();
-    for (int r = 0; r < rows; r++) {
-      cuMemcpyDtoH(Pointer.to(row), src.withByteOffset(((long) (row0 + r) * stride) * 4), cols * 4L);
-      System.arraycopy(row, 0, out, r * cols, cols);
+    try (CaptureGuard.Held sync = CaptureGuard.sync(env.ctx().ordinal())) {
+      env.ctx().synchronize();
+      for (int r = 0; r < rows; r++) {
+        cuMemcpyDtoH(Pointer.to(row), src.withByteOffset(((long) (row0 + r) * stride) * 4), cols * 4L);
+        System.arraycopy(row, 0, out, r * cols, cols);
+      }
     }
     return out;
   }
@@ -44,8 +49,10 @@ final class ProbeReadback {
   static float[] keys(GpuEnv env, Kernels.KvView kv, boolean rope, int slots) {
     int pageSize = kv.pageSize(), nKv = kv.nKv(), d = kv.headDim(), pages = (slots + pageSize - 1) / pageSize;
     int[] table = new int[Math.max(1, pages)];
-    env.ctx().synchronize();
-    cuMemcpyDtoH(Pointer.to(table), kv.pageTable(), pages * 4L);
+    try (CaptureGuard.Held sync = CaptureGuard.sync(env.ctx().ordinal())) {
+      env.ctx().synchronize();
+      cuMemcpyDtoH(Pointer.to(table), kv.pageTable(), pages * 4L);
+    }
     CUdeviceptr base = rope ? kv.kRope() : kv.kPre();
     int pageElems = nKv * pageSize * d;
     float[] out = new float[slots * nKv * d];
