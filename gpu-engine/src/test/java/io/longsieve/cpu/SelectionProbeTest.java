@@ -58,6 +58,11 @@ class SelectionProbeTest {
 
   /** The reports of one run (prefill, then decode steps), the probe removed afterwards. */
   static SelectionReference.Recorder run(String policy, int steps, List<TsaSelections.Selection> tsaLists) {
+    return run(runner, policy, steps, tsaLists);
+  }
+
+  static SelectionReference.Recorder run(CpuRunner runner, String policy, int steps,
+                                         List<TsaSelections.Selection> tsaLists) {
     SelectionReference.Recorder got = new SelectionReference.Recorder();
     float[] logits = new float[model.config().vocabSize()];
     SelectionProbe.install(got);
@@ -119,6 +124,108 @@ class SelectionProbeTest {
       for (int k = 0; k < sinks; k++) assertEquals(k, s.lists()[k], what + ": sinks first");
       for (int k = 0; k < local; k++) assertEquals(s.end() - local + k, s.lists()[sinks + count + k], what + ": local last");
     }
+  }
+
+  /**
+   * The forward chunk changes the order of the reports (each chunk runs every layer before the next)
+   * and nothing else: in position order a runner with 64-token chunks and one with 192-token chunks
+   * (both multiples of the sub-chunk, as the CPU's 512 and the GPU's 4096 are of the default 512)
+   * report the same sub-chunks with the same queries and lists. SelectionProbeParityTest compares
+   * the CPU and the GPU so.
+   */
+  @Test
+  void tokenSelectReportsTheSameSelectionsInPositionOrderWhateverTheForwardChunk() {
+    String policy = "tokenselect:sinks=4,k=24,window=16,chunk=16,gqa=mod";
+    SelectionReference.Recorder small = run(policy, 2, null), large;
+    try (Checkpoint ck = Checkpoint.open(MODEL); CpuRunner wide = new CpuRunner(model.config(), ck, 2, 192)) {
+      large = run(wide, policy, 2, null);
+    }
+    assertEquals(small.ts.size(), large.ts.size(), "selections");
+    boolean sameOrder = true;
+    for (int i = 0; i < small.ts.size(); i++) {
+      sameOrder &= small.ts.get(i).pos0() == large.ts.get(i).pos0() && small.ts.get(i).layer() == large.ts.get(i).layer();
+    }
+    assertTrue(!sameOrder, "the forward chunks order the reports differently");
+    SelectionReference.Recorder a = small.inPositionOrder(), b = large.inPositionOrder();
+    for (int i = 0; i < a.ts.size(); i++) {
+      SelectionProbe.TokenSelect x = a.ts.get(i), y = b.ts.get(i);
+      String what = "layer " + x.layer() + " at " + x.pos0();
+      assertEquals(x.layer(), y.layer(), what);
+      assertEquals(x.pos0(), y.pos0(), what);
+      assertEquals(x.rows(), y.rows(), what);
+      assertEquals(x.end(), y.end(), what);
+      assertArrayEquals(x.queries(), y.queries(), what + ": queries");
+      assertArrayEquals(x.lists(), y.lists(), what + ": lists");
+      assertArrayEquals(a.tsKeys.get(i), b.tsKeys.get(i), what + ": keys");
+    }
+  }
+
+  /**
+   * Why SelectionProbeParityTest compares another run's keys only below
+   * {@link SelectionReference#firstTsaDivergence}: two CPU runs whose tau differs a little move a few
+   * tokens across the keep cut-off; below the first slot an earlier layer moved, every later layer's
+   * keys are bit for bit the same (TSA is causal), and above it some differ.
+   */
+  @Test
+  void tsaKeysAgreeBelowTheFirstSlotAnEarlierSelectionMoved() {
+    SelectionReference.Recorder a = run("tsa:tau=0.2,min=32,window=16,pool=7,layers=all,chunk=128", 0, null)
+        .inPositionOrder();
+    SelectionReference.Recorder b = run("tsa:tau=0.21,min=32,window=16,pool=7,layers=all,chunk=128", 0, null)
+        .inPositionOrder();
+    assertEquals(a.tsa.size(), b.tsa.size(), "sparse selections");
+    int kvDim = model.config().kvDim(), moved = 0;
+    boolean differAbove = false;
+    for (int i = 0; i < a.tsa.size(); i++) {
+      SelectionProbe.Tsa x = a.tsa.get(i), y = b.tsa.get(i);
+      String what = "layer " + x.layer() + " at " + x.pos0();
+      assertEquals(x.layer(), y.layer(), what);
+      assertEquals(x.pos0(), y.pos0(), what);
+    }
+    for (int i = 0; i < a.tsa.size(); i++) {
+      SelectionProbe.Tsa x = a.tsa.get(i);
+      int same = (int) Math.min(x.end(), SelectionReference.firstTsaDivergence(a.tsa, b.tsa, i));
+      if (same < x.end()) moved++;
+      float[] kx = a.tsaKeys.get(i), ky = b.tsaKeys.get(i);
+      assertArrayEquals(Arrays.copyOf(kx, same * kvDim), Arrays.copyOf(ky, same * kvDim),
+          "layer " + x.layer() + " at " + x.pos0() + ": keys below slot " + same);
+      differAbove |= !Arrays.equals(kx, ky);
+    }
+    assertTrue(moved > 0, "an earlier selection moved a token for some report");
+    assertTrue(differAbove, "keys above the first moved slot differ");
+  }
+
+  /**
+   * The same for TokenSelect's queries and {@link SelectionReference#firstTokenSelectDivergence}: scoring
+   * an int4 copy of the keys moves a few near-tied candidates across the top-k, as bf16 keys may on the
+   * GPU; a block's queries are bit for bit the same below the first position an earlier layer's lists
+   * differ at, and some later ones differ.
+   */
+  @Test
+  void tokenSelectQueriesAgreeBelowTheFirstBlockAnEarlierLayerSelectedDifferently() {
+    String policy = "tokenselect:sinks=4,k=24,window=16,chunk=16,gqa=mod";
+    SelectionReference.Recorder a = run(policy, 2, null).inPositionOrder();
+    SelectionReference.Recorder b = run(policy + ",index=int4", 2, null).inPositionOrder();
+    assertEquals(a.ts.size(), b.ts.size(), "selections");
+    int qRow = model.config().numHeads() * model.config().headDim(), moved = 0, compared = 0;
+    boolean differAbove = false;
+    for (int i = 0; i < a.ts.size(); i++) {
+      SelectionProbe.TokenSelect x = a.ts.get(i), y = b.ts.get(i);
+      String what = "layer " + x.layer() + " at " + x.pos0();
+      assertEquals(x.layer(), y.layer(), what);
+      assertEquals(x.pos0(), y.pos0(), what);
+      if (!Arrays.equals(x.lists(), y.lists())) moved++;
+    }
+    for (int i = 0; i < a.ts.size(); i++) {
+      SelectionProbe.TokenSelect x = a.ts.get(i), y = b.ts.get(i);
+      int rows = (int) Math.max(0, Math.min(x.rows(), (long) SelectionReference.firstTokenSelectDivergence(a.ts, b.ts, i)
+          - x.pos0()));
+      compared += rows;
+      assertArrayEquals(Arrays.copyOf(x.queries(), rows * qRow), Arrays.copyOf(y.queries(), rows * qRow),
+          "layer " + x.layer() + " at " + x.pos0() + ": the first " + rows + " rows' queries");
+      differAbove |= !Arrays.equals(x.queries(), y.queries());
+    }
+    assertTrue(moved > 0 && moved < a.ts.size(), "some selections moved: " + moved + " of " + a.ts.size());
+    assertTrue(compared > 0 && differAbove, "queries compared over " + compared + " rows; some later ones differ");
   }
 
   /** Indices of the n largest of v[off, off + len) (ties: the lower index, as the CPU's TopK), ascending. */

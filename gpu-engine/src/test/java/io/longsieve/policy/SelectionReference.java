@@ -7,7 +7,9 @@ import io.longsieve.model.ModelConfig;
 import io.longsieve.model.Rope;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.List;
+import java.util.function.IntUnaryOperator;
 
 /**
  * The scores a {@link SelectionProbe} report's lists come from, recomputed in fp64 from the report's
@@ -34,6 +36,82 @@ public final class SelectionReference {
       ts.add(s);
       tsKeys.add(s.keys().get());
     }
+
+    /**
+     * The reports (with their keys) in position order: by first position, then layer. The order a
+     * backend reports in follows its forward chunks (the CPU runs every layer over one 512-token chunk
+     * before the next chunk, the GPU's chunk is at least 4096), which selects nothing differently:
+     * TSA selects per tsa:chunk and TokenSelect per sub-chunk on both (PolicySpec.prefillChunk), and
+     * each (position, layer) selects once.
+     */
+    public Recorder inPositionOrder() {
+      Recorder r = new Recorder();
+      Integer[] o = order(tsa.size(), i -> tsa.get(i).pos0(), i -> tsa.get(i).layer());
+      for (int i : o) {
+        r.tsa.add(tsa.get(i));
+        r.tsaKeys.add(tsaKeys.get(i));
+      }
+      o = order(ts.size(), i -> ts.get(i).pos0(), i -> ts.get(i).layer());
+      for (int i : o) {
+        r.ts.add(ts.get(i));
+        r.tsKeys.add(tsKeys.get(i));
+      }
+      return r;
+    }
+
+    private static Integer[] order(int n, IntUnaryOperator pos, IntUnaryOperator layer) {
+      Integer[] o = new Integer[n];
+      for (int i = 0; i < n; i++) o[i] = i;
+      Arrays.sort(o, Comparator.<Integer>comparingInt(pos::applyAsInt).thenComparingInt(layer::applyAsInt));
+      return o;
+    }
+  }
+
+  /**
+   * The lowest slot whose hidden state entering report i's layer may differ between two runs of the
+   * same TSA policy whose reports a and b (position order) selected differently before it
+   * (Integer.MAX_VALUE: none). TSA is causal: a chunk's row j reads only its head's list entries up
+   * to j, and is zero in that head when j is not in the list; so a report of an earlier layer whose
+   * lists differ first at slot j changes the rows of its chunk from max(j, the chunk's first slot)
+   * on, and below the lowest such slot both runs computed the same thing: another run's keys are a
+   * reference there and not above (one token that crosses the keep cut-off changes its own row by a
+   * whole head's output, SelectionProbeTest#tsaKeysAgreeBelowTheFirstSlotAnEarlierSelectionMoved).
+   */
+  public static int firstTsaDivergence(List<SelectionProbe.Tsa> a, List<SelectionProbe.Tsa> b, int i) {
+    int first = Integer.MAX_VALUE;
+    for (int k = 0; k < a.size(); k++) {
+      SelectionProbe.Tsa x = a.get(k), y = b.get(k);
+      if (x.layer() >= a.get(i).layer()) continue; // computed from this layer's inputs, or after
+      int lx = x.lists().length / x.heads(), ly = y.lists().length / y.heads(), before = x.end() - x.rows();
+      for (int h = 0; h < x.heads(); h++) {
+        boolean[] inX = new boolean[x.end()], inY = new boolean[x.end()];
+        for (int e = 0; e < lx; e++) inX[x.lists()[h * lx + e]] = true;
+        for (int e = 0; e < ly; e++) inY[y.lists()[h * ly + e]] = true;
+        for (int j = 0; j < x.end(); j++) {
+          if (inX[j] != inY[j]) {
+            first = Math.min(first, Math.max(j, before));
+            break;
+          }
+        }
+      }
+    }
+    return first;
+  }
+
+  /**
+   * The lowest position whose hidden state entering report i's layer may differ between two runs of
+   * the same TokenSelect policy whose reports a and b (position order) selected differently before
+   * it: the first position of a block of an earlier layer whose lists differ (Integer.MAX_VALUE:
+   * none). A block's lists change its own rows, and through their keys and values only later rows.
+   */
+  public static int firstTokenSelectDivergence(List<SelectionProbe.TokenSelect> a, List<SelectionProbe.TokenSelect> b,
+                                               int i) {
+    int first = Integer.MAX_VALUE;
+    for (int k = 0; k < a.size(); k++) {
+      SelectionProbe.TokenSelect x = a.get(k), y = b.get(k);
+      if (x.layer() < a.get(i).layer() && !Arrays.equals(x.lists(), y.lists())) first = Math.min(first, x.pos0());
+    }
+    return first;
   }
 
   /**
