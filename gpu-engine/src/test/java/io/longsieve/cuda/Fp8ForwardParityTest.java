@@ -25,15 +25,19 @@ import org.junit.jupiter.params.provider.ValueSource;
 /**
  * The CUDA forward pass on the FP8 checkpoints (tools/make_fp8_checkpoints.py) against the CPU's
  * fp32 dequantized reference. On an H100/H200 the weights stay FP8: prefill quantizes activations as
- * each checkpoint says and runs the FP8 GEMM, decode runs the FP8-weight GEMV. Tolerance: the bf16
- * path's 0.1 (ForwardParityTest) plus FP8 activations' rounding, about 0.036 r.m.s. per element per
- * GEMM input (Fp8ParityTest) through 2 layers and the LM head: 0.2 relative on the logits; greedy
- * tokens equal wherever the CPU's top-1/top-2 margin is wider than twice the largest logit error.
+ * each checkpoint says and runs the FP8 GEMM, decode runs the FP8-weight GEMV. Tolerance 0.35 relative on
+ * the logits: FP8 activations alone (everything else fp32, tools/fp8_activation_noise.py) move these tiny
+ * models' logits by 0.09-0.24 against the fp32-activation reference (ct-block128/long the most), and the
+ * GPU's bf16 path adds its own (ForwardParityTest: up to about 0.05 on these shapes); the first H100 run
+ * measured 0.07-0.29. (An earlier guess of 0.2 did not count that the hidden sizes of 64 and 128 average
+ * little of the rounding away.) Greedy tokens equal wherever the CPU's top-1/top-2 margin is wider than
+ * twice the largest logit error. The kernels themselves are held to their CPU twins, quantization
+ * included, at much tighter tolerances in Fp8ParityTest.
  */
 @Tag("gpu")
 class Fp8ForwardParityTest {
 
-  static final double FP8_LOGIT_TOLERANCE = 0.2;
+  static final double FP8_LOGIT_TOLERANCE = 0.35;
 
   @ParameterizedTest
   @ValueSource(strings = {"fp8-block128", "fp8-tensor", "ct-channel", "ct-tensor", "ct-block128"})
