@@ -37,8 +37,9 @@ cumulative mass at every cut between them). TokenSelect as shipped rounds the vo
 order is only as good as that rounding: a difference is a tie when the official bf16 votes of the token and
 of the official boundary token differ by no more than their own rounding errors (bf16 vote minus
 official-f32 vote, each) plus one bf16 step, or when the official code itself chooses differently at bf16 and
-at fp32 and the engine chooses as it does at fp32 (the numpy re-creation of the bf16 votes does not follow
-Triton's accumulation order, so the first bound misses some of the official kernel's own rounding).
+at fp32 and the engine chooses as it does at fp32, or when the token is an fp32 tie (below): the numpy
+re-creation of the bf16 votes does not follow Triton's accumulation order, so the first bound misses some of
+the official kernel's own rounding. The engine scores in fp32, so official-f32 is the comparison that decides.
 official-f32: a tie within --f32-rel (2^-14) of the boundary.
 """
 import argparse
