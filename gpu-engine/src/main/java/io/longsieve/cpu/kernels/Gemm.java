@@ -67,7 +67,7 @@ public final class Gemm {
    */
   private static void block(float[] out, float[] x, int r0, int r1, PackedMatrix w, int p0, int p1, int mode) {
     int nr = Tiles.NR, width = w.gateUp ? nr / 2 : nr, outDim = w.rows, cols = w.cols, rows = r1 - r0;
-    float[] scratch = new float[Tiles.SCRATCH];
+    float[] scratch = new float[Math.max(Tiles.SCRATCH, rows * nr)];
     float[] packed = null;
     if (rows >= Tiles.MR) {
       packed = PACKED_ROWS.get();

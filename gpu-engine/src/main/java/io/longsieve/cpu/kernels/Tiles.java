@@ -65,7 +65,8 @@ final class Tiles {
 
   /**
    * {@link #tile} with A packed by {@link #packRows} (its block from ap[apo]): the same fma chains,
-   * so the same bits. Modes as {@link #tile} but {@link #ACCUMULATE}.
+   * so the same bits. Modes as {@link #tile} but {@link #ACCUMULATE}; scratch: rows · NR floats
+   * (unused, may be null, in {@link #STORE} mode at full width).
    */
   static void packedTile(int rows, float[] ap, int apo, float[] b, int bo, int k, float[] c, int co, int ldc,
                          int cols, int mode, float[] aux, int auxo, float[] scratch) {

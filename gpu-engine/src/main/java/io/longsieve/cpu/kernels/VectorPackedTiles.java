@@ -6,7 +6,8 @@ import jdk.incubator.vector.VectorSpecies;
 /**
  * {@link Tiles#packedTile} through the Vector API: {@link VectorTiles}' register tiles with A packed
  * by {@link Tiles#packRows}, so the rows of a tile are read at one k from consecutive floats through
- * one pointer (per k: two vector loads of the panel, one broadcast per row, two FMAs per row).
+ * one pointer (per k: two vector loads of the panel, one broadcast per row, two FMAs per row), and
+ * the panel taken in slices of k that stay in L1 while all the block's rows pass over them.
  */
 final class VectorPackedTiles {
   private VectorPackedTiles() {}
@@ -14,35 +15,47 @@ final class VectorPackedTiles {
   private static final VectorSpecies<Float> S = VectorTiles.S;
   private static final int L = VectorTiles.L, NR = VectorTiles.NR, MR = VectorTiles.MR;
 
+  private static FloatVector init(float[] c, int o, boolean load) {
+    return load ? FloatVector.fromArray(S, c, o) : FloatVector.zero(S);
+  }
+
   /** See {@link Tiles#packedTile}. */
   static void packedTile(int rows, float[] ap, int apo, float[] b, int bo, int k, float[] c, int co, int ldc,
                          int cols, int mode, float[] aux, int auxo, float[] scratch) {
-    if (mode == Tiles.STORE && cols == NR) {
-      packedRows(rows, ap, apo, b, bo, k, c, co, ldc);
-      return;
+    boolean direct = mode == Tiles.STORE && cols == NR;
+    float[] t = direct ? c : scratch;
+    int to = direct ? co : 0, ldt = direct ? ldc : NR;
+    for (int k0 = 0; k0 < k; k0 += KC) {
+      packedRows(rows, ap, apo, k, k0, Math.min(KC, k - k0), b, bo + k0 * NR, t, to, ldt, k0 > 0);
     }
-    for (int r0 = 0; r0 < rows; r0 += MR) { // the epilogues on a copy, as in tile
-      int m = Math.min(MR, rows - r0);
-      packedRows(m, ap, apo + r0 * k, b, bo, k, scratch, 0, NR);
-      for (int r = 0; r < m; r++) VectorTiles.epilogue(scratch, r * NR, c, co + (r0 + r) * ldc, cols, mode, aux, auxo);
-    }
+    if (!direct) for (int r = 0; r < rows; r++) VectorTiles.epilogue(scratch, r * NR, c, co + r * ldc, cols, mode, aux, auxo);
   }
+
+  // depth of a slice of the panel: 192 × NR floats (24 KiB at AVX-512) stay in L1d (48 KiB) while every
+  // row group of the block runs over them, instead of the whole panel (cols × NR, 96-256 KiB) being
+  // read from L2 once per group. A slice's sums go out and come back in fp32 exactly as they were,
+  // so the chain over k is unbroken and the bits do not depend on the slicing.
+  private static final int KC = 192;
 
   /**
-   * Rows of C (full NR width) = A · B, A packed by {@link Tiles#packRows} from ap[apo] (the group at
-   * row r from apo + r · k): tiles of 8, 4, 2 and 1 rows, the packed block's groups.
+   * Rows of T (full NR width) = A · B over k in [k0, k0 + kc), or T + that with load; A packed with
+   * depth k from ap[apo] (the group at row r from apo + r · k), B from bo (already at k0).
    */
-  private static void packedRows(int rows, float[] ap, int apo, float[] b, int bo, int k, float[] c, int co, int ldc) {
+  private static void packedRows(int rows, float[] ap, int apo, int k, int k0, int kc, float[] b, int bo, float[] c,
+                                 int co, int ldc, boolean load) {
     int r = 0;
-    if (MR == 8) for (; r + 8 <= rows; r += 8) packed8(ap, apo + r * k, b, bo, k, c, co + r * ldc, ldc);
-    for (; r + 4 <= rows; r += 4) packed4(ap, apo + r * k, b, bo, k, c, co + r * ldc, ldc);
-    for (; r + 2 <= rows; r += 2) packed2(ap, apo + r * k, b, bo, k, c, co + r * ldc, ldc);
-    if (r < rows) VectorTiles.tile1(ap, apo + r * k, b, bo, k, c, co + r * ldc, false); // one row packed is the row itself
+    if (MR == 8) for (; r + 8 <= rows; r += 8) packed8(ap, apo + r * k + k0 * 8, b, bo, kc, c, co + r * ldc, ldc, load);
+    for (; r + 4 <= rows; r += 4) packed4(ap, apo + r * k + k0 * 4, b, bo, kc, c, co + r * ldc, ldc, load);
+    for (; r + 2 <= rows; r += 2) packed2(ap, apo + r * k + k0 * 2, b, bo, kc, c, co + r * ldc, ldc, load);
+    if (r < rows) VectorTiles.tile1(ap, apo + r * k + k0, b, bo, kc, c, co + r * ldc, load); // one row packed is the row
   }
 
-  private static void packed8(float[] ap, int ao, float[] b, int bo, int k, float[] c, int co, int ldc) {
-    FloatVector c00 = FloatVector.zero(S), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-    FloatVector c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+  private static void packed8(float[] ap, int ao, float[] b, int bo, int k, float[] c, int co, int ldc,
+                              boolean load) {
+    FloatVector c00 = init(c, co, load), c01 = init(c, co + L, load), c10 = init(c, co + ldc, load), c11 = init(c, co + ldc + L, load);
+    FloatVector c20 = init(c, co + 2 * ldc, load), c21 = init(c, co + 2 * ldc + L, load), c30 = init(c, co + 3 * ldc, load), c31 = init(c, co + 3 * ldc + L, load);
+    FloatVector c40 = init(c, co + 4 * ldc, load), c41 = init(c, co + 4 * ldc + L, load), c50 = init(c, co + 5 * ldc, load), c51 = init(c, co + 5 * ldc + L, load);
+    FloatVector c60 = init(c, co + 6 * ldc, load), c61 = init(c, co + 6 * ldc + L, load), c70 = init(c, co + 7 * ldc, load), c71 = init(c, co + 7 * ldc + L, load);
     for (int i = 0; i < k; i++) {
       int p = bo + i * NR, q = ao + i * 8; // (indices derived from i: C2 then drops the bounds checks)
       FloatVector b0 = FloatVector.fromArray(S, b, p), b1 = FloatVector.fromArray(S, b, p + L);
@@ -89,8 +102,10 @@ final class VectorPackedTiles {
     c71.intoArray(c, co + 7 * ldc + L);
   }
 
-  private static void packed4(float[] ap, int ao, float[] b, int bo, int k, float[] c, int co, int ldc) {
-    FloatVector c00 = FloatVector.zero(S), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  private static void packed4(float[] ap, int ao, float[] b, int bo, int k, float[] c, int co, int ldc,
+                              boolean load) {
+    FloatVector c00 = init(c, co, load), c01 = init(c, co + L, load), c10 = init(c, co + ldc, load), c11 = init(c, co + ldc + L, load);
+    FloatVector c20 = init(c, co + 2 * ldc, load), c21 = init(c, co + 2 * ldc + L, load), c30 = init(c, co + 3 * ldc, load), c31 = init(c, co + 3 * ldc + L, load);
     for (int i = 0; i < k; i++) {
       int p = bo + i * NR, q = ao + i * 4; // (indices derived from i: C2 then drops the bounds checks)
       FloatVector b0 = FloatVector.fromArray(S, b, p), b1 = FloatVector.fromArray(S, b, p + L);
@@ -117,8 +132,9 @@ final class VectorPackedTiles {
     c31.intoArray(c, co + 3 * ldc + L);
   }
 
-  private static void packed2(float[] ap, int ao, float[] b, int bo, int k, float[] c, int co, int ldc) {
-    FloatVector c00 = FloatVector.zero(S), c01 = c00, c10 = c00, c11 = c00;
+  private static void packed2(float[] ap, int ao, float[] b, int bo, int k, float[] c, int co, int ldc,
+                              boolean load) {
+    FloatVector c00 = init(c, co, load), c01 = init(c, co + L, load), c10 = init(c, co + ldc, load), c11 = init(c, co + ldc + L, load);
     for (int i = 0; i < k; i++) {
       int p = bo + i * NR, q = ao + i * 2; // (indices derived from i: C2 then drops the bounds checks)
       FloatVector b0 = FloatVector.fromArray(S, b, p), b1 = FloatVector.fromArray(S, b, p + L);

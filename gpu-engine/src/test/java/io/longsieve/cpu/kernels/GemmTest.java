@@ -75,7 +75,7 @@ class GemmTest {
     Random r = new Random(13);
     try (ThreadPool one = new ThreadPool(1); ThreadPool three = new ThreadPool(3)) {
       for (int trial = 0; trial < 12; trial++) {
-        int n = 2 + r.nextInt(150), cols = 1 + r.nextInt(200), rows = 1 + r.nextInt(150);
+        int n = 2 + r.nextInt(150), cols = 1 + r.nextInt(trial % 2 == 0 ? 200 : 450), rows = 1 + r.nextInt(150); // odd trials past a K slice
         float[] x = rand(r, n * cols);
         PackedMatrix w = PackedMatrix.pack(rand(r, rows * cols), rows, cols, trial % 3 == 0 ? rand(r, rows) : null);
         PackedMatrix gu = PackedMatrix.gateUp(rand(r, rows * cols), rand(r, rows * cols), rows, cols);
@@ -100,7 +100,7 @@ class GemmTest {
     Random r = new Random(14);
     int nr = Tiles.NR;
     for (int trial = 0; trial < 60; trial++) {
-      int rows = 1 + r.nextInt(20), k = 1 + r.nextInt(90), cols = 1 + r.nextInt(nr);
+      int rows = 1 + r.nextInt(20), k = 1 + r.nextInt(trial % 4 == 3 ? 600 : 90), cols = 1 + r.nextInt(nr); // past a K slice too
       int mode = new int[] {Tiles.STORE, Tiles.ADD, Tiles.BIAS, Tiles.SWIGLU, Tiles.ACCUMULATE}[trial % 5];
       if (mode == Tiles.SWIGLU) cols = Math.min(cols, nr / 2);
       if (mode == Tiles.ACCUMULATE) cols = nr;
@@ -118,7 +118,7 @@ class GemmTest {
       float[] block = new float[rows * k];
       Tiles.packRows(rows, a, 0, lda, k, block);
       System.arraycopy(block, 0, ap, 7, rows * k);
-      Tiles.packedTile(rows, ap, 7, b, 0, k, packed, 0, nr, cols, mode, aux, 0, new float[Tiles.SCRATCH]);
+      Tiles.packedTile(rows, ap, 7, b, 0, k, packed, 0, nr, cols, mode, aux, 0, new float[rows * nr]);
       assertArrayEquals(sca, packed, "packed, " + where);
       float[] scaPacked = c0.clone();
       ScalarTiles.packedTile(rows, ap, 7, b, 0, k, scaPacked, 0, nr, cols, mode, aux, 0);
