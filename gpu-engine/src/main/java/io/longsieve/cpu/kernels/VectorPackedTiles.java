@@ -28,7 +28,8 @@ final class VectorPackedTiles {
     for (int k0 = 0; k0 < k; k0 += KC) {
       packedRows(rows, ap, apo, k, k0, Math.min(KC, k - k0), b, bo + k0 * NR, t, to, ldt, k0 > 0);
     }
-    if (!direct) for (int r = 0; r < rows; r++) VectorTiles.epilogue(scratch, r * NR, c, co + r * ldc, cols, mode, aux, auxo);
+    if (direct) return;
+    for (int r = 0; r < rows; r++) VectorTiles.epilogue(scratch, r * NR, c, co + r * ldc, cols, mode, aux, auxo);
   }
 
   // depth of a slice of the panel: 192 × NR floats (24 KiB at AVX-512) stay in L1d (48 KiB) while every
@@ -41,21 +42,25 @@ final class VectorPackedTiles {
    * Rows of T (full NR width) = A · B over k in [k0, k0 + kc), or T + that with load; A packed with
    * depth k from ap[apo] (the group at row r from apo + r · k), B from bo (already at k0).
    */
-  private static void packedRows(int rows, float[] ap, int apo, int k, int k0, int kc, float[] b, int bo, float[] c,
-                                 int co, int ldc, boolean load) {
+  private static void packedRows(int rows, float[] ap, int apo, int k, int k0, int kc, float[] b, int bo,
+                                 float[] c, int co, int ldc, boolean load) {
     int r = 0;
     if (MR == 8) for (; r + 8 <= rows; r += 8) packed8(ap, apo + r * k + k0 * 8, b, bo, kc, c, co + r * ldc, ldc, load);
     for (; r + 4 <= rows; r += 4) packed4(ap, apo + r * k + k0 * 4, b, bo, kc, c, co + r * ldc, ldc, load);
     for (; r + 2 <= rows; r += 2) packed2(ap, apo + r * k + k0 * 2, b, bo, kc, c, co + r * ldc, ldc, load);
-    if (r < rows) VectorTiles.tile1(ap, apo + r * k + k0, b, bo, kc, c, co + r * ldc, load); // one row packed is the row
+    if (r < rows) VectorTiles.tile1(ap, apo + r * k + k0, b, bo, kc, c, co + r * ldc, load); // one row: packed as it was
   }
 
   private static void packed8(float[] ap, int ao, float[] b, int bo, int k, float[] c, int co, int ldc,
                               boolean load) {
-    FloatVector c00 = init(c, co, load), c01 = init(c, co + L, load), c10 = init(c, co + ldc, load), c11 = init(c, co + ldc + L, load);
-    FloatVector c20 = init(c, co + 2 * ldc, load), c21 = init(c, co + 2 * ldc + L, load), c30 = init(c, co + 3 * ldc, load), c31 = init(c, co + 3 * ldc + L, load);
-    FloatVector c40 = init(c, co + 4 * ldc, load), c41 = init(c, co + 4 * ldc + L, load), c50 = init(c, co + 5 * ldc, load), c51 = init(c, co + 5 * ldc + L, load);
-    FloatVector c60 = init(c, co + 6 * ldc, load), c61 = init(c, co + 6 * ldc + L, load), c70 = init(c, co + 7 * ldc, load), c71 = init(c, co + 7 * ldc + L, load);
+    FloatVector c00 = init(c, co, load), c01 = init(c, co + L, load);
+    FloatVector c10 = init(c, co + ldc, load), c11 = init(c, co + ldc + L, load);
+    FloatVector c20 = init(c, co + 2 * ldc, load), c21 = init(c, co + 2 * ldc + L, load);
+    FloatVector c30 = init(c, co + 3 * ldc, load), c31 = init(c, co + 3 * ldc + L, load);
+    FloatVector c40 = init(c, co + 4 * ldc, load), c41 = init(c, co + 4 * ldc + L, load);
+    FloatVector c50 = init(c, co + 5 * ldc, load), c51 = init(c, co + 5 * ldc + L, load);
+    FloatVector c60 = init(c, co + 6 * ldc, load), c61 = init(c, co + 6 * ldc + L, load);
+    FloatVector c70 = init(c, co + 7 * ldc, load), c71 = init(c, co + 7 * ldc + L, load);
     for (int i = 0; i < k; i++) {
       int p = bo + i * NR, q = ao + i * 8; // (indices derived from i: C2 then drops the bounds checks)
       FloatVector b0 = FloatVector.fromArray(S, b, p), b1 = FloatVector.fromArray(S, b, p + L);
@@ -104,8 +109,10 @@ final class VectorPackedTiles {
 
   private static void packed4(float[] ap, int ao, float[] b, int bo, int k, float[] c, int co, int ldc,
                               boolean load) {
-    FloatVector c00 = init(c, co, load), c01 = init(c, co + L, load), c10 = init(c, co + ldc, load), c11 = init(c, co + ldc + L, load);
-    FloatVector c20 = init(c, co + 2 * ldc, load), c21 = init(c, co + 2 * ldc + L, load), c30 = init(c, co + 3 * ldc, load), c31 = init(c, co + 3 * ldc + L, load);
+    FloatVector c00 = init(c, co, load), c01 = init(c, co + L, load);
+    FloatVector c10 = init(c, co + ldc, load), c11 = init(c, co + ldc + L, load);
+    FloatVector c20 = init(c, co + 2 * ldc, load), c21 = init(c, co + 2 * ldc + L, load);
+    FloatVector c30 = init(c, co + 3 * ldc, load), c31 = init(c, co + 3 * ldc + L, load);
     for (int i = 0; i < k; i++) {
       int p = bo + i * NR, q = ao + i * 4; // (indices derived from i: C2 then drops the bounds checks)
       FloatVector b0 = FloatVector.fromArray(S, b, p), b1 = FloatVector.fromArray(S, b, p + L);
@@ -134,7 +141,8 @@ final class VectorPackedTiles {
 
   private static void packed2(float[] ap, int ao, float[] b, int bo, int k, float[] c, int co, int ldc,
                               boolean load) {
-    FloatVector c00 = init(c, co, load), c01 = init(c, co + L, load), c10 = init(c, co + ldc, load), c11 = init(c, co + ldc + L, load);
+    FloatVector c00 = init(c, co, load), c01 = init(c, co + L, load);
+    FloatVector c10 = init(c, co + ldc, load), c11 = init(c, co + ldc + L, load);
     for (int i = 0; i < k; i++) {
       int p = bo + i * NR, q = ao + i * 2; // (indices derived from i: C2 then drops the bounds checks)
       FloatVector b0 = FloatVector.fromArray(S, b, p), b1 = FloatVector.fromArray(S, b, p + L);
