@@ -60,14 +60,32 @@ public final class Gemm {
     });
   }
 
-  /** Rows [r0, r1) × panels [p0, p1): panel by panel, all rows against each. */
+  /**
+   * Rows [r0, r1) × panels [p0, p1): panel by panel, all rows against each. A block of at least a
+   * full tile's rows is packed first ({@link Tiles#packRows}; the copy costs one pass over the
+   * rows, the tiles then read them at the FMA units' rate); fewer rows (decode) are read in place.
+   */
   private static void block(float[] out, float[] x, int r0, int r1, PackedMatrix w, int p0, int p1, int mode) {
-    int nr = Tiles.NR, width = w.gateUp ? nr / 2 : nr, outDim = w.rows, cols = w.cols;
-    float[] scratch = new float[Tiles.SCRATCH];
+    int nr = Tiles.NR, width = w.gateUp ? nr / 2 : nr, outDim = w.rows, cols = w.cols, rows = r1 - r0;
+    float[] scratch = new float[Math.max(Tiles.SCRATCH, rows * nr)];
+    float[] packed = null;
+    if (rows >= Tiles.MR) {
+      packed = PACKED_ROWS.get();
+      if (packed.length < rows * cols) PACKED_ROWS.set(packed = new float[rows * cols]);
+      Tiles.packRows(rows, x, r0 * cols, cols, cols, packed);
+    }
     for (int p = p0; p < p1; p++) {
-      int col = p * width;
-      Tiles.tile(r1 - r0, x, r0 * cols, cols, w.panels, p * cols * nr, cols, out, r0 * outDim + col, outDim,
-          Math.min(width, outDim - col), mode, w.bias, p * nr, scratch);
+      int col = p * width, cw = Math.min(width, outDim - col);
+      if (packed != null) {
+        Tiles.packedTile(rows, packed, 0, w.panels, p * cols * nr, cols, out, r0 * outDim + col, outDim, cw, mode, w.bias,
+            p * nr, scratch);
+      } else {
+        Tiles.tile(rows, x, r0 * cols, cols, w.panels, p * cols * nr, cols, out, r0 * outDim + col, outDim, cw, mode,
+            w.bias, p * nr, scratch);
+      }
     }
   }
+
+  // each thread's packed rows (ROW_BLOCK, cols) of the block it runs, grown to the widest matrix it met
+  private static final ThreadLocal<float[]> PACKED_ROWS = ThreadLocal.withInitial(() -> new float[0]);
 }

@@ -68,6 +68,18 @@ final class ScalarTiles {
     }
   }
 
+  /** {@link Tiles#packedTile}: the rows unpacked to row-major, then {@link #tile} (the same chains). */
+  static void packedTile(int rows, float[] ap, int apo, float[] b, int bo, int k, float[] c, int co, int ldc,
+                         int cols, int mode, float[] aux, int auxo) {
+    float[] a = new float[rows * k]; // (rows, k)
+    for (int r = 0; r < rows; ) {
+      int h = Tiles.groupHeight(rows, r);
+      for (int t = 0; t < h; t++) for (int i = 0; i < k; i++) a[(r + t) * k + i] = ap[apo + r * k + i * h + t];
+      r += h;
+    }
+    tile(rows, a, 0, k, b, bo, k, c, co, ldc, cols, mode, aux, auxo);
+  }
+
   static boolean softmaxStep(float[] s, int so, float[] m, float[] l, int r, float[] o, int oo, int width) {
     int n = TiledAttention.KEY_TILE;
     float mOld = m[r], mNew = mOld, tileMax = Float.NEGATIVE_INFINITY;

@@ -14,6 +14,7 @@ final class TileWorkspace {
 
   private int rows, heads, positions, d, dPad;
   private float[] q = new float[0];     // (rows, d) queries, rotated and scaled; row r = position r / heads, head r % heads
+  private float[] qp = new float[0];    // (rows, d) the same packed for the score tiles (Tiles.packRows), prefill
   private float[] o = new float[0];     // (rows, dPad) unnormalised outputs
   private float[] m = new float[0];     // (rows) running max of the scores (log2 units)
   private float[] l = new float[0];     // (rows, LANES) running sums of 2^(score − max), per vector lane
@@ -36,7 +37,10 @@ final class TileWorkspace {
 
   private void size(int positions, int heads, int d) {
     int dp = padded(d), r = positions * heads;
-    if (q.length < r * d) q = new float[r * d];
+    if (q.length < r * d) {
+      q = new float[r * d];
+      qp = new float[r * d];
+    }
     if (o.length < r * dp) o = new float[r * dp];
     if (m.length < r) {
       m = new float[r];
@@ -83,6 +87,7 @@ final class TileWorkspace {
       last = Math.max(last, to[i]);
     }
     int nr = Tiles.NR;
+    Tiles.packRows(rows, q, 0, d, d, qp); // blocks of BLOCK rows are whole groups of the packing: BLOCK is a multiple of MR
     for (int j0 = first - first % KT; j0 < last; j0 += KT) {
       int jStart = Math.max(j0, first), jEnd = Math.min(last, j0 + KT), t = pk.tileOf(g, j0);
       int c0 = (jStart - j0) / nr, c1 = (jEnd - j0 + nr - 1) / nr;
@@ -90,7 +95,7 @@ final class TileWorkspace {
         int rn = Math.min(BLOCK, rows - rb);
         if (!blockSees(rb, rn, jStart, jEnd)) continue;
         for (int c = c0; c < c1; c++) {
-          Tiles.tile(rn, q, rb * d, d, pk.k, t * KT * d + c * d * nr, d, s, c * nr, KT, nr, Tiles.STORE, null, 0, null);
+          Tiles.packedTile(rn, qp, rb * d, pk.k, t * KT * d + c * d * nr, d, s, c * nr, KT, nr, Tiles.STORE, null, 0, null);
         }
         softmaxAndValues(rb, rn, j0, jStart, jEnd, pk.bias ? pk.b : null, t * heads * KT, pk.v, t * KT * dPad);
       }

@@ -34,6 +34,46 @@ final class Tiles {
   /** Size of a tile's scratch. */
   static final int SCRATCH = 8 * NR;
 
+  /** Rows of the tallest register tile: the height of a packed block's full groups. */
+  static final int MR = CpuOps.VECTOR ? VectorTiles.MR : 8;
+
+  /**
+   * Height of the group of rows that starts at row r of a packed block of {@code rows}: MR while MR
+   * rows remain, then 4, 2 and 1 (the tile heights, in the order {@link #packedTile} takes them).
+   */
+  static int groupHeight(int rows, int r) {
+    int left = rows - r;
+    return left >= MR ? MR : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+  }
+
+  /**
+   * Packs A(rows, k) (row-major from a[ao], row stride lda) for {@link #packedTile}: the rows in
+   * groups ({@link #groupHeight}), the group at row r from ap[r · k], k in order, its h rows side by
+   * side: ap[r · k + i · h + t] = A[r + t][i]. A tile then reads its rows' values at one k from
+   * consecutive floats (one pointer, no stride), which the tile loops need to reach the FMA units'
+   * rate: with a pointer per row, C2's address arithmetic takes the ports the FMAs use.
+   */
+  static void packRows(int rows, float[] a, int ao, int lda, int k, float[] ap) {
+    for (int r = 0; r < rows; ) {
+      int h = groupHeight(rows, r), base = r * k;
+      for (int t = 0; t < h; t++) {
+        for (int i = 0, src = ao + (r + t) * lda, dst = base + t; i < k; i++, dst += h) ap[dst] = a[src + i];
+      }
+      r += h;
+    }
+  }
+
+  /**
+   * {@link #tile} with A packed by {@link #packRows} (its block from ap[apo]): the same fma chains,
+   * so the same bits. Modes as {@link #tile} but {@link #ACCUMULATE}; scratch: rows · NR floats
+   * (unused, may be null, in {@link #STORE} mode at full width).
+   */
+  static void packedTile(int rows, float[] ap, int apo, float[] b, int bo, int k, float[] c, int co, int ldc,
+                         int cols, int mode, float[] aux, int auxo, float[] scratch) {
+    if (CpuOps.VECTOR) VectorPackedTiles.packedTile(rows, ap, apo, b, bo, k, c, co, ldc, cols, mode, aux, auxo, scratch);
+    else ScalarTiles.packedTile(rows, ap, apo, b, bo, k, c, co, ldc, cols, mode, aux, auxo);
+  }
+
   /**
    * Scores without packing, for a few rows (decode): s[r · lds + col] = q_r · key(col) for r &lt; rows
    * and col in [c0, c1), q_r = q[qo + r · d ..+ d), key(col) = keys[ko[col] ..+ d). Each dot product is

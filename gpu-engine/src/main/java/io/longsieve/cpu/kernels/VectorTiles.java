@@ -20,7 +20,7 @@ final class VectorTiles {
   static final int L = S.length();
   static final int NR = 2 * L;
   // 8 rows × 2 vectors = 16 accumulators + 3 operands fit AVX-512's 32 registers; AVX2 has 16
-  private static final int MR = L >= 16 ? 8 : 4;
+  static final int MR = L >= 16 ? 8 : 4;
 
   /** See {@link Tiles#tile}. */
   static void tile(int rows, float[] a, int ao, int lda, float[] b, int bo, int k, float[] c, int co, int ldc,
@@ -37,22 +37,32 @@ final class VectorTiles {
     }
   }
 
-  /** Rows of C (full NR width) = A · B, or C + A · B with load: tiles of 8, 4, 2 and 1 rows. */
+  /**
+   * Rows of C (full NR width) = A · B, or C + A · B with load: tiles of 8 rows where A's stride is
+   * {@link TiledAttention#KEY_TILE} (attention's probabilities), then 4, 2 and 1.
+   */
   private static void rows(int rows, float[] a, int ao, int lda, float[] b, int bo, int k, float[] c, int co, int ldc,
                            boolean load) {
     int r = 0;
-    if (MR == 8) for (; r + 8 <= rows; r += 8) tile8(a, ao + r * lda, lda, b, bo, k, c, co + r * ldc, ldc, load);
+    if (MR == 8 && lda == KT) for (; r + 8 <= rows; r += 8) tile8(a, ao + r * KT, b, bo, k, c, co + r * ldc, ldc, load);
     for (; r + 4 <= rows; r += 4) tile4(a, ao + r * lda, lda, b, bo, k, c, co + r * ldc, ldc, load);
     for (; r + 2 <= rows; r += 2) tile2(a, ao + r * lda, lda, b, bo, k, c, co + r * ldc, ldc, load);
     if (r < rows) tile1(a, ao + r * lda, b, bo, k, c, co + r * ldc, load);
   }
 
-  private static FloatVector init(float[] c, int o, boolean load) {
+  static FloatVector init(float[] c, int o, boolean load) {
     return load ? FloatVector.fromArray(S, c, o) : FloatVector.zero(S);
   }
 
-  private static void tile8(float[] a, int ao, int lda, float[] b, int bo, int k, float[] c, int co, int ldc,
-                            boolean load) {
+  private static final int KT = TiledAttention.KEY_TILE;
+
+  /**
+   * Eight rows of A with the constant stride KT: the rows' addresses then differ by constants and
+   * share one register. With a stride known only at run time C2 keeps eight row offsets in
+   * registers and the loop ran at about 70% of this one's rate (other strides pack: {@link Tiles#packRows}).
+   */
+  private static void tile8(float[] a, int ao, float[] b, int bo, int k, float[] c, int co, int ldc, boolean load) {
+    final int lda = KT;
     int o0 = co, o1 = o0 + ldc, o2 = o1 + ldc, o3 = o2 + ldc, o4 = o3 + ldc, o5 = o4 + ldc, o6 = o5 + ldc, o7 = o6 + ldc;
     FloatVector c00 = init(c, o0, load), c01 = init(c, o0 + L, load), c10 = init(c, o1, load), c11 = init(c, o1 + L, load);
     FloatVector c20 = init(c, o2, load), c21 = init(c, o2 + L, load), c30 = init(c, o3, load), c31 = init(c, o3 + L, load);
@@ -158,7 +168,7 @@ final class VectorTiles {
     c11.intoArray(c, o1 + L);
   }
 
-  private static void tile1(float[] a, int ao, float[] b, int bo, int k, float[] c, int co, boolean load) {
+  static void tile1(float[] a, int ao, float[] b, int bo, int k, float[] c, int co, boolean load) {
     FloatVector c00 = init(c, co, load), c01 = init(c, co + L, load);
     for (int i = 0; i < k; i++) {
       int p = bo + i * NR; // (an index derived from i: C2 then drops the bounds checks)
@@ -171,7 +181,7 @@ final class VectorTiles {
   }
 
   /** One row's products acc[ao .. ao+NR) go to c[o ..) as {@code mode} says (see {@link Tiles}). */
-  private static void epilogue(float[] acc, int ao, float[] c, int o, int cols, int mode, float[] aux, int auxo) {
+  static void epilogue(float[] acc, int ao, float[] c, int o, int cols, int mode, float[] aux, int auxo) {
     FloatVector v0 = FloatVector.fromArray(S, acc, ao), v1 = FloatVector.fromArray(S, acc, ao + L);
     if (mode == Tiles.SWIGLU) {
       FloatVector g = v0.div(exp2(v0.mul(-ScalarTiles.LOG2E)).add(1f)).mul(v1); // silu(gate) · up = g / (1 + e^-g) · up

@@ -75,7 +75,7 @@ class GemmTest {
     Random r = new Random(13);
     try (ThreadPool one = new ThreadPool(1); ThreadPool three = new ThreadPool(3)) {
       for (int trial = 0; trial < 12; trial++) {
-        int n = 2 + r.nextInt(150), cols = 1 + r.nextInt(200), rows = 1 + r.nextInt(150);
+        int n = 2 + r.nextInt(150), cols = 1 + r.nextInt(trial % 2 == 0 ? 200 : 450), rows = 1 + r.nextInt(150); // odd trials past a K slice
         float[] x = rand(r, n * cols);
         PackedMatrix w = PackedMatrix.pack(rand(r, rows * cols), rows, cols, trial % 3 == 0 ? rand(r, rows) : null);
         PackedMatrix gu = PackedMatrix.gateUp(rand(r, rows * cols), rand(r, rows * cols), rows, cols);
@@ -96,19 +96,33 @@ class GemmTest {
   }
 
   @Test
-  void scalarTilesComputeTheVectorTilesBits() {
+  void scalarTilesComputeTheVectorTilesBits() { // and the packed tiles theirs
     Random r = new Random(14);
     int nr = Tiles.NR;
-    for (int trial = 0; trial < 30; trial++) {
-      int rows = 1 + r.nextInt(13), k = 1 + r.nextInt(90), cols = 1 + r.nextInt(nr);
+    for (int trial = 0; trial < 60; trial++) {
+      int rows = 1 + r.nextInt(20), k = 1 + r.nextInt(trial % 4 == 3 ? 600 : 90), cols = 1 + r.nextInt(nr); // past a K slice too
       int mode = new int[] {Tiles.STORE, Tiles.ADD, Tiles.BIAS, Tiles.SWIGLU, Tiles.ACCUMULATE}[trial % 5];
       if (mode == Tiles.SWIGLU) cols = Math.min(cols, nr / 2);
       if (mode == Tiles.ACCUMULATE) cols = nr;
-      float[] a = rand(r, rows * k), b = rand(r, k * nr), aux = rand(r, nr), c0 = rand(r, rows * nr);
+      // A's stride: k, or attention's KEY_TILE (the 8-row tiles' constant stride) where k fits in it
+      int lda = trial % 3 == 0 && k <= TiledAttention.KEY_TILE ? TiledAttention.KEY_TILE : k;
+      float[] a = rand(r, rows * lda), b = rand(r, k * nr), aux = rand(r, nr), c0 = rand(r, rows * nr);
       float[] vec = c0.clone(), sca = c0.clone();
-      Tiles.tile(rows, a, 0, k, b, 0, k, vec, 0, nr, cols, mode, aux, 0, new float[Tiles.SCRATCH]);
-      ScalarTiles.tile(rows, a, 0, k, b, 0, k, sca, 0, nr, cols, mode, aux, 0);
-      assertArrayEquals(sca, vec, "mode " + mode + " rows " + rows + " k " + k + " cols " + cols);
+      String where = "mode " + mode + " rows " + rows + " k " + k + " lda " + lda + " cols " + cols;
+      Tiles.tile(rows, a, 0, lda, b, 0, k, vec, 0, nr, cols, mode, aux, 0, new float[Tiles.SCRATCH]);
+      ScalarTiles.tile(rows, a, 0, lda, b, 0, k, sca, 0, nr, cols, mode, aux, 0);
+      assertArrayEquals(sca, vec, where);
+      if (mode == Tiles.ACCUMULATE) continue;
+      // the same rows packed (from an offset), through the packed tiles: the same chains, the same bits
+      float[] ap = new float[7 + rows * k], packed = c0.clone();
+      float[] block = new float[rows * k];
+      Tiles.packRows(rows, a, 0, lda, k, block);
+      System.arraycopy(block, 0, ap, 7, rows * k);
+      Tiles.packedTile(rows, ap, 7, b, 0, k, packed, 0, nr, cols, mode, aux, 0, new float[rows * nr]);
+      assertArrayEquals(sca, packed, "packed, " + where);
+      float[] scaPacked = c0.clone();
+      ScalarTiles.packedTile(rows, ap, 7, b, 0, k, scaPacked, 0, nr, cols, mode, aux, 0);
+      assertArrayEquals(sca, scaPacked, "scalar packed, " + where);
     }
   }
 
