@@ -21,8 +21,16 @@ import java.util.Random;
  * and goes on; every other row forks them ({@link PagedKvCache#fork}: full pages shared in the page pool,
  * no copy when the prefix ends on a page) and prefills only the rest. Both runs use the same page pool;
  * every row's tokens are checked equal across them. The ratio is end to end over the N rows (prefill and
- * decode), as the engine's scheduler would run them; the engine-level path (the scheduler, the prefix
- * cache) is what {@code CudaPrefixReuseTest} checks for exactness.
+ * decode); the engine-level path (the scheduler, the prefix cache) is what {@code CudaPrefixReuseTest}
+ * checks for exactness.
+ *
+ * <p>Two schedules. <b>One after another</b>: each row prefills and decodes alone (an engine of batch 1);
+ * every reused row still decodes its tokens alone over the whole cache, which caps N rows near
+ * N·(row)/(row + (N−1)·decode). <b>Decoded together</b>, as the engine's scheduler runs a partition's rows:
+ * the prefills run one at a time (the scheduler admits one prefill chunk per step), then the N rows
+ * decode together, {@link CudaModel#MAX_DECODE_BATCH} per CUDA-graph step ({@link CudaModel#decodeDense}),
+ * with and without reuse. That schedule needs N whole caches on the device without reuse; at contexts
+ * where they do not fit it is left out and logged.
  */
 public final class PrefixReuseBench {
   private PrefixReuseBench() {}
@@ -73,10 +81,108 @@ public final class PrefixReuseBench {
             throw new IllegalStateException("row " + q + " at L=" + L + ": reuse changed its tokens");
           }
         }
-        b.add(new Bench.Row("prefix", "prefix reuse, " + questions + " questions L=" + L,
+        b.add(new Bench.Row("prefix", "prefix reuse, " + questions + " questions L=" + L + ", one after another",
             String.format(Locale.ROOT, "%.0f ms without, %.0f with (%d tokens kept); %.2fx", offMs, onMs, keep, offMs / onMs),
             onMs, Double.NaN, Double.NaN, offMs / onMs, Double.NaN));
       }
+    }
+    for (int L : contexts) together(b, c, L, chunk, questions, decodeSteps);
+  }
+
+  /** The "decoded together" schedule of the class comment at context L, when N whole caches fit. */
+  private static void together(Bench b, ModelConfig c, int L, int chunk, int questions, int decodeSteps) {
+    int capacity = L + QUESTION_TOKENS + decodeSteps + 1;
+    int perSequence = (capacity + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE;
+    long need = (long) questions * perSequence * KvPagePool.pageBytes(c);
+    try (CudaWeights w = CudaWeights.synthetic(b.ctx(), b.kernels(), c, 11);
+         CudaModel m = new CudaModel(c, b.ctx(), b.kernels(), w, chunk)) {
+      long free = b.ctx().budgetBytes() - b.ctx().usedBytes() - (4L << 30);  // 4 GiB: decode workspaces
+      if (need > free) {
+        b.log().printf(Locale.ROOT, "prefix reuse decoded together, L=%d: %d caches need %.1f GiB, %.1f free; left out%n",
+            L, questions, need / 1073741824.0, free / 1073741824.0);
+        return;
+      }
+      try (KvPagePool pool = new KvPagePool(b.ctx(), c, questions * perSequence + 1)) {
+        m.reserveDecode(capacity);
+        m.useDecodeGraphs(true);
+        Random r = new Random(3);
+        warmUp(b, m, c, pool, chunk, r);
+        int[] doc = random(r, L, c.vocabSize());
+        List<int[]> prompts = new ArrayList<>();
+        for (int q = 0; q < questions; q++) {
+          int[] p = Arrays.copyOf(doc, L + QUESTION_TOKENS);
+          System.arraycopy(random(r, QUESTION_TOKENS, c.vocabSize()), 0, p, L, QUESTION_TOKENS);
+          prompts.add(p);
+        }
+        int keep = L / chunk * chunk;
+        // with reuse first: it pays the decode step's graph captures, which the run without then replays
+        long t0 = System.nanoTime();
+        int[][] on = decodeTogether(b, m, c, pool, capacity, prompts, true, keep, decodeSteps);
+        double onMs = (System.nanoTime() - t0) / 1e6;
+        t0 = System.nanoTime();
+        int[][] off = decodeTogether(b, m, c, pool, capacity, prompts, false, keep, decodeSteps);
+        double offMs = (System.nanoTime() - t0) / 1e6;
+        for (int q = 0; q < questions; q++) {
+          if (!Arrays.equals(off[q], on[q])) {
+            throw new IllegalStateException("row " + q + " at L=" + L + " decoded together: reuse changed its tokens");
+          }
+        }
+        b.add(new Bench.Row("prefix", "prefix reuse, " + questions + " questions L=" + L + ", decoded together",
+            String.format(Locale.ROOT, "%.0f ms without, %.0f with (%d tokens kept); %.2fx", offMs, onMs, keep, offMs / onMs),
+            onMs, Double.NaN, Double.NaN, offMs / onMs, Double.NaN));
+      }
+    }
+  }
+
+  /**
+   * The rows' prefills one at a time (with reuse: the first keeps the document's whole chunks, the others
+   * fork them and prefill the rest), then every row decoding together, greedy; returns each row's tokens.
+   */
+  private static int[][] decodeTogether(Bench b, CudaModel m, ModelConfig c, KvPagePool pool, int capacity,
+                                        List<int[]> prompts, boolean reuse, int keep, int steps) {
+    int n = prompts.size(), g = CudaModel.MAX_DECODE_BATCH;
+    PagedKvCache[] kvs = new PagedKvCache[n];
+    KeptPages kept = null;
+    int[][] tokens = new int[n][steps];
+    try {
+      for (int q = 0; q < n; q++) {
+        int[] p = prompts.get(q);
+        if (reuse && kept != null) {
+          kvs[q] = PagedKvCache.fork(b.ctx(), c, capacity, kept, m.kernels().stream());
+          kvs[q].reserve(capacity - kvs[q].length(0));
+          m.prefill(Arrays.copyOfRange(p, keep, p.length), keep, kvs[q], null);
+        } else {
+          kvs[q] = new PagedKvCache(b.ctx(), c, capacity, pool);
+          kvs[q].reserve(capacity);
+          if (reuse) {
+            m.prefill(Arrays.copyOf(p, keep), 0, kvs[q], null);
+            kept = kvs[q].keep(keep, m.kernels().stream());
+            m.prefill(Arrays.copyOfRange(p, keep, p.length), keep, kvs[q], null);
+          } else {
+            m.prefill(p, 0, kvs[q], null);
+          }
+        }
+        m.sampleGreedy();
+        tokens[q][0] = m.readToken();
+      }
+      int[] ids = new int[g], pos = new int[g], next = new int[g];
+      float[] zero = new float[g], one = new float[g];
+      Arrays.fill(one, 1f);  // inverse temperature 0, top-p 1: greedy
+      for (int s = 1; s < steps; s++) {
+        for (int s0 = 0; s0 < n; s0 += g) {
+          int k = Math.min(g, n - s0);
+          for (int i = 0; i < k; i++) {
+            ids[i] = tokens[s0 + i][s - 1];
+            pos[i] = prompts.get(s0 + i).length + s - 1;
+          }
+          m.decodeDense(ids, pos, Arrays.copyOfRange(kvs, s0, s0 + k), zero, one, zero, k, next);
+          for (int i = 0; i < k; i++) tokens[s0 + i][s] = next[i];
+        }
+      }
+      return tokens;
+    } finally {
+      for (PagedKvCache kv : kvs) if (kv != null) kv.close();
+      if (kept != null) kept.close();
     }
   }
 

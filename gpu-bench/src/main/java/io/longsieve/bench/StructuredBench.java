@@ -36,7 +36,9 @@ import java.util.Locale;
  *   <li>validity: N rows over four schemas sampled at temperature 1.0 on a tiny checkpoint, every
  *       finished output judged by the networknt validator.</li>
  * </ol>
- * Usage: {@code StructuredBench [bundled model] [tiny model] [repeats] [rows]}.
+ * Usage: {@code StructuredBench [bundled model] [tiny model] [repeats] [rows] [device]}; device "cpu" (the
+ * default, 2 threads) or "cuda" (the decode and validity parts on the GPU: the masks applied where the logits
+ * are, docs/structured-output.md).
  */
 public final class StructuredBench {
   private StructuredBench() {}
@@ -86,9 +88,10 @@ public final class StructuredBench {
     Path tiny = Path.of(args.length > 1 ? args[1] : "gpu-engine/src/test/resources/models/llama-gqa");
     int repeats = args.length > 2 ? Integer.parseInt(args[2]) : 5;
     int rows = args.length > 3 ? Integer.parseInt(args[3]) : 1000;
+    String device = args.length > 4 ? args[4] : "cpu";
     compile(bundled);
-    decode(bundled, repeats, 48);
-    validity(tiny, rows);
+    decode(bundled, repeats, 48, device);
+    validity(tiny, rows, device);
   }
 
   static void compile(Path model) {
@@ -131,8 +134,8 @@ public final class StructuredBench {
     }
   }
 
-  static void decode(Path model, int repeats, int steps) {
-    try (Engine e = Backends.open(EngineSpec.of(model).withDevice("cpu").withThreads(2).withMaxBatch(8))) {
+  static void decode(Path model, int repeats, int steps, String device) {
+    try (Engine e = Backends.open(spec(model, device))) {
       OutputSchema longSchema = OutputSchema.parse(LONG), nested = OutputSchema.parse(NESTED);
       List<GenerationRequest> constrained = new ArrayList<>(), free = new ArrayList<>(), real = new ArrayList<>();
       for (int i = 0; i < 8; i++) {
@@ -197,7 +200,12 @@ public final class StructuredBench {
     return sum / out.size();
   }
 
-  static void validity(Path model, int rows) {
+  /** The engine both timed parts open: batch 8, and 2 threads on the CPU. */
+  static EngineSpec spec(Path model, String device) {
+    return EngineSpec.of(model).withDevice(device).withThreads(2).withMaxBatch(8);
+  }
+
+  static void validity(Path model, int rows, String device) {
     SchemaRegistry registry = SchemaRegistry.withDefaultDialect(SpecificationVersion.DRAFT_2020_12);
     String[] texts = {NESTED, PATTERNS, SMALL, FIFTY};
     Schema[] judges = new Schema[texts.length];
@@ -209,7 +217,7 @@ public final class StructuredBench {
     long t0 = System.nanoTime();
     int finished = 0, valid = 0, cut = 0, tokens = 0;
     List<String> invalid = new ArrayList<>();
-    try (Engine e = Backends.open(EngineSpec.of(model).withDevice("cpu").withThreads(2).withMaxBatch(8))) {
+    try (Engine e = Backends.open(spec(model, device))) {
       for (int from = 0; from < rows; from += 40) {
         List<GenerationRequest> batch = new ArrayList<>();
         for (int i = from; i < Math.min(rows, from + 40); i++) {
