@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Combines several `eval-engine` runs over the same policies and lengths (different --seed, so other
+documents) into one table, as if one run had all their documents (bench/RESULTS.md, issue 33's tables).
+
+    python3 tools/combine_eval_runs.py RUN_DIR [RUN_DIR ...] > combined.md
+
+Each RUN_DIR is an eval-engine --output folder (its eval/results.jsonl: one row per task, length and policy
+with that cell's document count). A cell's figures are the document-weighted means of the runs' cells (KL
+and top-1 weighted by the documents the fidelity pass measured, recall likewise); a length's figure is the
+mean of its tasks' cells, as eval-engine's own tables do. Prints the documents per task and length, which
+says how far one document moves a cell.
+"""
+import collections
+import json
+import os
+import sys
+
+FIELDS = ("accuracy", "kl_mean", "top1_agreement", "attention_recall", "attended_fraction")
+
+
+def load(run_dirs):
+    cells = collections.defaultdict(lambda: collections.defaultdict(float))  # (task, length, policy) -> sums
+    policies = []
+    for d in run_dirs:
+        with open(os.path.join(d, "eval", "results.jsonl")) as f:
+            for line in f:
+                r = json.loads(line)
+                key = (r["task"], r["length"], r["policy"])
+                if r["policy"] not in policies:
+                    policies.append(r["policy"])
+                c = cells[key]
+                n, nf = r["n_docs"], r.get("n_fidelity", 0)
+                c["docs"] += n
+                c["fid"] += nf
+                c["accuracy"] += r["accuracy"] * n
+                c["attended_fraction"] += r["attended_fraction"] * n
+                for k in ("kl_mean", "top1_agreement", "attention_recall"):
+                    if r.get(k) is not None and nf:
+                        c[k] += r[k] * nf
+                        c[k + "_n"] += nf
+    return cells, policies
+
+
+def cell_value(c, field):
+    if field in ("accuracy", "attended_fraction"):
+        return c[field] / c["docs"] if c["docs"] else None
+    return c[field] / c[field + "_n"] if c[field + "_n"] else None
+
+
+def main(run_dirs):
+    cells, policies = load(run_dirs)
+    lengths = sorted({k[1] for k in cells})
+    tasks = sorted({k[0] for k in cells})
+    docs = {L: {t: int(cells[(t, L, policies[0])]["docs"]) for t in tasks} for L in lengths}
+    print(f"runs: {len(run_dirs)}; documents per task and length: "
+          + "; ".join(f"{L}: " + ", ".join(f"{t} {docs[L][t]}" for t in tasks) for L in lengths))
+    head = ["policy"]
+    for name in ("acc", "KL", "top-1", "recall", "attended"):
+        head += [f"{name} {L}" for L in lengths]
+    print("| " + " | ".join(head) + " |")
+    print("|---" + "|---:" * (len(head) - 1) + "|")
+    for p in policies:
+        row = [f"`{p}`"]
+        for field, fmt in (("accuracy", "{:.1f}"), ("kl_mean", "{:.4f}"), ("top1_agreement", "{:.1f}"),
+                           ("attention_recall", "{:.3f}"), ("attended_fraction", "{:.2f}")):
+            for L in lengths:
+                vals = [cell_value(cells[(t, L, p)], field) for t in tasks]
+                vals = [v for v in vals if v is not None]
+                if not vals:
+                    row.append("")
+                    continue
+                m = sum(vals) / len(vals)
+                row.append(fmt.format(100 * m if field in ("accuracy", "top1_agreement") else m))
+        print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    main(sys.argv[1:])
