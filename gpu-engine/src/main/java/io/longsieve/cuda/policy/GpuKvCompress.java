@@ -1,5 +1,6 @@
 package io.longsieve.cuda.policy;
 
+import io.longsieve.cuda.driver.CaptureGuard;
 import io.longsieve.cuda.driver.CudaContext;
 import io.longsieve.cuda.driver.DeviceBuffer;
 import io.longsieve.cuda.kernels.Kernels;
@@ -175,7 +176,7 @@ final class GpuKvCompress {
 
   private static void record(int gpu, int layer, CUdeviceptr keep, int count, int nKv, int posOffset) {
     int[] flat = new int[nKv * count];
-    try (io.longsieve.cuda.driver.CaptureGuard.Held sync = io.longsieve.cuda.driver.CaptureGuard.sync(gpu)) {
+    try (CaptureGuard.Held sync = CaptureGuard.sync(gpu)) {
       jcuda.driver.JCudaDriver.cuCtxSynchronize();  // the lists were written on the kernels' stream
       jcuda.driver.JCudaDriver.cuMemcpyDtoH(jcuda.Pointer.to(flat), keep, (long) flat.length * 4);
     }
