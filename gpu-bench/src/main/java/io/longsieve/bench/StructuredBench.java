@@ -136,6 +136,7 @@ public final class StructuredBench {
 
   static void decode(Path model, int repeats, int steps, String device) {
     try (Engine e = Backends.open(spec(model, device))) {
+      System.out.printf(Locale.ROOT, "decode on %s (%s)%n", e.backend(), e.device());
       OutputSchema longSchema = OutputSchema.parse(LONG), nested = OutputSchema.parse(NESTED);
       List<GenerationRequest> constrained = new ArrayList<>(), free = new ArrayList<>(), real = new ArrayList<>();
       for (int i = 0; i < 8; i++) {
@@ -218,6 +219,7 @@ public final class StructuredBench {
     int finished = 0, valid = 0, cut = 0, tokens = 0;
     List<String> invalid = new ArrayList<>();
     try (Engine e = Backends.open(spec(model, device))) {
+      System.out.printf(Locale.ROOT, "validity on %s (%s)%n", e.backend(), e.device());
       for (int from = 0; from < rows; from += 40) {
         List<GenerationRequest> batch = new ArrayList<>();
         for (int i = from; i < Math.min(rows, from + 40); i++) {
