@@ -67,7 +67,8 @@ public final class Gemm {
    */
   private static void block(float[] out, float[] x, int r0, int r1, PackedMatrix w, int p0, int p1, int mode) {
     int nr = Tiles.NR, width = w.gateUp ? nr / 2 : nr, outDim = w.rows, cols = w.cols, rows = r1 - r0;
-    float[] scratch = new float[Math.max(Tiles.SCRATCH, rows * nr)];
+    float[] scratch = SCRATCH.get();  // the tiles write it before they read it
+    if (scratch.length < Math.max(Tiles.SCRATCH, rows * nr)) SCRATCH.set(scratch = new float[Math.max(Tiles.SCRATCH, rows * nr)]);
     float[] packed = null;
     if (rows >= Tiles.MR) {
       packed = PACKED_ROWS.get();
@@ -88,4 +89,6 @@ public final class Gemm {
 
   // each thread's packed rows (ROW_BLOCK, cols) of the block it runs, grown to the widest matrix it met
   private static final ThreadLocal<float[]> PACKED_ROWS = ThreadLocal.withInitial(() -> new float[0]);
+  // each thread's tile scratch (rows × NR floats), grown likewise
+  private static final ThreadLocal<float[]> SCRATCH = ThreadLocal.withInitial(() -> new float[0]);
 }
