@@ -4,6 +4,10 @@ documents) into one table, as if one run had all their documents (bench/RESULTS.
 
     python3 tools/combine_eval_runs.py RUN_DIR [RUN_DIR ...] > combined.md
 
+Runs whose --seed values are closer than their --per-cell share document text (a cell's i-th document is
+written from seed + i, its needle at a depth set by i): the script names the documents whose id comes back
+in another run, so a table can say how many of its documents are distinct texts.
+
 Each RUN_DIR is an eval-engine --output folder (its eval/results.jsonl: one row per task, length and policy
 with that cell's document count). A cell's figures are the document-weighted means of the runs' cells (KL
 and top-1 weighted by the documents the fidelity pass measured, recall likewise); a length's figure is the
@@ -47,8 +51,23 @@ def cell_value(c, field):
     return c[field] / c[field + "_n"] if c[field + "_n"] else None
 
 
+def shared_texts(run_dirs):
+    """(documents, distinct texts) over all runs, and the ids that come back in more than one run."""
+    seen = collections.Counter()
+    for d in run_dirs:
+        path = os.path.join(d, "eval", "docs.jsonl")
+        if os.path.exists(path):
+            with open(path) as f:
+                seen.update({(r["doc_id"], r["length"]) for r in map(json.loads, f)})
+    return sum(seen.values()), len(seen), sorted(k for k, n in seen.items() if n > 1)
+
+
 def main(run_dirs):
     cells, policies = load(run_dirs)
+    total, distinct, repeated = shared_texts(run_dirs)
+    if repeated:
+        print(f"{total} documents over all runs, {distinct} distinct texts: {len(repeated)} ids come back in another "
+              f"run (same text, needle at another depth), e.g. {', '.join(f'{i}@{L}' for i, L in repeated[:4])}")
     lengths = sorted({k[1] for k in cells})
     tasks = sorted({k[0] for k in cells})
     docs = {L: {t: int(cells[(t, L, policies[0])]["docs"]) for t in tasks} for L in lengths}

@@ -54,7 +54,9 @@ public final class EvalOptions {
   @Option(names = "--per-cell", defaultValue = "4", description = "Documents per task and length, depths spread evenly (default: ${DEFAULT-VALUE}).")
   public int perCell;
 
-  @Option(names = "--seed", defaultValue = "6", description = "Suite seed (default: ${DEFAULT-VALUE}).")
+  @Option(names = "--seed", defaultValue = "6", description = "Suite seed (default: ${DEFAULT-VALUE}). A cell's i-th "
+      + "document is written from seed + i (its needle at depth (i + 0.5) / per-cell), so runs meant to be combined "
+      + "(tools/combine_eval_runs.py) need seeds at least --per-cell apart, or they share documents' text.")
   public long seed;
 
   @Option(names = "--policy", description = "A policy to run (repeatable; policy strings may contain commas).")
