@@ -3,6 +3,11 @@
 documents) into one table, as if one run had all their documents (bench/RESULTS.md, issue 33's tables).
 
     python3 tools/combine_eval_runs.py RUN_DIR [RUN_DIR ...] > combined.md
+    python3 tools/combine_eval_runs.py --paired 'selkv:ratio=0.5' 'selkv:ratio=0.5,merge=off' RUN_DIR ...
+
+--paired A B compares two policies document by document (eval/docs.jsonl: the same documents ran under both)
+instead: per length, the mean of A minus B in KL and in score, with its standard error, and how many documents
+A did worse on; a difference inside two standard errors is not one this sample can see.
 
 Runs whose --seed values are closer than their --per-cell share document text (a cell's i-th document is
 written from seed + i, its needle at a depth set by i): the script names the documents whose id comes back
@@ -93,7 +98,34 @@ def main(run_dirs):
         print("| " + " | ".join(row) + " |")
 
 
+def paired(a, b, run_dirs):
+    rows = collections.defaultdict(dict)  # (run, doc, length) -> policy -> row
+    for d in run_dirs:
+        with open(os.path.join(d, "eval", "docs.jsonl")) as f:
+            for r in map(json.loads, f):
+                if r["policy"] in (a, b):
+                    rows[(d, r["doc_id"], r["length"])][r["policy"]] = r
+    print(f"paired: `{a}` minus `{b}`, document by document")
+    print("| length | documents | KL diff (mean ± s.e.) | A's KL higher on | score diff (mean ± s.e.) | A scored lower on |")
+    print("|---:|---:|---|---:|---|---:|")
+    for L in sorted({k[2] for k in rows}):
+        pairs = [(v[a], v[b]) for k, v in rows.items() if k[2] == L and a in v and b in v]
+        for field, label in (("kl_mean", "KL"), ("score", "score")):
+            diffs = [x[field] - y[field] for x, y in pairs if x.get(field) is not None and y.get(field) is not None]
+            n = len(diffs)
+            mean = sum(diffs) / n
+            se = (sum((d - mean) ** 2 for d in diffs) / (n - 1) / n) ** 0.5 if n > 1 else float("nan")
+            if label == "KL":
+                kl = (n, f"{mean:+.4f} ± {se:.4f}", sum(d > 0 for d in diffs))
+            else:
+                sc = (f"{mean:+.3f} ± {se:.3f}", sum(d < 0 for d in diffs))
+        print(f"| {L} | {kl[0]} | {kl[1]} | {kl[2]} | {sc[0]} | {sc[1]} |")
+
+
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit(__doc__)
-    main(sys.argv[1:])
+    if sys.argv[1] == "--paired":
+        paired(sys.argv[2], sys.argv[3], sys.argv[4:])
+    else:
+        main(sys.argv[1:])
