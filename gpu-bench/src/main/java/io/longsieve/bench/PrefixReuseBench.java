@@ -38,39 +38,37 @@ public final class PrefixReuseBench {
   static final int QUESTION_TOKENS = 32;
 
   public static void run(Bench b, ModelConfig c, int[] contexts, int chunk, int questions, int decodeSteps) {
+    try (CudaWeights w = CudaWeights.synthetic(b.ctx(), b.kernels(), c, 11)) {
+      oneAfterAnother(b, c, w, contexts, chunk, questions, decodeSteps);
+      for (int L : contexts) together(b, c, w, L, chunk, questions, decodeSteps);
+    }
+  }
+
+  /** The "one after another" schedule of the class comment at each context. */
+  private static void oneAfterAnother(Bench b, ModelConfig c, CudaWeights w, int[] contexts, int chunk, int questions,
+                                      int decodeSteps) {
     int maxL = Arrays.stream(contexts).max().orElse(0);
     int capacity = maxL + QUESTION_TOKENS + decodeSteps + 1;
     int perSequence = (capacity + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE;
-    try (CudaWeights w = CudaWeights.synthetic(b.ctx(), b.kernels(), c, 11);
-         CudaModel m = new CudaModel(c, b.ctx(), b.kernelsForOneSequence(), w, chunk);
+    try (CudaModel m = new CudaModel(c, b.ctx(), b.kernelsForOneSequence(), w, chunk);
          KvPagePool pool = new KvPagePool(b.ctx(), c, 2 * perSequence + 1)) {  // a row and the kept prefix
       m.reserveDecode(capacity);
       Random r = new Random(3);
       warmUp(b, m, c, pool, chunk, r);
       for (int L : contexts) {
-        int[] doc = random(r, L, c.vocabSize());
-        List<int[]> prompts = new ArrayList<>();
-        for (int q = 0; q < questions; q++) {
-          int[] p = Arrays.copyOf(doc, L + QUESTION_TOKENS);
-          System.arraycopy(random(r, QUESTION_TOKENS, c.vocabSize()), 0, p, L, QUESTION_TOKENS);
-          prompts.add(p);
-        }
+        List<int[]> prompts = prompts(r, L, questions, c.vocabSize());
         int keep = L / chunk * chunk;  // whole chunks: the fork's chunks are the ones it runs alone
         List<int[]> alone = new ArrayList<>(), reused = new ArrayList<>();
         long t0 = System.nanoTime();
-        for (int[] p : prompts) alone.add(row(b, m, c, pool, capacity, p, null, 0, decodeSteps));
+        for (int[] p : prompts) alone.add(row(b, m, c, pool, capacity, p, null, null, 0, decodeSteps));
         double offMs = (System.nanoTime() - t0) / 1e6;
         KeptPages kept = null;
         t0 = System.nanoTime();
         try {
           for (int[] p : prompts) {
-            if (kept == null) {
-              KeptPages[] out = new KeptPages[1];
-              reused.add(row(b, m, c, pool, capacity, p, out, keep, decodeSteps));
-              kept = out[0];
-            } else {
-              reused.add(row(b, m, c, pool, capacity, p, kept, keep, decodeSteps));
-            }
+            KeptPages[] out = kept == null ? new KeptPages[1] : null;  // the first row keeps the document
+            reused.add(row(b, m, c, pool, capacity, p, kept, out, keep, decodeSteps));
+            if (out != null) kept = out[0];
           }
         } finally {
           if (kept != null) kept.close();
@@ -86,16 +84,14 @@ public final class PrefixReuseBench {
             onMs, Double.NaN, Double.NaN, offMs / onMs, Double.NaN));
       }
     }
-    for (int L : contexts) together(b, c, L, chunk, questions, decodeSteps);
   }
 
   /** The "decoded together" schedule of the class comment at context L, when N whole caches fit. */
-  private static void together(Bench b, ModelConfig c, int L, int chunk, int questions, int decodeSteps) {
+  private static void together(Bench b, ModelConfig c, CudaWeights w, int L, int chunk, int questions, int decodeSteps) {
     int capacity = L + QUESTION_TOKENS + decodeSteps + 1;
     int perSequence = (capacity + Kernels.PAGE_SIZE - 1) / Kernels.PAGE_SIZE;
     long need = (long) questions * perSequence * KvPagePool.pageBytes(c);
-    try (CudaWeights w = CudaWeights.synthetic(b.ctx(), b.kernels(), c, 11);
-         CudaModel m = new CudaModel(c, b.ctx(), b.kernels(), w, chunk)) {
+    try (CudaModel m = new CudaModel(c, b.ctx(), b.kernels(), w, chunk)) {
       long free = b.ctx().budgetBytes() - b.ctx().usedBytes() - (4L << 30);  // 4 GiB: decode workspaces
       if (need > free) {
         b.log().printf(Locale.ROOT, "prefix reuse decoded together, L=%d: %d caches need %.1f GiB, %.1f free; left out%n",
@@ -107,13 +103,7 @@ public final class PrefixReuseBench {
         m.useDecodeGraphs(true);
         Random r = new Random(3);
         warmUp(b, m, c, pool, chunk, r);
-        int[] doc = random(r, L, c.vocabSize());
-        List<int[]> prompts = new ArrayList<>();
-        for (int q = 0; q < questions; q++) {
-          int[] p = Arrays.copyOf(doc, L + QUESTION_TOKENS);
-          System.arraycopy(random(r, QUESTION_TOKENS, c.vocabSize()), 0, p, L, QUESTION_TOKENS);
-          prompts.add(p);
-        }
+        List<int[]> prompts = prompts(r, L, questions, c.vocabSize());
         int keep = L / chunk * chunk;
         // with reuse first: it pays the decode step's graph captures, which the run without then replays
         long t0 = System.nanoTime();
@@ -146,22 +136,9 @@ public final class PrefixReuseBench {
     int[][] tokens = new int[n][steps];
     try {
       for (int q = 0; q < n; q++) {
-        int[] p = prompts.get(q);
-        if (reuse && kept != null) {
-          kvs[q] = PagedKvCache.fork(b.ctx(), c, capacity, kept, m.kernels().stream());
-          kvs[q].reserve(capacity - kvs[q].length(0));
-          m.prefill(Arrays.copyOfRange(p, keep, p.length), keep, kvs[q], null);
-        } else {
-          kvs[q] = new PagedKvCache(b.ctx(), c, capacity, pool);
-          kvs[q].reserve(capacity);
-          if (reuse) {
-            m.prefill(Arrays.copyOf(p, keep), 0, kvs[q], null);
-            kept = kvs[q].keep(keep, m.kernels().stream());
-            m.prefill(Arrays.copyOfRange(p, keep, p.length), keep, kvs[q], null);
-          } else {
-            m.prefill(p, 0, kvs[q], null);
-          }
-        }
+        KeptPages[] out = reuse && kept == null ? new KeptPages[1] : null;
+        kvs[q] = prefilled(b, m, c, pool, capacity, prompts.get(q), kept, out, keep);
+        if (out != null) kept = out[0];
         m.sampleGreedy();
         tokens[q][0] = m.readToken();
       }
@@ -187,24 +164,11 @@ public final class PrefixReuseBench {
   }
 
   /**
-   * One row: prefill (forking {@code kept}, or keeping its first {@code keep} tokens into out[0] when kept is
-   * an out array, or plainly), then greedy decode; returns the tokens picked.
+   * One row: its prefilled cache ({@link #prefilled}), then greedy decode; returns the tokens picked.
    */
-  private static int[] row(Bench b, CudaModel m, ModelConfig c, KvPagePool pool, int capacity, int[] prompt, Object kept,
-                           int keep, int steps) {
-    PagedKvCache kv = kept instanceof KeptPages k
-        ? PagedKvCache.fork(b.ctx(), c, capacity, k, m.kernels().stream()) : new PagedKvCache(b.ctx(), c, capacity, pool);
-    try {
-      kv.reserve(capacity - kv.length(0));
-      if (kept instanceof KeptPages) {
-        m.prefill(Arrays.copyOfRange(prompt, keep, prompt.length), keep, kv, null);
-      } else if (kept instanceof KeptPages[] out) {
-        m.prefill(Arrays.copyOf(prompt, keep), 0, kv, null);
-        out[0] = kv.keep(keep, m.kernels().stream());
-        m.prefill(Arrays.copyOfRange(prompt, keep, prompt.length), keep, kv, null);
-      } else {
-        m.prefill(prompt, 0, kv, null);
-      }
+  private static int[] row(Bench b, CudaModel m, ModelConfig c, KvPagePool pool, int capacity, int[] prompt,
+                           KeptPages from, KeptPages[] keepInto, int keep, int steps) {
+    try (PagedKvCache kv = prefilled(b, m, c, pool, capacity, prompt, from, keepInto, keep)) {
       int[] tokens = new int[steps];
       m.sampleGreedy();
       tokens[0] = m.readToken();
@@ -214,8 +178,33 @@ public final class PrefixReuseBench {
         tokens[s] = m.readToken();
       }
       return tokens;
-    } finally {
+    }
+  }
+
+  /**
+   * A row's cache with its prompt prefilled: a fork of {@code from} with the tokens after its first
+   * {@code keep} prefilled, when from is not null; else the whole prompt in a new cache, its first keep
+   * tokens kept into keepInto[0] on the way when keepInto is not null.
+   */
+  private static PagedKvCache prefilled(Bench b, CudaModel m, ModelConfig c, KvPagePool pool, int capacity, int[] prompt,
+                                        KeptPages from, KeptPages[] keepInto, int keep) {
+    PagedKvCache kv = from != null
+        ? PagedKvCache.fork(b.ctx(), c, capacity, from, m.kernels().stream()) : new PagedKvCache(b.ctx(), c, capacity, pool);
+    try {
+      kv.reserve(capacity - kv.length(0));
+      if (from != null) {
+        m.prefill(Arrays.copyOfRange(prompt, keep, prompt.length), keep, kv, null);
+      } else if (keepInto != null) {
+        m.prefill(Arrays.copyOf(prompt, keep), 0, kv, null);
+        keepInto[0] = kv.keep(keep, m.kernels().stream());
+        m.prefill(Arrays.copyOfRange(prompt, keep, prompt.length), keep, kv, null);
+      } else {
+        m.prefill(prompt, 0, kv, null);
+      }
+      return kv;
+    } catch (RuntimeException e) {
       kv.close();
+      throw e;
     }
   }
 
@@ -226,6 +215,18 @@ public final class PrefixReuseBench {
       m.sampleGreedy();
       m.readToken();
     }
+  }
+
+  /** N prompts: one random document of L tokens, then each its own random question of QUESTION_TOKENS. */
+  private static List<int[]> prompts(Random r, int L, int questions, int vocab) {
+    int[] doc = random(r, L, vocab);
+    List<int[]> prompts = new ArrayList<>();
+    for (int q = 0; q < questions; q++) {
+      int[] p = Arrays.copyOf(doc, L + QUESTION_TOKENS);
+      System.arraycopy(random(r, QUESTION_TOKENS, vocab), 0, p, L, QUESTION_TOKENS);
+      prompts.add(p);
+    }
+    return prompts;
   }
 
   private static int[] random(Random r, int n, int vocab) {
