@@ -80,6 +80,16 @@ final class ScalarTiles {
     tile(rows, a, 0, k, b, bo, k, c, co, ldc, cols, mode, aux, auxo);
   }
 
+  static boolean rowsStayBelow(float[] s, int so, int rows, float[] m, int r0) {
+    int n = TiledAttention.KEY_TILE;
+    for (int t = 0; t < rows; t++) {
+      float limit = m[r0 + t] + Tiles.SLACK;
+      if (m[r0 + t] == Float.NEGATIVE_INFINITY) return false;
+      for (int j = 0; j < n; j++) if (s[so + t * n + j] > limit) return false;
+    }
+    return true;
+  }
+
   static boolean softmaxStep(float[] s, int so, float[] m, float[] l, int r, float[] o, int oo, int width) {
     int n = TiledAttention.KEY_TILE;
     float mOld = m[r], mNew = mOld, tileMax = Float.NEGATIVE_INFINITY;
@@ -91,15 +101,20 @@ final class ScalarTiles {
       }
       mNew = Math.max(mOld, tileMax);
     }
-    float total = 0;
-    for (int j = 0; j < n; j++) total += s[so + j] = exp2(s[so + j] - mNew);
     if (mNew != mOld) {
       float alpha = exp2(mOld - mNew);
       l[r] *= alpha;
       for (int e = 0; e < width; e++) o[oo + e] *= alpha;
       m[r] = mNew;
     }
-    l[r] += total;
+    softmaxKeep(s, so, m, l, r);
     return true;
+  }
+
+  static void softmaxKeep(float[] s, int so, float[] m, float[] l, int r) {
+    int n = TiledAttention.KEY_TILE;
+    float total = 0, max = m[r];
+    for (int j = 0; j < n; j++) total += s[so + j] = exp2(s[so + j] - max);
+    l[r] += total;
   }
 }

@@ -156,7 +156,11 @@ final class TileWorkspace {
       int a = Math.min(KT, Math.max(from[i], jStart) - j0), b = Math.max(a, Math.min(to[i], jEnd) - j0); // sees [a, b)
       if (a > 0) Arrays.fill(s, so, so + a, Float.NEGATIVE_INFINITY);
       if (b < KT) Arrays.fill(s, so + b, so + KT, Float.NEGATIVE_INFINITY);
-      Tiles.softmaxStep(s, so, m, l, r, o, r * dPad, dPad);
+    }
+    if (Tiles.rowsStayBelow(s, 0, rn, m, rb)) {
+      for (int r = rb; r < rb + rn; r++) Tiles.softmaxKeep(s, (r - rb) * KT, m, l, r);
+    } else {
+      for (int r = rb; r < rb + rn; r++) Tiles.softmaxStep(s, (r - rb) * KT, m, l, r, o, r * dPad, dPad);
     }
     for (int c = 0; c < dPad / nr; c++) {
       Tiles.tile(rn, s, kOff, KT, vt, vo + (c * KT + kOff) * nr, jEnd - jStart, o, rb * dPad + c * nr, dPad, nr,

@@ -116,6 +116,25 @@ final class Tiles {
         : ScalarTiles.softmaxStep(s, so, m, l, r, o, oo, width);
   }
 
+  /**
+   * Whether every one of {@code rows} rows (row r0 + t's KEY_TILE scores from s[so + t · KEY_TILE])
+   * has seen something before and stays within {@link #SLACK} of its running max: then no row's max
+   * moves and each takes {@link #softmaxKeep}. One check for a block of rows: a prefill row's max
+   * settles within its first tiles, so after them nearly every block passes.
+   */
+  static boolean rowsStayBelow(float[] s, int so, int rows, float[] m, int r0) {
+    return CpuOps.VECTOR ? VectorTiles.rowsStayBelow(s, so, rows, m, r0) : ScalarTiles.rowsStayBelow(s, so, rows, m, r0);
+  }
+
+  /**
+   * {@link #softmaxStep} for a row whose max stays (checked by {@link #rowsStayBelow}): the scores
+   * become 2^(s − m[r]) and their sum goes into the lane sums, the same operations, so the same bits.
+   */
+  static void softmaxKeep(float[] s, int so, float[] m, float[] l, int r) {
+    if (CpuOps.VECTOR) VectorTiles.softmaxKeep(s, so, m, l, r);
+    else ScalarTiles.softmaxKeep(s, so, m, l, r);
+  }
+
   /** Row r's running sum from its lane sums. */
   static float rowSum(float[] l, int r) {
     return CpuOps.VECTOR ? VectorTiles.rowSum(l, r) : l[r];

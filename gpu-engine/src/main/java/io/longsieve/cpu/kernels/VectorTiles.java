@@ -267,6 +267,22 @@ final class VectorTiles {
     return t.add(t.rearrange(SWAP1));
   }
 
+  /**
+   * See {@link Tiles#rowsStayBelow}. One mask for the whole block and one test at the end: with a
+   * test per row (JDK 17 moves each mask out of its register to test it) the check cost as much as
+   * the exponentials.
+   */
+  static boolean rowsStayBelow(float[] s, int so, int rows, float[] m, int r0) {
+    final int n = TiledAttention.KEY_TILE;
+    for (int t = 0; t < rows; t++) if (m[r0 + t] == Float.NEGATIVE_INFINITY) return false;
+    VectorMask<Float> above = S.maskAll(false);
+    for (int t = 0; t < rows; t++) {
+      FloatVector limit = FloatVector.broadcast(S, m[r0 + t] + Tiles.SLACK);
+      for (int j = 0; j < n; j += L) above = above.or(FloatVector.fromArray(S, s, so + t * n + j).compare(VectorOperators.GT, limit));
+    }
+    return !above.anyTrue();
+  }
+
   /** See {@link Tiles#softmaxStep}; l holds L lane sums per row. */
   static boolean softmaxStep(float[] s, int so, float[] m, float[] l, int r, float[] o, int oo, int width) {
     final int n = TiledAttention.KEY_TILE; // a constant: the loops unroll and their bounds checks merge
@@ -289,21 +305,26 @@ final class VectorTiles {
       }
       mNew = Math.max(mOld, tileMax);
     }
-    FloatVector shift = FloatVector.broadcast(S, mNew), sum = FloatVector.zero(S);
+    if (mNew != mOld) {
+      FloatVector alpha = FloatVector.broadcast(S, ScalarTiles.exp2(mOld - mNew)); // 0 while the row had seen nothing
+      FloatVector.fromArray(S, l, r * L).mul(alpha).intoArray(l, r * L);
+      for (int e = 0; e < width; e += L) FloatVector.fromArray(S, o, oo + e).mul(alpha).intoArray(o, oo + e);
+      m[r] = mNew;
+    }
+    softmaxKeep(s, so, m, l, r);
+    return true;
+  }
+
+  /** See {@link Tiles#softmaxKeep}. */
+  static void softmaxKeep(float[] s, int so, float[] m, float[] l, int r) {
+    final int n = TiledAttention.KEY_TILE;
+    FloatVector shift = FloatVector.broadcast(S, m[r]), sum = FloatVector.zero(S);
     for (int j = 0; j < n; j += L) {
       FloatVector p = exp2Below(FloatVector.fromArray(S, s, so + j).sub(shift));
       p.intoArray(s, so + j);
       sum = sum.add(p);
     }
-    FloatVector lanes = FloatVector.fromArray(S, l, r * L);
-    if (mNew != mOld) {
-      FloatVector alpha = FloatVector.broadcast(S, ScalarTiles.exp2(mOld - mNew)); // 0 while the row had seen nothing
-      lanes = lanes.mul(alpha);
-      for (int e = 0; e < width; e += L) FloatVector.fromArray(S, o, oo + e).mul(alpha).intoArray(o, oo + e);
-      m[r] = mNew;
-    }
-    lanes.add(sum).intoArray(l, r * L);
-    return true;
+    FloatVector.fromArray(S, l, r * L).add(sum).intoArray(l, r * L);
   }
 
   /** The sum of row r's L lane sums. */
