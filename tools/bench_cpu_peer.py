@@ -28,7 +28,11 @@ count on both sides:
                an untimed warm-up request of --warmup-tokens (so JIT compilation is not in the
                figures); prefill_ms and decode_ms_per_token from the stats, prefill chunk as given
                (default the product's 512).
-  figures      medians over the repeats; prefill tokens/s; FLOPs of the prefill (linear: 2 x layer
+  rounds       --rounds N runs both sides N times per checkpoint (a new PyTorch process and a new JVM each
+               time), PyTorch first in the first round, the engine first in the next, and so on: on a
+               shared host whose speed drifts, each round's ratio compares the two sides under the
+               same conditions; the table then shows every round's ratio beside the pooled medians.
+  figures      medians over the repeats (of all rounds); prefill tokens/s; FLOPs of the prefill (linear: 2 x layer
                weights x L + the LM head on one row; causal attention: 4 x heads x head_dim x
                L(L+1)/2 x layers) per second, and as a share of T x the one-core ceiling; the load
                (uptime) before and after each side.
@@ -246,6 +250,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lengths", default="2048,8192,16384")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="rounds per checkpoint; each runs every side (repeats each), the order reversed from one "
+                         "round to the next, so a host that slows down or speeds up mid-run hits both sides alike")
     ap.add_argument("--steps", type=int, default=32, help="new tokens per request (decode steps + 1)")
     ap.add_argument("--models", default="bundled,random-100m")
     ap.add_argument("--chunk", type=int, default=512, help="the engine's prefill chunk")
@@ -269,7 +276,7 @@ def main():
         subprocess.run([os.path.join(root, "bin", "longsieve"), "generate", "--help"], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     report = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "threads": args.threads, "lengths": lengths,
-              "repeats": args.repeats, "steps": args.steps, "chunk": args.chunk, "load_start": load_average(),
+              "repeats": args.repeats, "rounds": args.rounds, "steps": args.steps, "chunk": args.chunk, "load_start": load_average(),
               "cpu": open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip(),
               "ceiling": ceiling(args.engine_root), "models": {}}
     log(f"ceiling {report['ceiling']}, load {report['load_start']}")
@@ -281,30 +288,54 @@ def main():
         cfg, note = bundled_copy(folder, need) if name == "bundled" else random_checkpoint(folder)
         log(f"{name}: {note}")
         files = write_ids(folder, cfg, lengths, args.seed)
-        entry = {"note": note, "config": cfg, "load": {"torch_before": load_average()}}
-        entry["torch"] = torch_side(args, folder, files)
-        entry["load"]["engine_before"] = load_average()
+        entry = {"note": note, "config": cfg, "load": {"torch_before": load_average()}, "rounds": []}
+        sides = [("torch", lambda: torch_side(args, folder, files)["runs"])]
         for label, root in roots:
             if label == "baseline":
                 if name not in args.baseline_models.split(","):
                     continue
                 keep = [int(x) for x in args.baseline_lengths.split(",")]
-                entry[label] = engine_side(args, root, folder, {L: p for L, p in files.items() if L in keep})
+                sides.append((label, lambda root=root, keep=keep: engine_side(
+                    args, root, folder, {L: p for L, p in files.items() if L in keep})))
             else:
-                entry[label] = engine_side(args, root, folder, files)
-            entry["load"][f"{label}_after"] = load_average()
+                sides.append((label, lambda root=root: engine_side(args, root, folder, files)))
+        for k in range(args.rounds):
+            runs = {}
+            for label, run in (sides if k % 2 == 0 else sides[::-1]):
+                entry["load"][f"{label}_before_round{k}"] = load_average()
+                runs[label] = run()
+            entry["rounds"].append(runs)
+        entry["load"]["engine_before"] = entry["load"]["engine_before_round0"]
+        entry["load"]["engine_after"] = load_average()
+        for label, _ in sides:  # every round's samples together, per side and length
+            merged = entry[label] = {}
+            for runs in entry["rounds"]:
+                for L, r in runs[label].items():
+                    m = merged.setdefault(str(L), {"prefill_s": [], "decode_ms": []})
+                    m["prefill_s"] += r["prefill_s"]
+                    m["decode_ms"] += r["decode_ms"]
+        entry["torch"] = {"runs": entry["torch"]}
         report["models"][name] = entry
         rows = []
         for L in lengths:
             t, e = entry["torch"]["runs"][str(L)], entry["engine"][str(L)]
             row = {"L": L, "torch_prefill_s": statistics.median(t["prefill_s"]), "torch_decode_ms": statistics.median(t["decode_ms"]),
                    "engine_prefill_s": statistics.median(e["prefill_s"]), "engine_decode_ms": statistics.median(e["decode_ms"])}
+            if args.rounds > 1:  # the ratio within each round, where both sides met the same host
+                row["round_prefill_ratios"] = [statistics.median(rr["torch"][str(L)]["prefill_s"]) /
+                                               statistics.median(rr["engine"][str(L)]["prefill_s"]) for rr in entry["rounds"]]
+                row["round_decode_ratios"] = [statistics.median(rr["torch"][str(L)]["decode_ms"]) /
+                                              statistics.median(rr["engine"][str(L)]["decode_ms"]) for rr in entry["rounds"]]
             if str(L) in entry.get("baseline", {}):
                 b = entry["baseline"][str(L)]
                 row["baseline_prefill_s"], row["baseline_decode_ms"] = statistics.median(b["prefill_s"]), statistics.median(b["decode_ms"])
             rows.append(row)
         entry["medians"] = rows
         md += table(name, cfg, rows, report["ceiling"]["fma_gflops_per_cpu_second"], args.threads)
+        if args.rounds > 1:
+            md += ["", "Speed-up within each round (PyTorch median / engine median of that round), in round order: " + "; ".join(
+                f"{r['L']:,}: prefill " + ", ".join(f"{x:.2f}" for x in r["round_prefill_ratios"]) + ", decode " +
+                ", ".join(f"{x:.2f}" for x in r["round_decode_ratios"]) for r in rows)]
         base = [r for r in rows if "baseline_prefill_s" in r]
         if base:
             md += ["", "Baseline engine (" + args.baseline_root + ", same run): prefill s " + ", ".join(
@@ -318,7 +349,8 @@ def main():
     head = [f"{report['date']}, {report['cpu']}, {args.threads} threads both sides; one core's fp32 FMA ceiling "
             f"{report['ceiling']['fma_gflops_per_cpu_second']} GFLOP/s (per CPU second; "
             f"{report['ceiling']['fma_gflops_per_wall_second']} per wall second), so {args.threads} threads: "
-            f"{args.threads * report['ceiling']['fma_gflops_per_cpu_second']:.0f}. Medians of {args.repeats} repeats, "
+            f"{args.threads * report['ceiling']['fma_gflops_per_cpu_second']:.0f}. Medians of {args.repeats} repeats"
+            f"{f' in each of {args.rounds} rounds (sides alternating first)' if args.rounds > 1 else ''}, "
             f"{args.steps} new tokens per request, engine prefill chunk {args.chunk}, JVM warm-up excluded (an untimed "
             f"{args.warmup_tokens}-token request first). Load {report['load_start']} at the start, {report['load_end']} at the end.", ""]
     with open(os.path.join(args.out, "cpu-peer.md"), "w") as f:
