@@ -217,9 +217,14 @@ def torch_side(args, model_dir, files):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def launcher(args, root):
+    """The engine's command: the checkout's bin/longsieve, or --engine-cmd (a portable bundle's longsieve-gpu)."""
+    return args.engine_cmd.split() if args.engine_cmd and root == args.engine_root else [os.path.join(root, "bin", "longsieve")]
+
+
 def engine_side(args, root, model_dir, files):
     stats = os.path.join(tempfile.mkdtemp(prefix="cpu-peer-engine-"), "stats.jsonl")
-    cmd = [os.path.join(root, "bin", "longsieve"), "generate", "--model", model_dir, "--device", "cpu", "--threads",
+    cmd = launcher(args, root) + ["generate", "--model", model_dir, "--device", "cpu", "--threads",
            str(args.threads), "--prefill-chunk", str(args.chunk), "--max-new-tokens", str(args.steps), "--ignore-eos",
            "--warmup-tokens", str(args.warmup_tokens), "--stats-json", stats]
     for L in files:
@@ -237,10 +242,13 @@ def engine_side(args, root, model_dir, files):
     return runs
 
 
-def ceiling(root):
-    cp = f"{root}/gpu-bench/target/classes:" + open(f"{root}/spark-job/target/runtime-classpath.txt").read().strip()
-    out = subprocess.run(["java", "--add-modules=jdk.incubator.vector", "-cp", cp, "io.longsieve.bench.CpuCeiling"],
-                         check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
+def ceiling(args, root):
+    if args.engine_cmd:
+        cmd = args.engine_cmd.split() + ["main", "io.longsieve.bench.CpuCeiling"]
+    else:
+        cp = f"{root}/gpu-bench/target/classes:" + open(f"{root}/spark-job/target/runtime-classpath.txt").read().strip()
+        cmd = ["java", "--add-modules=jdk.incubator.vector", "-cp", cp, "io.longsieve.bench.CpuCeiling"]
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -258,6 +266,8 @@ def main():
     ap.add_argument("--chunk", type=int, default=512, help="the engine's prefill chunk")
     ap.add_argument("--warmup-tokens", type=int, default=2048)
     ap.add_argument("--engine-root", default=REPO, help="checkout whose bin/longsieve is measured")
+    ap.add_argument("--engine-cmd", help="command that runs the engine instead of ENGINE_ROOT/bin/longsieve, e.g. "
+                    "build/bundle/longsieve-gpu on a host without Maven (it must take generate and main CLASS)")
     ap.add_argument("--baseline-root", help="another checkout measured the same way (an earlier engine)")
     ap.add_argument("--baseline-lengths", default="2048,8192", help="lengths the baseline runs (it may be slow)")
     ap.add_argument("--baseline-models", default="bundled", help="checkpoints the baseline runs")
@@ -272,13 +282,13 @@ def main():
     lengths = [int(x) for x in args.lengths.split(",")]
     os.makedirs(args.out, exist_ok=True)
     roots = [("engine", args.engine_root)] + ([("baseline", args.baseline_root)] if args.baseline_root else [])
-    for _, root in roots:  # builds the engine when its sources changed, outside the timings
-        subprocess.run([os.path.join(root, "bin", "longsieve"), "generate", "--help"], check=True,
+    for _, root in roots:  # builds the engine when its sources changed (unpacks a bundle), outside the timings
+        subprocess.run(launcher(args, root) + ["generate", "--help"], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     report = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "threads": args.threads, "lengths": lengths,
               "repeats": args.repeats, "rounds": args.rounds, "steps": args.steps, "chunk": args.chunk, "load_start": load_average(),
               "cpu": open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip(),
-              "ceiling": ceiling(args.engine_root), "models": {}}
+              "ceiling": ceiling(args, args.engine_root), "models": {}}
     log(f"ceiling {report['ceiling']}, load {report['load_start']}")
     work = tempfile.mkdtemp(prefix="cpu-peer-models-")
     md = []

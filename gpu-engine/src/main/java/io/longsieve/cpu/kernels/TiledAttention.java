@@ -32,7 +32,9 @@ public final class TiledAttention {
   private TiledAttention() {}
 
   static final int KEY_TILE = 64;    // list entries per key/value tile: a multiple of every panel width
-  static final int TASK_ROWS = 64;   // query rows (positions × heads) a prefill task aims at
+  static final int TASK_ROWS = 64;   // query rows (positions × heads) a prefill task aims at, at least
+  static final int TASK_ROWS_MAX = 256; // ... and at most: a task streams its group's packed keys and values
+                                        // once, so taller tasks read the cache fewer times per chunk
   static final int SEGMENT = 2048;   // list entries per task of a one-position problem
 
   /** What a caller supplies; called from the pool's threads, so it must only read shared state. */
@@ -101,8 +103,13 @@ public final class TiledAttention {
     }
     packed.plan(groups, heads, d, p);
     pool.forEach(packed.tiles, t -> packed.pack(t, p));
-    // positions per task: about TASK_ROWS rows, a whole number of 8-row blocks (3 heads: 24 positions, 72 rows)
-    int unit = 8 / gcd(heads, 8), per = ((TASK_ROWS + heads - 1) / heads + unit - 1) / unit * unit;
+    // rows per task: as many as leave about four tasks per thread (the causal tail evens out), between
+    // TASK_ROWS and TASK_ROWS_MAX; positions per task: a whole number of 8-row blocks (3 heads: 24 positions
+    // for 64 rows). The split never changes a row's result: key tiles start at multiples of KEY_TILE.
+    long allRows = 0;
+    for (int g = 0; g < groups; g++) allRows += (long) p.positions(g) * heads;
+    int target = (int) Math.max(TASK_ROWS, Math.min(TASK_ROWS_MAX, allRows / (4L * pool.threads())));
+    int unit = 8 / gcd(heads, 8), per = ((target + heads - 1) / heads + unit - 1) / unit * unit;
     int maxTiles = (most + per - 1) / per;
     int[] task = new int[groups * maxTiles]; // (group, tile) as tile · groups + g: the last positions see the most
     int tasks = 0;                           // entries, so the latest tiles go first
