@@ -25,8 +25,9 @@ count on both sides:
                token each on the DynamicCache, argmax): prefill seconds, decode ms per token.
   engine       bin/longsieve generate --device cpu --threads T --prompt-ids (each length --repeats
                times, one JVM per checkpoint) --max-new-tokens N --ignore-eos --stats-json, after
-               an untimed warm-up request of --warmup-tokens (so JIT compilation is not in the
-               figures); prefill_ms and decode_ms_per_token from the stats, prefill chunk as given
+               an untimed warm-up request of --warmup-tokens and --warmup-runs untimed whole requests
+               on the shortest prompt (so JIT compilation is not in the figures; PyTorch gets the same
+               untimed requests); prefill_ms and decode_ms_per_token from the stats, prefill chunk as given
                (default the product's 512).
   rounds       --rounds N runs both sides N times per checkpoint (a new PyTorch process and a new JVM each
                time), PyTorch first in the first round, the engine first in the next, and so on: on a
@@ -197,8 +198,10 @@ def torch_worker(args):
 
     result = {}
     with torch.inference_mode():
-        first = [int(v) for v in open(next(iter(files.values()))).read().split()]
+        first = [int(v) for v in open(files[min(files, key=int)]).read().split()]  # the shortest prompt
         run(first[:512], 5)  # warm-up, not timed
+        for _ in range(args.warmup_runs):  # the same untimed whole requests the engine gets
+            run(first, args.steps)
         for L, path in files.items():
             ids = [int(v) for v in open(path).read().split()]
             samples = [run(ids, args.steps) for _ in range(args.repeats)]
@@ -211,7 +214,8 @@ def torch_worker(args):
 def torch_side(args, model_dir, files):
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--model-dir", model_dir, "--threads",
-           str(args.threads), "--repeats", str(args.repeats), "--steps", str(args.steps), "--ids-json",
+           str(args.threads), "--repeats", str(args.repeats), "--steps", str(args.steps), "--warmup-runs",
+           str(args.warmup_runs), "--ids-json",
            json.dumps({str(L): p for L, p in files.items()})]
     out = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -227,12 +231,13 @@ def engine_side(args, root, model_dir, files):
     cmd = launcher(args, root) + ["generate", "--model", model_dir, "--device", "cpu", "--threads",
            str(args.threads), "--prefill-chunk", str(args.chunk), "--max-new-tokens", str(args.steps), "--ignore-eos",
            "--warmup-tokens", str(args.warmup_tokens), "--stats-json", stats]
+    cmd += ["--prompt-ids", files[min(files)]] * args.warmup_runs  # untimed: their stats lines are dropped below
     for L in files:
         cmd += ["--prompt-ids", files[L]] * args.repeats
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     runs = {}
     with open(stats) as f:
-        for line in f:
+        for line in f.readlines()[args.warmup_runs:]:
             s = json.loads(line)
             r = runs.setdefault(str(s["input_tokens"]), {"prefill_s": [], "decode_ms": []})
             r["prefill_s"].append(s["prefill_ms"] / 1000)
@@ -265,6 +270,10 @@ def main():
     ap.add_argument("--models", default="bundled,random-100m")
     ap.add_argument("--chunk", type=int, default=512, help="the engine's prefill chunk")
     ap.add_argument("--warmup-tokens", type=int, default=2048)
+    ap.add_argument("--warmup-runs", type=int, default=2,
+                    help="untimed whole requests (the shortest prompt, all the new tokens) before the timed ones, "
+                         "on both sides: one short warm-up request left the JVM still compiling in the first "
+                         "timed request (its prefill and decode were 1.2-2x the later repeats')")
     ap.add_argument("--engine-root", default=REPO, help="checkout whose bin/longsieve is measured")
     ap.add_argument("--engine-cmd", help="command that runs the engine instead of ENGINE_ROOT/bin/longsieve, e.g. "
                     "build/bundle/longsieve-gpu on a host without Maven (it must take generate and main CLASS)")
@@ -362,7 +371,8 @@ def main():
             f"{args.threads * report['ceiling']['fma_gflops_per_cpu_second']:.0f}. Medians of {args.repeats} repeats"
             f"{f' in each of {args.rounds} rounds (sides alternating first)' if args.rounds > 1 else ''}, "
             f"{args.steps} new tokens per request, engine prefill chunk {args.chunk}, JVM warm-up excluded (an untimed "
-            f"{args.warmup_tokens}-token request first). Load {report['load_start']} at the start, {report['load_end']} at the end.", ""]
+            f"{args.warmup_tokens}-token request, then {args.warmup_runs} untimed whole requests on the shortest prompt, "
+            f"on both sides). Load {report['load_start']} at the start, {report['load_end']} at the end.", ""]
     with open(os.path.join(args.out, "cpu-peer.md"), "w") as f:
         f.write("\n".join(head + md) + "\n")
     print("\n".join(head + md))
