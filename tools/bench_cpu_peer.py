@@ -273,7 +273,7 @@ def main():
     ap.add_argument("--warmup-runs", type=int, default=2,
                     help="untimed whole requests (the shortest prompt, all the new tokens) before the timed ones, "
                          "on both sides: one short warm-up request left the JVM still compiling in the first "
-                         "timed request (its prefill and decode were 1.2-2x the later repeats')")
+                         "timed request (its prefill took 1.3-1.5x and its decode 2.3x the later repeats')")
     ap.add_argument("--engine-root", default=REPO, help="checkout whose bin/longsieve is measured")
     ap.add_argument("--engine-cmd", help="command that runs the engine instead of ENGINE_ROOT/bin/longsieve, e.g. "
                     "build/bundle/longsieve-gpu on a host without Maven (it must take generate and main CLASS)")
