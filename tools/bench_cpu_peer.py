@@ -308,7 +308,12 @@ def main():
         log(f"{name}: {note}")
         files = write_ids(folder, cfg, lengths, args.seed)
         entry = {"note": note, "config": cfg, "load": {"torch_before": load_average()}, "rounds": []}
-        sides = [("torch", lambda: torch_side(args, folder, files)["runs"])]
+        def torch_runs():
+            out = torch_side(args, folder, files)
+            entry["torch_version"] = out["torch"]
+            return out["runs"]
+
+        sides = [("torch", torch_runs)]
         for label, root in roots:
             if label == "baseline":
                 if name not in args.baseline_models.split(","):
@@ -333,7 +338,7 @@ def main():
                     m = merged.setdefault(str(L), {"prefill_s": [], "decode_ms": []})
                     m["prefill_s"] += r["prefill_s"]
                     m["decode_ms"] += r["decode_ms"]
-        entry["torch"] = {"runs": entry["torch"]}
+        entry["torch"] = {"torch": entry.pop("torch_version"), "runs": entry["torch"]}  # the shape one run had
         report["models"][name] = entry
         rows = []
         for L in lengths:

@@ -110,16 +110,19 @@ def paired(a, b, run_dirs):
     print("|---:|---:|---|---:|---|---:|")
     for L in sorted({k[2] for k in rows}):
         pairs = [(v[a], v[b]) for k, v in rows.items() if k[2] == L and a in v and b in v]
-        for field, label in (("kl_mean", "KL"), ("score", "score")):
-            diffs = [x[field] - y[field] for x, y in pairs if x.get(field) is not None and y.get(field) is not None]
-            n = len(diffs)
-            mean = sum(diffs) / n
-            se = (sum((d - mean) ** 2 for d in diffs) / (n - 1) / n) ** 0.5 if n > 1 else float("nan")
-            if label == "KL":
-                kl = (n, f"{mean:+.4f} ± {se:.4f}", sum(d > 0 for d in diffs))
-            else:
-                sc = (f"{mean:+.3f} ± {se:.3f}", sum(d < 0 for d in diffs))
-        print(f"| {L} | {kl[0]} | {kl[1]} | {kl[2]} | {sc[0]} | {sc[1]} |")
+        kl, kl_mean, kl_se = differences(pairs, "kl_mean")
+        score, score_mean, score_se = differences(pairs, "score")
+        print(f"| {L} | {len(kl)} | {kl_mean:+.4f} ± {kl_se:.4f} | {sum(d > 0 for d in kl)} "
+              f"| {score_mean:+.3f} ± {score_se:.3f} | {sum(d < 0 for d in score)} |")
+
+
+def differences(pairs, field):
+    """A minus B in field over the pairs that have it on both sides: (differences, mean, standard error)."""
+    diffs = [x[field] - y[field] for x, y in pairs if x.get(field) is not None and y.get(field) is not None]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    se = (sum((d - mean) ** 2 for d in diffs) / (n - 1) / n) ** 0.5 if n > 1 else float("nan")
+    return diffs, mean, se
 
 
 if __name__ == "__main__":

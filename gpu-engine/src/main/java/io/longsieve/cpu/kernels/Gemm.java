@@ -68,7 +68,8 @@ public final class Gemm {
   private static void block(float[] out, float[] x, int r0, int r1, PackedMatrix w, int p0, int p1, int mode) {
     int nr = Tiles.NR, width = w.gateUp ? nr / 2 : nr, outDim = w.rows, cols = w.cols, rows = r1 - r0;
     float[] scratch = SCRATCH.get();  // the tiles write it before they read it
-    if (scratch.length < Math.max(Tiles.SCRATCH, rows * nr)) SCRATCH.set(scratch = new float[Math.max(Tiles.SCRATCH, rows * nr)]);
+    int scratchSize = Math.max(Tiles.SCRATCH, rows * nr);
+    if (scratch.length < scratchSize) SCRATCH.set(scratch = new float[scratchSize]);
     float[] packed = null;
     if (rows >= Tiles.MR) {
       packed = PACKED_ROWS.get();

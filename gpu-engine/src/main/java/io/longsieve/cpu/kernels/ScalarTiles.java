@@ -83,8 +83,8 @@ final class ScalarTiles {
   static boolean rowsStayBelow(float[] s, int so, int rows, float[] m, int r0) {
     int n = TiledAttention.KEY_TILE;
     for (int t = 0; t < rows; t++) {
-      float limit = m[r0 + t] + Tiles.SLACK;
       if (m[r0 + t] == Float.NEGATIVE_INFINITY) return false;
+      float limit = m[r0 + t] + Tiles.SLACK;
       for (int j = 0; j < n; j++) if (s[so + t * n + j] > limit) return false;
     }
     return true;

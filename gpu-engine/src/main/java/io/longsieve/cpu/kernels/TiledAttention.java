@@ -96,7 +96,11 @@ public final class TiledAttention {
   private static void compute(ThreadPool pool, PackedTiles packed, int groups, int heads, int d, float scale, Problem p,
                               float[] out) {
     int most = 0;
-    for (int g = 0; g < groups; g++) most = Math.max(most, p.positions(g));
+    long allRows = 0;
+    for (int g = 0; g < groups; g++) {
+      most = Math.max(most, p.positions(g));
+      allRows += (long) p.positions(g) * heads;
+    }
     if (most <= 1) {
       if (most == 1) runOnePosition(pool, groups, heads, d, scale, p, out);
       return;
@@ -106,8 +110,6 @@ public final class TiledAttention {
     // rows per task: as many as leave about four tasks per thread (the causal tail evens out), between
     // TASK_ROWS and TASK_ROWS_MAX; positions per task: a whole number of 8-row blocks (3 heads: 24 positions
     // for 64 rows). The split never changes a row's result: key tiles start at multiples of KEY_TILE.
-    long allRows = 0;
-    for (int g = 0; g < groups; g++) allRows += (long) p.positions(g) * heads;
     int target = (int) Math.max(TASK_ROWS, Math.min(TASK_ROWS_MAX, allRows / (4L * pool.threads())));
     int unit = 8 / gcd(heads, 8), per = ((target + heads - 1) / heads + unit - 1) / unit * unit;
     int maxTiles = (most + per - 1) / per;
