@@ -365,13 +365,13 @@ public final class CpuModel implements AutoCloseable {
   }
 
   /**
-   * dst (n, dim) = RMSNorm of each row of src (n, dim) times weight; a prefill chunk's rows go to the
-   * threads (each row is computed alone, so the bits do not depend on the split).
+   * dst (n, dim) = RMSNorm of each row of src (n, dim) times weight; a large prefill chunk's rows go to
+   * the threads (each row is computed alone, so the bits do not depend on the split).
    */
   private void rmsNormRows(float[] dst, float[] src, int n, float[] weight) {
     int dim = c.hiddenSize();
     double eps = c.rmsNormEps();
-    if (n < NORM_ROWS_PER_THREAD) {
+    if ((long) n * dim < PARALLEL_NORM) {
       for (int i = 0; i < n; i++) CpuOps.rmsNorm(dst, i * dim, src, i * dim, weight, dim, eps);
       return;
     }
@@ -380,7 +380,8 @@ public final class CpuModel implements AutoCloseable {
     });
   }
 
-  private static final int NORM_ROWS_PER_THREAD = 64; // fewer rows (decode) are normed on the calling thread
+  private static final long PARALLEL_NORM = 262_144; // fewer values (decode, small models) are normed on the calling
+                                                     // thread: handing them out would cost more than it saves
 
   @Override
   public void close() {

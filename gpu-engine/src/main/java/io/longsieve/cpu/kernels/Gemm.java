@@ -2,14 +2,15 @@ package io.longsieve.cpu.kernels;
 
 /**
  * The model's matrix products on the CPU: x (n, cols) times a {@link PackedMatrix}ᵀ, register-tiled
- * ({@link Tiles}). With at least two blocks of rows (prefill) the rows are packed once, then each
- * task takes a group of weight panels small enough to stay in a core's L2 ({@link #L2_SHARE}) and
- * runs a range of row blocks over it, so the weights stream from L3 or memory once per row range
- * instead of once per 64-row block. With fewer rows (decode, short chunks) tasks take a row block and
- * a group of panels, and rows are read in place. Within a task the loop runs panel by panel over
- * its rows, so each weight is read once per task whatever the number of rows (a batched decode
- * step reads the weights once for all its sequences). Every output is the same fma chain over the
- * input features for any n and any split, so a row's result never depends on the rows computed with it.
+ * ({@link Tiles}). A prefill product (more than one block of 64 rows) whose weights do not fit in
+ * a core's L2 packs its rows once, then each task takes a group of weight panels that fits a share
+ * of L2 ({@link #L2_SHARE}) and runs a range of row blocks over it, so the weights stream from L3 or
+ * memory once per row range instead of once per 64-row block ({@link Plan}). Otherwise a task
+ * takes a block of rows (packed by the task, or read in place when fewer than a tile: decode) and a
+ * group of panels. Within a task the loop runs panel by panel over its rows, so each weight is read
+ * once per task whatever the number of rows (a batched decode step reads the weights once for all
+ * its sequences). Every output is the same fma chain over the input features for any n and any
+ * split, so a row's result never depends on the rows computed with it.
  */
 public final class Gemm {
   private Gemm() {}
@@ -22,6 +23,10 @@ public final class Gemm {
   // 512 rows: 256 KiB and 512 KiB ran 1.15-1.27x the 64-row tasks (medians of paired rounds), 1 MiB 1.05-1.12x,
   // 1.5 MiB 0.92x; at 2048 rows 0.96-1.05x. The bits do not depend on it.
   static final long L2_SHARE = 512 * 1024;
+  // Weights up to this size stay in a core's L2 while 64-row tasks pass over them, and the grouped path's
+  // separate packing pass only costs: the bundled model (all its matrices ≤ 1.5 MiB) prefilled 2K tokens
+  // about 7% slower grouped (3 of 4 alternated JVMs), the 100M model (2.4-12.6 MiB) 1.1-1.3x faster (3 of 3).
+  private static final long L2_BYTES = 2L << 20;
 
   /** out (n, w.rows) = x (n, w.cols) · Wᵀ, plus W's bias when it has one. */
   public static void matmul(ThreadPool pool, float[] out, float[] x, int n, PackedMatrix w) {
@@ -56,15 +61,19 @@ public final class Gemm {
       block(out, x, 0, n, w, 0, panels, mode);
       return;
     }
-    if (n > ROW_BLOCK) {
+    if (n > ROW_BLOCK && (long) panels * w.cols * Tiles.NR * Float.BYTES > L2_BYTES) {
       l2Blocked(pool, out, x, n, w, mode, L2_SHARE);
       return;
     }
-    // one row block (decode, short chunks): split the panels, about four tasks per thread
-    int groups = Math.min(panels, 4 * pool.threads());
-    pool.forEach(groups, g -> {
+    // weights that fit in L2 (or one row block: decode, short chunks): each task packs its own
+    // block of rows and runs it over a group of panels, about four tasks per thread
+    int rowBlocks = (n + ROW_BLOCK - 1) / ROW_BLOCK;
+    int groups = Math.min(panels, Math.max(1, (4 * pool.threads() + rowBlocks - 1) / rowBlocks));
+    pool.forEach(rowBlocks * groups, t -> {
+      int rb = t / groups, g = t % groups;
+      int r0 = rb * ROW_BLOCK, r1 = Math.min(n, r0 + ROW_BLOCK);
       int p0 = (int) ((long) panels * g / groups), p1 = (int) ((long) panels * (g + 1) / groups);
-      block(out, x, 0, n, w, p0, p1, mode);
+      block(out, x, r0, r1, w, p0, p1, mode);
     });
   }
 
