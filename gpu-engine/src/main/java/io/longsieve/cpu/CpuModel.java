@@ -319,8 +319,8 @@ public final class CpuModel implements AutoCloseable {
    * then (Qwen3, Gemma 3) an RMSNorm over each head of q and of k.
    */
   private void queriesKeysValues(CpuWeights.Layer lw, int n) {
-    int d = c.headDim();
-    rmsNormRows(xb, x, n, lw.attnNorm());
+    int dim = c.hiddenSize(), d = c.headDim();
+    for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.attnNorm(), dim, c.rmsNormEps());
     Gemm.matmul(pool, q, xb, n, lw.wq());                                    // (n, qDim)
     Gemm.matmul(pool, k, xb, n, lw.wk());                                    // (n, kvDim)
     Gemm.matmul(pool, v, xb, n, lw.wv());                                    // (n, kvDim)
@@ -336,9 +336,9 @@ public final class CpuModel implements AutoCloseable {
    * (normed before it joins the residual where the family says so).
    */
   private void outputAndFeedForward(CpuWeights.Layer lw, int n) {
-    int hidden = c.intermediateSize();
+    int dim = c.hiddenSize(), hidden = c.intermediateSize();
     addToResidual(att, n, lw.wo(), lw.postAttnNorm());                       // x (n, dim) += [norm](att · woᵀ)
-    rmsNormRows(xb, x, n, lw.ffnNorm());
+    for (int i = 0; i < n; i++) CpuOps.rmsNorm(xb, i * dim, x, i * dim, lw.ffnNorm(), dim, c.rmsNormEps());
     if (lw.wGateUp() != null) {
       Gemm.swiglu(pool, gate, xb, n, lw.wGateUp());                          // (n, hidden) silu(gate) · up
     } else {
@@ -360,28 +360,9 @@ public final class CpuModel implements AutoCloseable {
     }
     int dim = c.hiddenSize();
     Gemm.matmul(pool, proj, in, n, w);                                       // (n, dim)
-    rmsNormRows(proj, proj, n, norm);
+    for (int i = 0; i < n; i++) CpuOps.rmsNorm(proj, i * dim, proj, i * dim, norm, dim, c.rmsNormEps());
     for (int i = 0; i < n * dim; i++) x[i] += proj[i];
   }
-
-  /**
-   * dst (n, dim) = RMSNorm of each row of src (n, dim) times weight; a large prefill chunk's rows go to
-   * the threads (each row is computed alone, so the bits do not depend on the split).
-   */
-  private void rmsNormRows(float[] dst, float[] src, int n, float[] weight) {
-    int dim = c.hiddenSize();
-    double eps = c.rmsNormEps();
-    if ((long) n * dim < PARALLEL_NORM) {
-      for (int i = 0; i < n; i++) CpuOps.rmsNorm(dst, i * dim, src, i * dim, weight, dim, eps);
-      return;
-    }
-    pool.forRange(n, (from, to) -> {
-      for (int i = from; i < to; i++) CpuOps.rmsNorm(dst, i * dim, src, i * dim, weight, dim, eps);
-    });
-  }
-
-  private static final long PARALLEL_NORM = 262_144; // fewer values (decode, small models) are normed on the calling
-                                                     // thread: handing them out would cost more than it saves
 
   @Override
   public void close() {

@@ -54,13 +54,8 @@ final class Tiles {
    * rate: with a pointer per row, C2's address arithmetic takes the ports the FMAs use.
    */
   static void packRows(int rows, float[] a, int ao, int lda, int k, float[] ap) {
-    packRows(rows, a, ao, lda, k, ap, 0);
-  }
-
-  /** {@link #packRows(int, float[], int, int, int, float[])} into ap from apo. */
-  static void packRows(int rows, float[] a, int ao, int lda, int k, float[] ap, int apo) {
     for (int r = 0; r < rows; ) {
-      int h = groupHeight(rows, r), base = apo + r * k;
+      int h = groupHeight(rows, r), base = r * k;
       for (int t = 0; t < h; t++) {
         for (int i = 0, src = ao + (r + t) * lda, dst = base + t; i < k; i++, dst += h) ap[dst] = a[src + i];
       }

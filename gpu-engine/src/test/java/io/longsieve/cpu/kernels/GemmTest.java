@@ -96,52 +96,6 @@ class GemmTest {
   }
 
   @Test
-  void prefillPlansCoverEveryRowBlockAndPanelOnce() {
-    for (int n : new int[] {65, 128, 129, 512, 777, 2048}) {
-      for (int panels : new int[] {1, 3, 24, 128}) {
-        for (int cols : new int[] {7, 768, 2048}) {
-          for (long share : new long[] {1, 64 * 1024, Gemm.L2_SHARE, 1L << 30}) {
-            Gemm.Plan plan = Gemm.Plan.of(n, panels, cols, 2, share);
-            String where = "n=" + n + " panels=" + panels + " cols=" + cols + " share=" + share + ": " + plan;
-            assertTrue(plan.perGroup() >= 1 && plan.perGroup() <= panels, where);
-            assertTrue((long) (plan.perGroup() - 1) * cols * Tiles.NR * Float.BYTES < Math.max(share, 1), where);
-            assertTrue(plan.groups() * plan.perGroup() >= panels, where + ": a panel in no group");
-            assertTrue((plan.groups() - 1) * plan.perGroup() < panels, where + ": an empty panel group");
-            assertTrue(plan.ranges() * plan.blocksPerRange() >= plan.rowBlocks(), where);
-            assertTrue((plan.ranges() - 1) * plan.blocksPerRange() < plan.rowBlocks(), where + ": an empty row range");
-          }
-        }
-      }
-    }
-  }
-
-  @Test
-  void prefillTasksOfAnySizeGiveTheSameBits() { // one panel a task up to all panels, against one thread's single pass
-    Random r = new Random(15);
-    try (ThreadPool one = new ThreadPool(1); ThreadPool three = new ThreadPool(3)) {
-      for (int trial = 0; trial < 10; trial++) {
-        int n = 65 + r.nextInt(300), cols = 1 + r.nextInt(trial % 2 == 0 ? 200 : 450), rows = 1 + r.nextInt(200);
-        int mode = new int[] {Tiles.STORE, Tiles.ADD, Tiles.BIAS, Tiles.SWIGLU}[trial % 4];
-        float[] x = rand(r, n * cols), base = rand(r, n * rows);
-        PackedMatrix w = mode == Tiles.SWIGLU ? PackedMatrix.gateUp(rand(r, rows * cols), rand(r, rows * cols), rows, cols)
-            : PackedMatrix.pack(rand(r, rows * cols), rows, cols, mode == Tiles.BIAS ? rand(r, rows) : null);
-        float[] want = base.clone();
-        Gemm.l2Blocked(one, want, x, n, w, mode, 1L << 30); // one task: every row block over every panel
-        for (long share : new long[] {1, (long) cols * Tiles.NR * Float.BYTES * 3, Gemm.L2_SHARE}) {
-          float[] got = base.clone();
-          Gemm.l2Blocked(three, got, x, n, w, mode, share);
-          assertArrayEquals(want, got, "mode " + mode + " n " + n + " cols " + cols + " rows " + rows + " share " + share);
-        }
-        float[] viaApi = base.clone();
-        if (mode == Tiles.SWIGLU) Gemm.swiglu(three, viaApi, x, n, w);
-        else if (mode == Tiles.ADD) Gemm.matmulAdd(three, viaApi, x, n, w);
-        else Gemm.matmul(three, viaApi, x, n, w);
-        assertArrayEquals(want, viaApi, "through the public entry, mode " + mode);
-      }
-    }
-  }
-
-  @Test
   void scalarTilesComputeTheVectorTilesBits() { // and the packed tiles theirs
     Random r = new Random(14);
     int nr = Tiles.NR;
