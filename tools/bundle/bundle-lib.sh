@@ -4,6 +4,7 @@ JAVA_HOME="${JAVA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v javac)
 MVN=(mvn -B -q)
 # a bundle is for a GPU host: a build that skipped the kernels for want of nvcc must fail here
 export LONGSIEVE_REQUIRE_NVCC=1
+export LONGSIEVE_REQUIRE_CC=1 # and the CPU backend's C kernels with gcc (src/main/c/build-cpu-kernels.sh)
 [[ "${OFFLINE:-1}" == 1 ]] && MVN+=(-o)
 
 slim() {  # slim JAR PATTERN...: a copy of JAR in $WORK/app/lib without the matching entries

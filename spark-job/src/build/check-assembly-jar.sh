@@ -22,6 +22,10 @@ guava="$(grep -E '^com/google/(common|thirdparty)/' <<<"$entries" || true)"
 [[ -z "$guava" ]] || fail "unrelocated guava: $(head -1 <<<"$guava")"
 grep -q '^io/longsieve/shaded/com/google/common/' <<<"$entries" || fail "no relocated guava (jinjava needs it)"
 grep -q '^lib/libJCudaDriver-.*-linux-x86_64\.so$' <<<"$entries" || fail "no JCuda driver binding for linux-x86_64"
+if [[ "${LONGSIEVE_REQUIRE_CC:-}" == 1 ]]; then # CI and the bundles: the CPU backend's C kernels must be in
+  grep -q '^io/longsieve/cpu/native/linux-x86_64/liblongsieve_cpu\.so$' <<<"$entries" \
+    || fail "no C kernels for the CPU backend (io/longsieve/cpu/native/linux-x86_64/liblongsieve_cpu.so)"
+fi
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

@@ -52,7 +52,7 @@ public final class CpuRunner implements ModelRunner {
 
   @Override
   public String device() {
-    return "cpu:" + pool.threads() + " threads" + (CpuOps.VECTOR ? " simd" : "");
+    return "cpu:" + pool.threads() + " threads" + (CpuOps.VECTOR ? " simd" : "") + (CpuOps.nativeTiles() ? " native" : "");
   }
 
   @Override

@@ -11,6 +11,11 @@ public final class CpuOps {
   /** True when jdk.incubator.vector is in the boot layer (add it with --add-modules). */
   public static final boolean VECTOR = ModuleLayer.boot().findModule("jdk.incubator.vector").isPresent();
 
+  /** True when the GEMM blocks and attention tasks run in the C kernels ({@link NativeTiles}). */
+  public static boolean nativeTiles() {
+    return NativeTiles.enabled;
+  }
+
   public static float dot(float[] a, int ao, float[] b, int bo, int n) {
     if (VECTOR) return VectorKernels.dot(a, ao, b, bo, n);
     float s = 0;

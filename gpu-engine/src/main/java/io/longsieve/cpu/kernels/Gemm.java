@@ -74,6 +74,10 @@ public final class Gemm {
     if (rows >= Tiles.MR) {
       packed = PACKED_ROWS.get();
       if (packed.length < rows * cols) PACKED_ROWS.set(packed = new float[rows * cols]);
+      if (NativeTiles.enabled) { // the same chains in C, packing included
+        NativeTiles.gemmBlock(out, x, r0, r1, outDim, cols, w.panels, p0, p1, width, mode, w.bias, packed, scratch);
+        return;
+      }
       Tiles.packRows(rows, x, r0 * cols, cols, cols, packed);
     }
     for (int p = p0; p < p1; p++) {

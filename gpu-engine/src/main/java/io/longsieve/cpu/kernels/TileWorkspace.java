@@ -88,6 +88,11 @@ final class TileWorkspace {
     }
     int nr = Tiles.NR;
     Tiles.packRows(rows, q, 0, d, d, qp); // blocks of BLOCK rows are whole groups of the packing: BLOCK is a multiple of MR
+    if (NativeTiles.enabled) { // the same loop in C
+      NativeTiles.attendPacked(rows, heads, positions, d, dPad, from, to, qp, pk.k, pk.v, pk.bias ? pk.b : null,
+          pk.tileOf(g, 0), m, l, o);
+      return;
+    }
     for (int j0 = first - first % KT; j0 < last; j0 += KT) {
       int jStart = Math.max(j0, first), jEnd = Math.min(last, j0 + KT), t = pk.tileOf(g, j0);
       int c0 = (jStart - j0) / nr, c1 = (jEnd - j0 + nr - 1) / nr;
