@@ -3,9 +3,9 @@
  * io.longsieve.cpu.kernels.NativeTiles: a block of Gemm (rows x panels of a packed weight matrix) and
  * one task of TiledAttention's prefill (a tile of query rows over the packed key/value tiles).
  *
- * Why C: the Java tiles (VectorPackedTiles, VectorTiles) are the same loops, but JDK 17's C2 spends
- * about 41 instructions on each k step of an 8x32 tile (16 FMAs), and runs the products at 1.6-2x
- * below PyTorch's; gcc's loop has about 3 scalar instructions a step (bench/RESULTS.md, issue 35).
+ * Why C: the Java tiles (VectorPackedTiles, VectorTiles) are the same loops, but on each k step of an
+ * 8x32 tile (2 loads, 8 broadcasts, 16 FMAs) JDK 17's C2 adds about 15 scalar instructions of index
+ * arithmetic, and ran the products 1.6-2x below PyTorch's; gcc adds 3 (bench/RESULTS.md, issue 35).
  *
  * Same bits as the Java path, by construction, so the CPU backend stays one fp32 reference whichever
  * path runs (NativeTilesTest compares them):
@@ -183,14 +183,37 @@ static void packed_tile(int rows, const float *ap, const float *b, int k, float 
  * `packed`, then panel by panel [p0, p1) of the packed matrix, each panel `width` output columns
  * (NR, or NR / 2 for a gate/up pair), into out (row stride outDim).
  */
+/* Rows of A (row-major, stride lda) against a panel over all of k, from zero or from C with load: 4, 2, 1 rows at a time */
+static void plain_rows(int rows, const float *a, int lda, const float *b, int k, float *c, int ldc, int load) {
+  int r = 0;
+  for (; r + 8 <= rows; r += 8) tile_rows(8, 0, a + (size_t) r * lda, lda, b, k, c + (size_t) r * ldc, ldc, load);
+  for (; r + 4 <= rows; r += 4) tile_rows(4, 0, a + (size_t) r * lda, lda, b, k, c + (size_t) r * ldc, ldc, load);
+  for (; r + 2 <= rows; r += 2) tile_rows(2, 0, a + (size_t) r * lda, lda, b, k, c + (size_t) r * ldc, ldc, load);
+  if (r < rows) tile_rows(1, 0, a + (size_t) r * lda, lda, b, k, c + (size_t) r * ldc, ldc, load);
+}
+
+/* VectorTiles.tile for a few rows read in place (decode): the same chains, then the epilogue */
+static void plain_tile(int rows, const float *a, int lda, const float *b, int k, float *c, int ldc, int cols, int mode,
+                       const float *aux, float *scratch) {
+  if (mode == STORE && cols == NR) {
+    plain_rows(rows, a, lda, b, k, c, ldc, 0);
+    return;
+  }
+  plain_rows(rows, a, lda, b, k, scratch, NR, 0);
+  for (int r = 0; r < rows; r++) epilogue(scratch + (size_t) r * NR, c + (size_t) r * ldc, cols, mode, aux);
+}
+
+/* Gemm.block: with `packed` (8 rows or more) the rows are packed first; without it (decode) read in place */
 static void gemm_block(float *out, const float *x, int r0, int r1, int outDim, int cols, const float *panels, int p0,
                        int p1, int width, int mode, const float *bias, float *packed, float *scratch) {
   int rows = r1 - r0;
-  pack_rows(rows, x + (size_t) r0 * cols, cols, cols, packed);
+  if (packed) pack_rows(rows, x + (size_t) r0 * cols, cols, cols, packed);
   for (int p = p0; p < p1; p++) {
     int col = p * width, cw = outDim - col < width ? outDim - col : width;
-    packed_tile(rows, packed, panels + (size_t) p * cols * NR, cols, out + (size_t) r0 * outDim + col, outDim, cw, mode,
-                bias ? bias + (size_t) p * NR : NULL, scratch);
+    const float *panel = panels + (size_t) p * cols * NR, *aux = bias ? bias + (size_t) p * NR : NULL;
+    float *c = out + (size_t) r0 * outDim + col;
+    if (packed) packed_tile(rows, packed, panel, cols, c, outDim, cw, mode, aux, scratch);
+    else plain_tile(rows, x + (size_t) r0 * cols, cols, panel, cols, c, outDim, cw, mode, aux, scratch);
   }
 }
 
@@ -203,11 +226,11 @@ JNIEXPORT void JNICALL Java_io_longsieve_cpu_kernels_NativeTiles_gemmBlock(
   float *x = (*env)->GetPrimitiveArrayCritical(env, xA, NULL);
   float *panels = (*env)->GetPrimitiveArrayCritical(env, panelsA, NULL);
   float *bias = biasA ? (*env)->GetPrimitiveArrayCritical(env, biasA, NULL) : NULL;
-  float *packed = (*env)->GetPrimitiveArrayCritical(env, packedA, NULL);
+  float *packed = packedA ? (*env)->GetPrimitiveArrayCritical(env, packedA, NULL) : NULL;
   float *scratch = (*env)->GetPrimitiveArrayCritical(env, scratchA, NULL);
   gemm_block(out, x, r0, r1, outDim, cols, panels, p0, p1, width, mode, bias, packed, scratch);
   (*env)->ReleasePrimitiveArrayCritical(env, scratchA, scratch, 0);
-  (*env)->ReleasePrimitiveArrayCritical(env, packedA, packed, 0);
+  if (packedA) (*env)->ReleasePrimitiveArrayCritical(env, packedA, packed, 0);
   if (biasA) (*env)->ReleasePrimitiveArrayCritical(env, biasA, bias, JNI_ABORT);
   (*env)->ReleasePrimitiveArrayCritical(env, panelsA, panels, JNI_ABORT);
   (*env)->ReleasePrimitiveArrayCritical(env, xA, x, JNI_ABORT);
@@ -267,6 +290,47 @@ static void softmax_step(float *s, float *m, float *l, int r, float *o, int widt
 }
 
 /*
+ * TileWorkspace.softmaxAndValues: rows [rb, rb + rn) of a task with their scores of key tile j0 in s (BLOCK, KT):
+ * the logit bias (bias: the tile's (heads, KT), or NULL), the entries each row must not see masked to -inf,
+ * the online-softmax step, then the probabilities times the tile's value panels (vt: (dPad / NR, KT, NR))
+ * into the running outputs.
+ */
+static void softmax_and_values(int rb, int rn, int heads, int j0, int jStart, int jEnd, const int *from, const int *to,
+                               float *s, const float *bias, const float *vt, float *m, float *l, float *o, int dPad) {
+  int kOff = jStart - j0;
+  for (int r = rb; r < rb + rn; r++) {
+    float *sr = s + (r - rb) * KT;
+    int i = r / heads;
+    if (bias) {
+      const float *br = bias + (r % heads) * KT;
+      for (int j = 0; j < KT; j += L) _mm512_storeu_ps(sr + j, _mm512_add_ps(_mm512_loadu_ps(sr + j), _mm512_loadu_ps(br + j)));
+    }
+    int lo = (from[i] > jStart ? from[i] : jStart) - j0;
+    int a = lo < KT ? lo : KT;
+    int hi = (to[i] < jEnd ? to[i] : jEnd) - j0;
+    int bEnd = hi > a ? hi : a;
+    for (int j = 0; j < a; j++) sr[j] = -INFINITY;
+    for (int j = bEnd; j < KT; j++) sr[j] = -INFINITY;
+  }
+  if (rows_stay_below(s, rn, m, rb)) {
+    for (int r = rb; r < rb + rn; r++) softmax_keep(s + (r - rb) * KT, m, l, r);
+  } else {
+    for (int r = rb; r < rb + rn; r++) softmax_step(s + (r - rb) * KT, m, l, r, o + (size_t) r * dPad, dPad);
+  }
+  /* probabilities (row-major, stride KT) times the value panels, into the running outputs */
+  for (int c = 0; c < dPad / NR; c++) {
+    plain_rows(rn, s + kOff, KT, vt + ((size_t) c * KT + kOff) * NR, jEnd - jStart, o + (size_t) rb * dPad + c * NR,
+               dPad, 1);
+  }
+}
+
+/* Whether any position of rows [rb, rb + rn) sees an entry of [jStart, jEnd) */
+static int block_sees(int rb, int rn, int heads, int jStart, int jEnd, const int *from, const int *to) {
+  for (int i = rb / heads; i <= (rb + rn - 1) / heads; i++) if (from[i] < jEnd && to[i] > jStart) return 1;
+  return 0;
+}
+
+/*
  * TileWorkspace.attendPacked after its packRows: the task's rows (position r / heads, head r % heads)
  * over the key tiles they see. qp: the rows' queries packed (rows, d); k, v, bias: the call's packed
  * tiles (TiledAttention.PackedTiles), the task's list entry j0 in tile tileBase + j0 / KT; from, to:
@@ -295,48 +359,17 @@ JNIEXPORT void JNICALL Java_io_longsieve_cpu_kernels_NativeTiles_attendPacked(
   for (int j0 = first - first % KT; j0 < last; j0 += KT) {
     int jStart = j0 > first ? j0 : first, jEnd = last < j0 + KT ? last : j0 + KT;
     size_t t = (size_t) (tileBase + j0 / KT);
-    int c0 = (jStart - j0) / NR, c1 = (jEnd - j0 + NR - 1) / NR, kOff = jStart - j0;
+    int c0 = (jStart - j0) / NR, c1 = (jEnd - j0 + NR - 1) / NR;
     for (int rb = 0; rb < rows; rb += BLOCK) {
       int rn = rows - rb < BLOCK ? rows - rb : BLOCK;
-      int sees = 0;
-      for (int i = rb / heads; i <= (rb + rn - 1) / heads; i++) sees |= from[i] < jEnd && to[i] > jStart;
-      if (!sees) continue;
+      if (!block_sees(rb, rn, heads, jStart, jEnd, from, to)) continue;
       /* scores: the block's packed queries (groups 8, or 4/2/1 for a last short block) against the key panels */
       for (int c = c0; c < c1; c++) {
         const float *kb = kp + t * KT * d + (size_t) c * d * NR;
         packed_rows(rn, qp + (size_t) rb * d, d, 0, d, kb, s + c * NR, KT, 0);
       }
-      /* bias, the entries each row must not see masked to -inf */
-      for (int r = rb; r < rb + rn; r++) {
-        float *sr = s + (r - rb) * KT;
-        int i = r / heads;
-        if (bias) {
-          const float *br = bias + (t * heads + r % heads) * KT;
-          for (int j = 0; j < KT; j += L) _mm512_storeu_ps(sr + j, _mm512_add_ps(_mm512_loadu_ps(sr + j), _mm512_loadu_ps(br + j)));
-        }
-        int lo = (from[i] > jStart ? from[i] : jStart) - j0;
-        int a = lo < KT ? lo : KT;
-        int hi = (to[i] < jEnd ? to[i] : jEnd) - j0;
-        int bEnd = hi > a ? hi : a;
-        for (int j = 0; j < a; j++) sr[j] = -INFINITY;
-        for (int j = bEnd; j < KT; j++) sr[j] = -INFINITY;
-      }
-      if (rows_stay_below(s, rn, m, rb)) {
-        for (int r = rb; r < rb + rn; r++) softmax_keep(s + (r - rb) * KT, m, l, r);
-      } else {
-        for (int r = rb; r < rb + rn; r++) softmax_step(s + (r - rb) * KT, m, l, r, o + (size_t) r * dPad, dPad);
-      }
-      /* probabilities times the value panels, into the running outputs (row-major A, stride KT) */
-      int kn = jEnd - jStart;
-      for (int c = 0; c < dPad / NR; c++) {
-        const float *vb = vp + t * KT * dPad + ((size_t) c * KT + kOff) * NR;
-        float *oc = o + (size_t) rb * dPad + c * NR;
-        int r = 0;
-        for (; r + 8 <= rn; r += 8) tile_rows(8, 0, s + r * KT + kOff, KT, vb, kn, oc + (size_t) r * dPad, dPad, 1);
-        for (; r + 4 <= rn; r += 4) tile_rows(4, 0, s + r * KT + kOff, KT, vb, kn, oc + (size_t) r * dPad, dPad, 1);
-        for (; r + 2 <= rn; r += 2) tile_rows(2, 0, s + r * KT + kOff, KT, vb, kn, oc + (size_t) r * dPad, dPad, 1);
-        if (r < rn) tile_rows(1, 0, s + r * KT + kOff, KT, vb, kn, oc + (size_t) r * dPad, dPad, 1);
-      }
+      softmax_and_values(rb, rn, heads, j0, jStart, jEnd, from, to, s, bias ? bias + t * heads * KT : NULL,
+                         vp + t * KT * dPad, m, l, o, dPad);
     }
   }
   (*env)->ReleasePrimitiveArrayCritical(env, oA, o, 0);
@@ -346,6 +379,118 @@ JNIEXPORT void JNICALL Java_io_longsieve_cpu_kernels_NativeTiles_attendPacked(
   (*env)->ReleasePrimitiveArrayCritical(env, vA, vp, JNI_ABORT);
   (*env)->ReleasePrimitiveArrayCritical(env, kA, kp, JNI_ABORT);
   (*env)->ReleasePrimitiveArrayCritical(env, qpA, qp, JNI_ABORT);
+  (*env)->ReleasePrimitiveArrayCritical(env, toA, to, JNI_ABORT);
+  (*env)->ReleasePrimitiveArrayCritical(env, fromA, from, JNI_ABORT);
+}
+
+/* ---------------------------------------------------------------- attention, one position (decode) */
+
+/* VectorTiles.foldToHalves (16 lanes): each 8-lane half summed into its first lane by lane swaps 4, 2, 1 */
+static inline __m512 fold_to_halves(__m512 t) {
+  t = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, 0xB1)); /* lane i ^ 4 */
+  t = _mm512_add_ps(t, _mm512_permute_ps(t, 0x4E));       /* lane i ^ 2 */
+  return _mm512_add_ps(t, _mm512_permute_ps(t, 0xB1));    /* lane i ^ 1 */
+}
+
+/*
+ * VectorTiles.scores: s[r * KT + col] = q_r . key(col) for r < rows and col in [c0, c1), key(col) from
+ * keys + keyAt[col]: one vector chain over d per row, two rows reduced together in one butterfly (row 0 in
+ * the low lanes, row 1 in the high ones), then the tail one fma at a time.
+ */
+static void scores_direct(int rows, const float *q, int d, const float *keys, const int *keyAt, int c0, int c1,
+                          float *s) {
+  int vd = d - d % L;
+  for (int col = c0; col < c1; col++) {
+    const float *k = keys + keyAt[col];
+    int r = 0;
+    for (; r + 2 <= rows; r += 2) {
+      const float *q0 = q + (size_t) r * d, *q1 = q0 + d;
+      __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+      for (int e = 0; e < vd; e += L) {
+        __m512 kv = _mm512_loadu_ps(k + e);
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + e), kv, a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q1 + e), kv, a1);
+      }
+      __m512 lowHigh = _mm512_mask_blend_ps(0xFF00, a0, a1), highLow = _mm512_mask_blend_ps(0xFF00, a1, a0);
+      __m512 t = fold_to_halves(_mm512_add_ps(lowHigh, _mm512_shuffle_f32x4(highLow, highLow, 0x4E))); /* lane i ^ 8 */
+      float s0 = _mm512_cvtss_f32(t), s1 = _mm256_cvtss_f32(_mm512_extractf32x8_ps(t, 1));
+      for (int e = vd; e < d; e++) {
+        s0 = __builtin_fmaf(q0[e], k[e], s0);
+        s1 = __builtin_fmaf(q1[e], k[e], s1);
+      }
+      s[r * KT + col] = s0;
+      s[(r + 1) * KT + col] = s1;
+    }
+    if (r < rows) {
+      const float *q0 = q + (size_t) r * d;
+      __m512 a0 = _mm512_setzero_ps();
+      for (int e = 0; e < vd; e += L) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + e), _mm512_loadu_ps(k + e), a0);
+      float s0 = _mm512_cvtss_f32(fold_to_halves(_mm512_add_ps(a0, _mm512_shuffle_f32x4(a0, a0, 0x4E))));
+      for (int e = vd; e < d; e++) s0 = __builtin_fmaf(q0[e], k[e], s0);
+      s[r * KT + col] = s0;
+    }
+  }
+}
+
+/*
+ * TileWorkspace.attendDirect after its clamp of each position's entries: rows (positions x heads) over
+ * the entries [first, last) of a KvList given by its fields (KvList's keyOffset, slot, valueOffset,
+ * biasOffset), scores straight from the keys, each tile's values copied into vp ((dPad / NR, KT, NR)),
+ * queries q (rows, d) as they are; m, l, o as in attendPacked.
+ */
+JNIEXPORT void JNICALL Java_io_longsieve_cpu_kernels_NativeTiles_attendDirect(
+    JNIEnv *env, jclass cls, jint rows, jint heads, jint d, jint dPad, jint first, jint last, jintArray fromA,
+    jintArray toA, jfloatArray qA, jfloatArray keysA, jint keyBase, jint keyStride, jintArray keyIdxA, jint keyIdxOff,
+    jfloatArray valuesA, jint valueBase, jint valueStride, jintArray valueIdxA, jint valueIdxOff, jfloatArray biasA,
+    jint biasBase, jint biasStride, jfloatArray vpA, jfloatArray mA, jfloatArray lA, jfloatArray oA) {
+  (void) cls;
+  int *from = (*env)->GetPrimitiveArrayCritical(env, fromA, NULL);
+  int *to = (*env)->GetPrimitiveArrayCritical(env, toA, NULL);
+  float *q = (*env)->GetPrimitiveArrayCritical(env, qA, NULL);
+  float *keys = (*env)->GetPrimitiveArrayCritical(env, keysA, NULL);
+  int *keyIdx = keyIdxA ? (*env)->GetPrimitiveArrayCritical(env, keyIdxA, NULL) : NULL;
+  float *values = (*env)->GetPrimitiveArrayCritical(env, valuesA, NULL);
+  int *valueIdx = valueIdxA ? (*env)->GetPrimitiveArrayCritical(env, valueIdxA, NULL) : NULL;
+  float *bias = biasA ? (*env)->GetPrimitiveArrayCritical(env, biasA, NULL) : NULL;
+  float *vp = (*env)->GetPrimitiveArrayCritical(env, vpA, NULL);
+  float *m = (*env)->GetPrimitiveArrayCritical(env, mA, NULL);
+  float *l = (*env)->GetPrimitiveArrayCritical(env, lA, NULL);
+  float *o = (*env)->GetPrimitiveArrayCritical(env, oA, NULL);
+  float s[BLOCK * KT];
+  int keyAt[KT];
+  float biasTile[bias ? heads * KT : 1]; /* (heads, KT) a tile's logit biases times log2 e */
+  memset(biasTile, 0, sizeof(biasTile)); /* entries a tile lacks are masked after the bias is added */
+  for (int j0 = first - first % KT; j0 < last; j0 += KT) {
+    int jStart = j0 > first ? j0 : first, jEnd = last < j0 + KT ? last : j0 + KT;
+    for (int j = jStart; j < jEnd; j++) {
+      int col = j - j0, slot = valueIdx ? valueIdx[valueIdxOff + j] : j;
+      keyAt[col] = keyBase + (keyIdx ? keyIdx[keyIdxOff + j] : j) * keyStride;
+      const float *v = values + (size_t) valueBase + (size_t) slot * valueStride;
+      for (int c = 0; c * NR < d; c++) {
+        int n = d - c * NR < NR ? d - c * NR : NR;
+        memcpy(vp + ((size_t) c * KT + col) * NR, v + c * NR, (size_t) n * sizeof(float));
+      }
+      if (bias) {
+        for (int hh = 0; hh < heads; hh++) biasTile[hh * KT + col] = bias[biasBase + slot * biasStride + hh] * LOG2E;
+      }
+    }
+    for (int rb = 0; rb < rows; rb += BLOCK) {
+      int rn = rows - rb < BLOCK ? rows - rb : BLOCK;
+      if (!block_sees(rb, rn, heads, jStart, jEnd, from, to)) continue;
+      scores_direct(rn, q + (size_t) rb * d, d, keys, keyAt, jStart - j0, jEnd - j0, s);
+      softmax_and_values(rb, rn, heads, j0, jStart, jEnd, from, to, s, bias ? biasTile : NULL, vp, m, l, o, dPad);
+    }
+  }
+  (*env)->ReleasePrimitiveArrayCritical(env, oA, o, 0);
+  (*env)->ReleasePrimitiveArrayCritical(env, lA, l, 0);
+  (*env)->ReleasePrimitiveArrayCritical(env, mA, m, 0);
+  (*env)->ReleasePrimitiveArrayCritical(env, vpA, vp, 0);
+  if (biasA) (*env)->ReleasePrimitiveArrayCritical(env, biasA, bias, JNI_ABORT);
+  if (valueIdxA) (*env)->ReleasePrimitiveArrayCritical(env, valueIdxA, valueIdx, JNI_ABORT);
+  (*env)->ReleasePrimitiveArrayCritical(env, valuesA, values, JNI_ABORT);
+  if (keyIdxA) (*env)->ReleasePrimitiveArrayCritical(env, keyIdxA, keyIdx, JNI_ABORT);
+  (*env)->ReleasePrimitiveArrayCritical(env, keysA, keys, JNI_ABORT);
+  (*env)->ReleasePrimitiveArrayCritical(env, qA, q, JNI_ABORT);
   (*env)->ReleasePrimitiveArrayCritical(env, toA, to, JNI_ABORT);
   (*env)->ReleasePrimitiveArrayCritical(env, fromA, from, JNI_ABORT);
 }

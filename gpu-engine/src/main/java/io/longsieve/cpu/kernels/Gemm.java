@@ -74,12 +74,12 @@ public final class Gemm {
     if (rows >= Tiles.MR) {
       packed = PACKED_ROWS.get();
       if (packed.length < rows * cols) PACKED_ROWS.set(packed = new float[rows * cols]);
-      if (NativeTiles.enabled) { // the same chains in C, packing included
-        NativeTiles.gemmBlock(out, x, r0, r1, outDim, cols, w.panels, p0, p1, width, mode, w.bias, packed, scratch);
-        return;
-      }
-      Tiles.packRows(rows, x, r0 * cols, cols, cols, packed);
     }
+    if (NativeTiles.enabled) { // the same chains in C, the packing included
+      NativeTiles.gemmBlock(out, x, r0, r1, outDim, cols, w.panels, p0, p1, width, mode, w.bias, packed, scratch);
+      return;
+    }
+    if (packed != null) Tiles.packRows(rows, x, r0 * cols, cols, cols, packed);
     for (int p = p0; p < p1; p++) {
       int col = p * width, cw = Math.min(width, outDim - col);
       if (packed != null) {

@@ -7,11 +7,16 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 
 /**
- * The two hot loops of the CPU backend in C ({@code src/main/c/cpu_tiles.c}, AVX-512), through JNI:
- * a block of {@link Gemm} and one prefill task of {@link TiledAttention}. They compute the same fma
+ * The hot loops of the CPU backend in C ({@code src/main/c/cpu_tiles.c}, AVX-512), through JNI: a
+ * block of {@link Gemm} (prefill rows packed, decode rows in place) and one task of
+ * {@link TiledAttention} (prefill over the packed tiles, decode straight from the list). With the
+ * library every product and attention tile runs in C, so none of the Vector API tiles has to be
+ * compiled by C2 in the middle of a request (JDK 17 ran one of them in C1, boxing every vector, for
+ * whole requests when only decode used it). They compute the same fma
  * chains and the same softmax operations as the Java tiles, so the results have the same bits
- * (NativeTilesTest); only the speed differs (JDK 17's C2 spends about 41 instructions a k step of
- * the 8×32 tile, gcc about 19: bench/RESULTS.md, issue 35).
+ * (NativeTilesTest); only the speed differs: on each k step of the 8×32 tile (2 loads, 8 broadcasts,
+ * 16 FMAs) JDK 17's C2 adds about 15 scalar instructions of index arithmetic, gcc 3 (bench/RESULTS.md,
+ * issue 35).
  *
  * <p>Failure behaviour: when the library is missing from the build (no gcc), the machine or OS is
  * another one, the JVM's vectors are not 512 bits wide, loading fails, or
@@ -58,10 +63,11 @@ final class NativeTiles {
   }
 
   /**
-   * {@code Gemm.block} for rows [r0, r1), at least {@link Tiles#MR} of them: x's rows packed into
-   * {@code packed} (at least rows · cols floats), then panels [p0, p1) of the packed matrix, each
-   * {@code width} output columns, into out (row stride outDim) as {@code mode} says, with bias padded
-   * to the panels when not null; scratch holds at least rows · NR floats.
+   * {@code Gemm.block} for rows [r0, r1): x's rows packed into {@code packed} (at least rows · cols
+   * floats; null for fewer than {@link Tiles#MR} rows, which are read in place), then panels [p0, p1)
+   * of the packed matrix, each {@code width} output columns, into out (row stride outDim) as
+   * {@code mode} says, with bias padded to the panels when not null; scratch holds at least rows · NR
+   * floats.
    */
   static native void gemmBlock(float[] out, float[] x, int r0, int r1, int outDim, int cols, float[] panels, int p0,
                                int p1, int width, int mode, float[] bias, float[] packed, float[] scratch);
@@ -73,6 +79,18 @@ final class NativeTiles {
    * tile {@code tileBase + j0 / KEY_TILE}; the running max m, lane sums l (rows, 16) and
    * unnormalised outputs o (rows, dPad) are updated.
    */
+  /**
+   * {@code TileWorkspace.attendDirect} after its clamp: rows (positions × heads) over the list entries
+   * [first, last), each position's own in [from[i], to[i]); queries q (rows, d) as they are; the list
+   * as {@link KvList}'s fields (null index and bias arrays when it has none); vp a value tile's scratch
+   * (dPad / NR, KEY_TILE, NR); m, l and o as for {@link #attendPacked}.
+   */
+  static native void attendDirect(int rows, int heads, int d, int dPad, int first, int last, int[] from, int[] to,
+                                  float[] q, float[] keys, int keyBase, int keyStride, int[] keyIdx, int keyIdxOff,
+                                  float[] values, int valueBase, int valueStride, int[] valueIdx, int valueIdxOff,
+                                  float[] bias, int biasBase, int biasStride, float[] vp, float[] m, float[] l,
+                                  float[] o);
+
   static native void attendPacked(int rows, int heads, int positions, int d, int dPad, int[] from, int[] to, float[] qp,
                                   float[] k, float[] v, float[] bias, int tileBase, float[] m, float[] l, float[] o);
 }

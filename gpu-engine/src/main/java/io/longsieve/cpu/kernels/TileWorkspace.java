@@ -121,6 +121,14 @@ final class TileWorkspace {
         last = Math.max(last, to[i]);
       }
     }
+    if (NativeTiles.enabled) { // the same loop in C
+      if (first < last) {
+        NativeTiles.attendDirect(rows, heads, d, dPad, first, last, from, to, q, list.keys(), list.keyBase(),
+            list.keyStride(), list.keyIdx(), list.keyIdxOff(), list.values(), list.valueBase(), list.valueStride(),
+            list.valueIdx(), list.valueIdxOff(), list.bias(), list.biasBase(), list.biasStride(), vp, m, l, o);
+      }
+      return;
+    }
     int nr = Tiles.NR;
     float[] values = list.values(), bias = list.bias();
     for (int j0 = first - first % KT; j0 < last; j0 += KT) {

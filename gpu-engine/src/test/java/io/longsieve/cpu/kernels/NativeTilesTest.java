@@ -11,7 +11,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The C kernels (NativeTiles, src/main/c/cpu_tiles.c) compute the Java tiles' bits: every GEMM mode
- * and TiledAttention's prefill, on random odd sizes (row tails, partial panels, k past a slice,
+ * (packed prefill rows and decode rows in place) and TiledAttention's prefill and decode (one position,
+ * long lists split in segments), on random odd sizes (row tails, partial panels, k past a slice,
  * head sizes that are not multiples of the vector width, GQA groups, logit biases, lists of slots,
  * windows, rows that see nothing in a tile), with 1 and 2 threads, the library on and then off.
  * Where the build has the library (gcc, Linux x86-64, 512-bit vectors, which CI has), it must load.
@@ -59,10 +60,12 @@ class NativeTilesTest {
     Random r = new Random(42);
     int[] dims = {8, 18, 24, 40, 64, 72, 128};
     try (ThreadPool one = new ThreadPool(1); ThreadPool two = new ThreadPool(2)) {
-      for (int trial = 0; trial < 40; trial++) {
+      for (int trial = 0; trial < 56; trial++) {
         ThreadPool pool = trial % 2 == 0 ? one : two;
         int groups = 1 + r.nextInt(3), heads = 1 + r.nextInt(trial % 5 == 0 ? 8 : 4), d = dims[trial % dims.length];
-        int cached = trial % 4 == 0 ? 0 : r.nextInt(700), n = 2 + r.nextInt(trial % 3 == 0 ? 300 : 90);
+        boolean decode = trial % 4 == 3; // one position: scores straight from the list, long lists split in segments
+        int cached = decode ? r.nextInt(trial % 8 == 7 ? 5000 : 600) : trial % 4 == 0 ? 0 : r.nextInt(700);
+        int n = decode ? 1 : 2 + r.nextInt(trial % 3 == 0 ? 300 : 90);
         int entries = cached + n, window = trial % 6 == 5 ? 1 + r.nextInt(150) : 0;
         boolean bias = trial % 3 == 1, listed = trial % 4 == 2;
         float[] keys = rand(r, groups * entries * d), values = rand(r, groups * entries * d);
@@ -103,7 +106,7 @@ class NativeTilesTest {
             return ((i * groups + g) * heads + hh) * d;
           }
         };
-        String where = "groups " + groups + " heads " + heads + " d " + d + " cached " + cached + " n " + n
+        String where = (decode ? "decode " : "prefill ") + "groups " + groups + " heads " + heads + " d " + d + " cached " + cached + " n " + n
             + " window " + window + " bias " + bias + " listed " + listed + " threads " + pool.threads();
         same(out -> TiledAttention.run(pool, new TiledAttention.PackedTiles(), groups, heads, d, 0.125f, p, out),
             new float[q.length], where);
