@@ -1,7 +1,8 @@
 /*
- * The CPU backend's two hot loops in C with AVX-512 intrinsics, reached through JNI from
- * io.longsieve.cpu.kernels.NativeTiles: a block of Gemm (rows x panels of a packed weight matrix) and
- * one task of TiledAttention's prefill (a tile of query rows over the packed key/value tiles).
+ * The CPU backend's hot loops in C with AVX-512 intrinsics, reached through JNI from
+ * io.longsieve.cpu.kernels.NativeTiles: a block of Gemm (rows x panels of a packed weight matrix; prefill
+ * rows packed, decode rows read in place) and one task of TiledAttention (a tile of query rows over the
+ * packed key/value tiles in prefill, one position straight from the key/value list in decode).
  *
  * Why C: the Java tiles (VectorPackedTiles, VectorTiles) are the same loops, but on each k step of an
  * 8x32 tile (2 loads, 8 broadcasts, 16 FMAs) JDK 17's C2 adds about 15 scalar instructions of index
@@ -11,8 +12,9 @@
  * path runs (NativeTilesTest compares them):
  *  - every product is one fused multiply-add chain over k in ascending order, from zero (or from the
  *    running output for attention's P.V), whatever the tile height or the k slicing;
- *  - the epilogues, the exponentials and the online softmax are the Java operations one for one
- *    (VectorTiles.epilogue, exp2Below, rowsStayBelow, softmaxStep, softmaxKeep, ScalarTiles.exp2);
+ *  - the epilogues, the exponentials, the online softmax and decode's score reductions are the Java
+ *    operations one for one (VectorTiles.epilogue, exp2Below, rowsStayBelow, softmaxStep, softmaxKeep,
+ *    scores, ScalarTiles.exp2);
  *  - built with -ffp-contract=off, so gcc fuses nothing the Java code does not.
  * Layouts and constants (NR = 32 panel columns, KEY_TILE = 64, the packed row groups 8/4/2/1) are
  * Tiles' and TiledAttention's; NativeTiles refuses to load unless Java's constants match.

@@ -19,8 +19,9 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * The assembly profile's check of the spark-submit jar (src/build/check-assembly-jar.sh, run after the
  * shade): it passes a jar that carries what a linux-x86_64 cluster needs and fails, naming the entry,
- * one with another platform's natives, JCuda's NVPTX compiler, unrelocated guava, or a manifest that
- * does not say (or misstates) the CUDA build. The real jar is checked by every assembly build.
+ * one with another platform's natives, JCuda's NVPTX compiler, unrelocated guava, a manifest that
+ * does not say (or misstates) the CUDA build, or, where gcc is required (LONGSIEVE_REQUIRE_CC=1: CI and
+ * the bundles), no C kernels for the CPU backend. The real jar is checked by every assembly build.
  */
 class AssemblyJarCheckTest {
 
@@ -56,10 +57,17 @@ class AssemblyJarCheckTest {
     return l;
   }
 
-  /** exit code and stderr of the check on {@code jar} */
+  /** exit code and stderr of the check on {@code jar}, gcc not required (CI's LONGSIEVE_REQUIRE_CC=1 not passed on) */
   private static Object[] check(Path jar) throws Exception {
-    Process p = new ProcessBuilder("bash", SCRIPT.toString(), jar.toString()).redirectOutput(ProcessBuilder.Redirect.DISCARD)
-        .start();
+    return check(jar, false);
+  }
+
+  /** exit code and stderr of the check on {@code jar}, with LONGSIEVE_REQUIRE_CC=1 when requireCc */
+  private static Object[] check(Path jar, boolean requireCc) throws Exception {
+    ProcessBuilder b = new ProcessBuilder("bash", SCRIPT.toString(), jar.toString()).redirectOutput(ProcessBuilder.Redirect.DISCARD);
+    b.environment().remove("LONGSIEVE_REQUIRE_CC");
+    if (requireCc) b.environment().put("LONGSIEVE_REQUIRE_CC", "1");
+    Process p = b.start();
     String err = new String(p.getErrorStream().readAllBytes(), StandardCharsets.UTF_8);
     return new Object[] {p.waitFor(), err};
   }
@@ -90,6 +98,16 @@ class AssemblyJarCheckTest {
         "CUDA compiler pieces: lib/libJNvPTXCompiler");
     assertRefused(jar("guava.jar", with("com/google/common/base/Preconditions.class"), "CUDA 13.0", "R580"),
         "unrelocated guava");
+  }
+
+  @Test
+  void whereGccIsRequiredTheCpuKernelsMustBeIn() throws Exception {
+    Path without = jar("no-c.jar", GOOD, "CUDA 13.0", "R580");
+    Object[] r = check(without, true);
+    assertEquals(1, r[0], (String) r[1]);
+    assertTrue(((String) r[1]).contains("no C kernels for the CPU backend"), (String) r[1]);
+    Path with = jar("c.jar", with("io/longsieve/cpu/native/linux-x86_64/liblongsieve_cpu.so"), "CUDA 13.0", "R580");
+    assertEquals(0, check(with, true)[0], "a jar with the C kernels passes");
   }
 
   @Test

@@ -12,11 +12,10 @@ import java.nio.file.StandardCopyOption;
  * {@link TiledAttention} (prefill over the packed tiles, decode straight from the list). With the
  * library every product and attention tile runs in C, so none of the Vector API tiles has to be
  * compiled by C2 in the middle of a request (JDK 17 ran one of them in C1, boxing every vector, for
- * whole requests when only decode used it). They compute the same fma
- * chains and the same softmax operations as the Java tiles, so the results have the same bits
- * (NativeTilesTest); only the speed differs: on each k step of the 8×32 tile (2 loads, 8 broadcasts,
- * 16 FMAs) JDK 17's C2 adds about 15 scalar instructions of index arithmetic, gcc 3 (bench/RESULTS.md,
- * issue 35).
+ * whole requests when only decode used it). They compute the same fma chains and the same softmax
+ * operations as the Java tiles, so the results have the same bits (NativeTilesTest); only the speed
+ * differs: on each k step of the 8×32 tile (2 loads, 8 broadcasts, 16 FMAs) JDK 17's C2 adds about 15
+ * scalar instructions of index arithmetic, gcc 3 (bench/RESULTS.md, issue 35).
  *
  * <p>Failure behaviour: when the library is missing from the build (no gcc), the machine or OS is
  * another one, the JVM's vectors are not 512 bits wide, loading fails, or
@@ -73,13 +72,6 @@ final class NativeTiles {
                                int p1, int width, int mode, float[] bias, float[] packed, float[] scratch);
 
   /**
-   * {@code TileWorkspace.attendPacked} after its row packing: rows (positions × heads) over the
-   * entries each position sees ([from[i], to[i])), queries packed in qp (rows, d); k, v and bias as
-   * {@link TiledAttention.PackedTiles} holds them (bias null when the list has none), list entry j0 in
-   * tile {@code tileBase + j0 / KEY_TILE}; the running max m, lane sums l (rows, 16) and
-   * unnormalised outputs o (rows, dPad) are updated.
-   */
-  /**
    * {@code TileWorkspace.attendDirect} after its clamp: rows (positions × heads) over the list entries
    * [first, last), each position's own in [from[i], to[i]); queries q (rows, d) as they are; the list
    * as {@link KvList}'s fields (null index and bias arrays when it has none); vp a value tile's scratch
@@ -91,6 +83,13 @@ final class NativeTiles {
                                   float[] bias, int biasBase, int biasStride, float[] vp, float[] m, float[] l,
                                   float[] o);
 
+  /**
+   * {@code TileWorkspace.attendPacked} after its row packing: rows (positions × heads) over the
+   * entries each position sees ([from[i], to[i])), queries packed in qp (rows, d); k, v and bias as
+   * {@link TiledAttention.PackedTiles} holds them (bias null when the list has none), list entry j0 in
+   * tile {@code tileBase + j0 / KEY_TILE}; the running max m, lane sums l (rows, 16) and
+   * unnormalised outputs o (rows, dPad) are updated.
+   */
   static native void attendPacked(int rows, int heads, int positions, int d, int dPad, int[] from, int[] to, float[] qp,
                                   float[] k, float[] v, float[] bias, int tileBase, float[] m, float[] l, float[] o);
 }
