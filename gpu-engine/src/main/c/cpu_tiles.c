@@ -334,14 +334,14 @@ static int block_sees(int rb, int rn, int heads, int jStart, int jEnd, const int
 
 /*
  * TileWorkspace.attendPacked after its packRows: the task's rows (position r / heads, head r % heads)
- * over the key tiles they see. qp: the rows' queries packed (rows, d); k, v, bias: the call's packed
+ * over the key tiles of the entries [first, last) they see. qp: the rows' queries packed (rows, d); k, v, bias: the call's packed
  * tiles (TiledAttention.PackedTiles), the task's list entry j0 in tile tileBase + j0 / KT; from, to:
  * each position's entries; m, l, o: the running max, lane sums and unnormalised outputs.
  */
 JNIEXPORT void JNICALL Java_io_longsieve_cpu_kernels_NativeTiles_attendPacked(
-    JNIEnv *env, jclass cls, jint rows, jint heads, jint positions, jint d, jint dPad, jintArray fromA, jintArray toA,
-    jfloatArray qpA, jfloatArray kA, jfloatArray vA, jfloatArray biasA, jint tileBase, jfloatArray mA, jfloatArray lA,
-    jfloatArray oA) {
+    JNIEnv *env, jclass cls, jint rows, jint heads, jint d, jint dPad, jint first, jint last, jintArray fromA,
+    jintArray toA, jfloatArray qpA, jfloatArray kA, jfloatArray vA, jfloatArray biasA, jint tileBase, jfloatArray mA,
+    jfloatArray lA, jfloatArray oA) {
   (void) cls;
   int *from = (*env)->GetPrimitiveArrayCritical(env, fromA, NULL);
   int *to = (*env)->GetPrimitiveArrayCritical(env, toA, NULL);
@@ -353,11 +353,6 @@ JNIEXPORT void JNICALL Java_io_longsieve_cpu_kernels_NativeTiles_attendPacked(
   float *l = (*env)->GetPrimitiveArrayCritical(env, lA, NULL);
   float *o = (*env)->GetPrimitiveArrayCritical(env, oA, NULL);
   float s[BLOCK * KT]; /* a row block's scores, then probabilities */
-  int first = INT32_MAX, last = INT32_MIN;
-  for (int i = 0; i < positions; i++) {
-    if (from[i] < first) first = from[i];
-    if (to[i] > last) last = to[i];
-  }
   for (int j0 = first - first % KT; j0 < last; j0 += KT) {
     int jStart = j0 > first ? j0 : first, jEnd = last < j0 + KT ? last : j0 + KT;
     size_t t = (size_t) (tileBase + j0 / KT);

@@ -29,7 +29,7 @@ final class NativeTiles {
   /** The library's path on the classpath, written by src/main/c/build-cpu-kernels.sh. */
   static final String RESOURCE = "/io/longsieve/cpu/native/linux-x86_64/liblongsieve_cpu.so";
 
-  /** "native" when the library is loaded, else why not (for the backend's description). */
+  /** "native" when the library is loaded, else why not (NativeTilesTest reports it when it skips). */
   static final String STATE = load();
 
   /** Whether the calls below may be made; false keeps every caller on the Java tiles. */
@@ -84,12 +84,13 @@ final class NativeTiles {
                                   float[] o);
 
   /**
-   * {@code TileWorkspace.attendPacked} after its row packing: rows (positions × heads) over the
-   * entries each position sees ([from[i], to[i])), queries packed in qp (rows, d); k, v and bias as
+   * {@code TileWorkspace.attendPacked} after its row packing: rows (positions × heads) over the list
+   * entries [first, last), each position's own in [from[i], to[i]); queries packed in qp (rows, d); k, v and bias as
    * {@link TiledAttention.PackedTiles} holds them (bias null when the list has none), list entry j0 in
    * tile {@code tileBase + j0 / KEY_TILE}; the running max m, lane sums l (rows, 16) and
    * unnormalised outputs o (rows, dPad) are updated.
    */
-  static native void attendPacked(int rows, int heads, int positions, int d, int dPad, int[] from, int[] to, float[] qp,
-                                  float[] k, float[] v, float[] bias, int tileBase, float[] m, float[] l, float[] o);
+  static native void attendPacked(int rows, int heads, int d, int dPad, int first, int last, int[] from, int[] to,
+                                  float[] qp, float[] k, float[] v, float[] bias, int tileBase, float[] m, float[] l,
+                                  float[] o);
 }

@@ -89,7 +89,7 @@ final class TileWorkspace {
     int nr = Tiles.NR;
     Tiles.packRows(rows, q, 0, d, d, qp); // blocks of BLOCK rows are whole groups of the packing: BLOCK is a multiple of MR
     if (NativeTiles.enabled) { // the same loop in C
-      NativeTiles.attendPacked(rows, heads, positions, d, dPad, from, to, qp, pk.k, pk.v, pk.bias ? pk.b : null,
+      NativeTiles.attendPacked(rows, heads, d, dPad, first, last, from, to, qp, pk.k, pk.v, pk.bias ? pk.b : null,
           pk.tileOf(g, 0), m, l, o);
       return;
     }
