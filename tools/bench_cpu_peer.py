@@ -28,7 +28,7 @@ count on both sides:
                an untimed warm-up request of --warmup-tokens and --warmup-runs untimed whole requests
                on the shortest prompt (so JIT compilation is not in the figures; PyTorch gets the same
                untimed requests); prefill_ms and decode_ms_per_token from the stats, prefill chunk as given
-               (default the product's 512).
+               (default the product's 2048, EngineSpec.DEFAULT_PREFILL_CHUNK).
   rounds       --rounds N runs both sides N times per checkpoint (a new PyTorch process and a new JVM each
                time), PyTorch first in the first round, the engine first in the next, and so on: on a
                shared host whose speed drifts, each round's ratio compares the two sides under the
@@ -268,7 +268,7 @@ def main():
                          "round to the next, so a host that slows down or speeds up mid-run hits both sides alike")
     ap.add_argument("--steps", type=int, default=32, help="new tokens per request (decode steps + 1)")
     ap.add_argument("--models", default="bundled,random-100m")
-    ap.add_argument("--chunk", type=int, default=512, help="the engine's prefill chunk")
+    ap.add_argument("--chunk", type=int, default=2048, help="the engine's prefill chunk (the product's default)")
     ap.add_argument("--warmup-tokens", type=int, default=2048)
     ap.add_argument("--warmup-runs", type=int, default=2,
                     help="untimed whole requests (the shortest prompt, all the new tokens) before the timed ones, "

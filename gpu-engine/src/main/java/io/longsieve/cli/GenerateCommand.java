@@ -93,7 +93,7 @@ public final class GenerateCommand implements Callable<Integer> {
   @Option(names = "--device", defaultValue = "auto", description = "auto, cpu or cuda (default: ${DEFAULT-VALUE}).")
   String device;
 
-  @Option(names = "--prefill-chunk", defaultValue = "512",
+  @Option(names = "--prefill-chunk", defaultValue = "" + EngineSpec.DEFAULT_PREFILL_CHUNK,
       description = "Prefill chunk in tokens (default: ${DEFAULT-VALUE}; the CUDA backend takes at least 4096; a TSA "
           + "prefill runs in its own tsa:chunk).")
   int prefillChunk;

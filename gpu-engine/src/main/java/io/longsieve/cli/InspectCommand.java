@@ -55,8 +55,8 @@ public final class InspectCommand implements Callable<Integer> {
       description = "Tokens (prompt + output) of each document in the count of documents that fit at once (default: ${DEFAULT-VALUE}).")
   int maxTokens;
 
-  @Option(names = "--prefill-chunk", defaultValue = "512",
-      description = "Prefill chunk, as the job's prefillChunk; the GPU runs at least 2048 (default: ${DEFAULT-VALUE}).")
+  @Option(names = "--prefill-chunk", defaultValue = "" + io.longsieve.engine.spi.EngineSpec.DEFAULT_PREFILL_CHUNK,
+      description = "Prefill chunk, as the job's prefillChunk; the GPU runs at least 4096 (default: ${DEFAULT-VALUE}).")
   int prefillChunk;
 
   @Override

@@ -129,7 +129,7 @@ class SelectionProbeTest {
   /**
    * The forward chunk changes the order of the reports (each chunk runs every layer before the next)
    * and nothing else: in position order a runner with 64-token chunks and one with 192-token chunks
-   * (both multiples of the sub-chunk, as the CPU's 512 and the GPU's 4096 are of the default 512)
+   * (both multiples of the sub-chunk, as the CPU's default 2048 and the GPU's 4096 are of the default 512)
    * report the same sub-chunks with the same queries and lists. SelectionProbeParityTest compares
    * the CPU and the GPU so.
    */

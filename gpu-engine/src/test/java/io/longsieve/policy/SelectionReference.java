@@ -39,8 +39,8 @@ public final class SelectionReference {
 
     /**
      * The reports (with their keys) in position order: by first position, then layer. The order a
-     * backend reports in follows its forward chunks (the CPU runs every layer over one 512-token chunk
-     * before the next chunk, the GPU's chunk is at least 4096), which selects nothing differently:
+     * backend reports in follows its forward chunks (the CPU runs every layer over one prefill chunk, 2048
+     * tokens by default, before the next chunk, the GPU's chunk is at least 4096), which selects nothing differently:
      * TSA selects per tsa:chunk and TokenSelect per sub-chunk on both (PolicySpec.prefillChunk), and
      * each (position, layer) selects once.
      */

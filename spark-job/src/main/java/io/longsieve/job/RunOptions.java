@@ -88,7 +88,7 @@ public record RunOptions(
     DEVICE("device", "auto", "auto, cpu or cuda"),
     TRUNCATE("truncate", "false", "keep head and tail of over-long documents instead of too_long"),
     THREADS("threads", "0", "CPU threads per engine; 0 = all cores"),
-    PREFILL_CHUNK("prefillChunk", "512", "prompt tokens per prefill chunk (a TSA prefill runs in its own tsa:chunk)"),
+    PREFILL_CHUNK("prefillChunk", Integer.toString(EngineSpec.DEFAULT_PREFILL_CHUNK), "prompt tokens per prefill chunk (a TSA prefill runs in its own tsa:chunk)"),
     MAX_CONTEXT("maxContext", "0", "longest prompt + output in tokens; 0 = the model's limit"),
     PARTITIONS("partitions", "0", "partitions of the generation stage; 0 = task slots x 2, cost-balanced"),
     RESUME("resume", "false", "skip doc_ids that an earlier run under the same output already finished with status ok"),

@@ -274,7 +274,7 @@ class LocalClusterJobTest {
     assertEquals(Map.of("d0", "ok", "d1", "ok", "d2", "ok", "d3", "ok", "d4", "ok", "d5", "oom"), st);
     Row err = spark.read().parquet(dir.resolve("out-bad").resolve("outputs").toString())
         .where(col("doc_id").equalTo("d5")).select("error").first();
-    assertTrue(err.getString(0).contains("prefill chunks 512, 128, 32"), err.getString(0));
+    assertTrue(err.getString(0).contains("prefill chunks 2048, 512, 128"), err.getString(0));
   }
 
   @Test

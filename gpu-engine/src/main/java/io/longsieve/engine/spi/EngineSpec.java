@@ -41,6 +41,16 @@ public record EngineSpec(
   /** {@link #prefixCacheBytes} that takes the backend's default budget. */
   public static final long PREFIX_CACHE_DEFAULT = -1;
 
+  /**
+   * Prompt tokens per prefill chunk when the user does not say (the job's prefillChunk, the CLIs'
+   * --prefill-chunk). 2048, not less, for the CPU backend: its matrix products read every weight once
+   * per chunk, and over 2048 rows they ran 6-10% faster than over 512 (bench/RESULTS.md, issue 35).
+   * No policy selects differently for it: TSA selects per its own tsa:chunk, TokenSelect per its
+   * 512-token sub-chunk, which divides it; dense prefill gives every token the same bits wherever a
+   * chunk starts. The CUDA backend takes at least {@code CudaRunner.MIN_GPU_CHUNK} whatever this is.
+   */
+  public static final int DEFAULT_PREFILL_CHUNK = 2048;
+
   /** Requests run at once when a spec does not say. */
   public static final int DEFAULT_MAX_BATCH = 8;
 
