@@ -368,9 +368,10 @@ static int block_sees(int rb, int rn, int heads, int jStart, int jEnd, const int
 
 /*
  * TileWorkspace.attendPacked after its packRows: the task's rows (position r / heads, head r % heads)
- * over the key tiles of the entries [first, last) they see. qp: the rows' queries packed (rows, d); k, v, bias: the call's packed
- * tiles (TiledAttention.PackedTiles), the task's list entry j0 in tile tileBase + j0 / KT; from, to:
- * each position's entries; m, l, o: the running max, lane sums and unnormalised outputs.
+ * over the key tiles of the entries [first, last) they see. qp: the rows' queries packed (rows, d); k, v,
+ * bias: the call's packed tiles (TiledAttention.PackedTiles), the task's list entry j0 in tile
+ * tileBase + j0 / KT; from, to: each position's entries; m, l, o: the running max, lane sums and
+ * unnormalised outputs.
  */
 JNIEXPORT void JNICALL Java_io_longsieve_cpu_kernels_NativeTiles_attendPacked(
     JNIEnv *env, jclass cls, jint rows, jint heads, jint d, jint dPad, jint first, jint last, jintArray fromA,

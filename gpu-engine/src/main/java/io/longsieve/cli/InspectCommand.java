@@ -1,6 +1,7 @@
 package io.longsieve.cli;
 
 import io.longsieve.cuda.GpuVerifiedFamilies;
+import io.longsieve.engine.spi.EngineSpec;
 import io.longsieve.engine.spi.LoadedModel;
 import io.longsieve.model.Checkpoint;
 import io.longsieve.model.CheckpointException;
@@ -55,7 +56,7 @@ public final class InspectCommand implements Callable<Integer> {
       description = "Tokens (prompt + output) of each document in the count of documents that fit at once (default: ${DEFAULT-VALUE}).")
   int maxTokens;
 
-  @Option(names = "--prefill-chunk", defaultValue = "" + io.longsieve.engine.spi.EngineSpec.DEFAULT_PREFILL_CHUNK,
+  @Option(names = "--prefill-chunk", defaultValue = "" + EngineSpec.DEFAULT_PREFILL_CHUNK,
       description = "Prefill chunk, as the job's prefillChunk; the GPU runs at least 4096 (default: ${DEFAULT-VALUE}).")
   int prefillChunk;
 

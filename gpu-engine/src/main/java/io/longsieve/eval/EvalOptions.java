@@ -1,5 +1,6 @@
 package io.longsieve.eval;
 
+import io.longsieve.engine.spi.EngineSpec;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -79,9 +80,9 @@ public final class EvalOptions {
   @Option(names = "--threads", defaultValue = "0", description = "CPU threads; 0 = all cores.")
   public int threads;
 
-  @Option(names = "--prefill-chunk", defaultValue = "" + io.longsieve.engine.spi.EngineSpec.DEFAULT_PREFILL_CHUNK, description = "Prefill chunk in tokens (default: "
-      + "${DEFAULT-VALUE}; the GPU engine uses at least 4096). TSA ignores it: its own chunk parameter (tsa:chunk, "
-      + "default 4096) fixes its selection scope on both backends. TokenSelect's prefill selects per sub-chunk "
+  @Option(names = "--prefill-chunk", defaultValue = "" + EngineSpec.DEFAULT_PREFILL_CHUNK,
+      description = "Prefill chunk in tokens (default: ${DEFAULT-VALUE}; the GPU engine uses at least 4096). TSA "
+      + "ignores it: its own chunk parameter (tsa:chunk, default 4096) fixes its selection scope on both backends. TokenSelect's prefill selects per sub-chunk "
       + "(tokenselect:chunk) and sees every cached token, whatever this is.")
   public int prefillChunk;
 
